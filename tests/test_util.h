@@ -1,0 +1,65 @@
+// Helpers shared by tests: where the shared fixtures are, temp files, running the CLI.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace strata::test {
+
+// ../shared beside the checkout, or $STRATA_SHARED_DIR.
+inline std::filesystem::path shared_dir() {
+    if (const char* env = std::getenv("STRATA_SHARED_DIR")) return env;
+    return std::filesystem::path(STRATA_SOURCE_DIR).parent_path() / "shared";
+}
+
+inline std::filesystem::path fixture(const std::string& rel) { return shared_dir() / "fixtures" / rel; }
+
+// Skips the current test when a fixture is missing (the project builds and tests without shared/).
+#define STRATA_REQUIRE_FIXTURE(path)                                                   \
+    do {                                                                               \
+        if (!std::filesystem::exists(path)) GTEST_SKIP() << "fixture missing: " << (path); \
+    } while (0)
+
+// A fresh directory under the system temp dir, removed by the destructor.
+class TempDir {
+public:
+    TempDir() {
+        std::random_device rd;
+        path_ = std::filesystem::temp_directory_path() / ("strata-test-" + std::to_string(rd()) + std::to_string(rd()));
+        std::filesystem::create_directories(path_);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    const std::filesystem::path& path() const { return path_; }
+    std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+private:
+    std::filesystem::path path_;
+};
+
+struct CommandResult {
+    int exit_code = -1;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs `strata ARGS` (the built binary) through the shell; captures stdout and stderr.
+CommandResult run_strata(const std::string& args, const std::string& stdin_text = "");
+
+// Random floats, normal with occasional outliers (never zeros-only data).
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, scale);
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = nd(rng) * ((rng() % 97 == 0) ? 8.0f : 1.0f);
+    return v;
+}
+
+}  // namespace strata::test
