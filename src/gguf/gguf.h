@@ -39,27 +39,36 @@ enum class ValueType : uint32_t {
 const char* value_type_name(ValueType t);
 bool is_integer(ValueType t);
 
-// One metadata value. Scalars are held by value; strings own their bytes; arrays hold their
-// element type and elements (numbers widened into `numbers` as doubles would lose u64/i64
-// precision, so integers go to `ints`/`uints`).
+// One metadata value. Scalars are held by value, strings own their bytes. Arrays keep their
+// element type and store elements packed by kind: integers as u64/i64 (no precision lost),
+// floats as double, strings, or (for arrays of arrays) nested Values.
 struct Value {
     ValueType type = ValueType::U8;
-    uint64_t u = 0;     // U8/U16/U32/U64, BOOL (0/1)
-    int64_t i = 0;      // I8/I16/I32/I64
-    double f = 0.0;     // F32/F64
-    std::string s;      // STRING
-    // ARRAY
+    uint64_t u = 0;    // U8/U16/U32/U64, BOOL (0/1)
+    int64_t i = 0;     // I8/I16/I32/I64
+    double f = 0.0;    // F32/F64
+    std::string s;     // STRING
+    // ARRAY: exactly one of these is used, chosen by elem_type.
     ValueType elem_type = ValueType::U8;
-    std::vector<Value> items;
+    std::vector<uint64_t> arr_u;     // unsigned integers and bools
+    std::vector<int64_t> arr_i;      // signed integers
+    std::vector<double> arr_f;       // F32/F64
+    std::vector<std::string> arr_s;  // STRING
+    std::vector<Value> arr_v;        // ARRAY (nested)
 
-    static Value of_u32(uint32_t v) { return scalar(ValueType::U32, v); }
-    static Value of_u64(uint64_t v) { return scalar(ValueType::U64, v); }
-    static Value of_i32(int32_t v);
+    size_t array_size() const;
+
+    static Value scalar_u(ValueType t, uint64_t v);
+    static Value scalar_i(ValueType t, int64_t v);
+    static Value of_u32(uint32_t v) { return scalar_u(ValueType::U32, v); }
+    static Value of_u64(uint64_t v) { return scalar_u(ValueType::U64, v); }
+    static Value of_bool(bool v) { return scalar_u(ValueType::BOOL, v ? 1 : 0); }
+    static Value of_i32(int32_t v) { return scalar_i(ValueType::I32, v); }
     static Value of_f32(float v);
-    static Value of_bool(bool v) { return scalar(ValueType::BOOL, v ? 1 : 0); }
     static Value of_string(std::string v);
-    static Value array_of(ValueType elem, std::vector<Value> items);
-    static Value scalar(ValueType t, uint64_t u);
+    static Value of_strings(std::vector<std::string> v);
+    static Value of_i32s(const std::vector<int32_t>& v);
+    static Value of_f32s(const std::vector<float>& v);
 
     // Short human form: numbers, quoted strings, arrays summarised past max_items.
     std::string to_display(size_t max_items = 8) const;
@@ -78,7 +87,9 @@ struct TensorInfo {
     uint64_t n_rows() const { return shape.empty() ? 1 : n_elements() / shape[0]; }
 };
 
-class MappedFile;
+}  // namespace strata::gguf
+namespace strata { class MappedFile; }
+namespace strata::gguf {
 
 // A GGUF model: one file or a set of split files opened as one. Immutable after open.
 class File {

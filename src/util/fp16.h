@@ -28,7 +28,7 @@ inline float f16_to_f32(uint16_t h) {
     if (exp_mant >= 0x7c00u) {  // inf or nan
         return bits_to_f32(sign | 0x7f800000u | (static_cast<uint32_t>(exp_mant & 0x3ffu) << 13));
     }
-    const float mag = bits_to_f32(exp_mant << 13) * bits_to_f32(0x07800000u);  // * 2^-112
+    const float mag = bits_to_f32(exp_mant << 13) * bits_to_f32(0x77800000u);  // * 2^112
     return bits_to_f32(sign | f32_to_bits(mag));
 }
 

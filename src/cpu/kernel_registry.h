@@ -1,0 +1,45 @@
+// Internal: how the per-level kernel files hand their kernels to kernels.cpp. Each file exports a
+// KernelTable of constant data (constant-initialised, so no code compiled for AVX2/AVX-512 runs
+// before the CPU has been checked).
+#pragma once
+
+#include <cstddef>
+
+#include "cpu/kernels.h"
+
+namespace strata::cpu::detail {
+
+struct DotKernelEntry {
+    quant::Type type;
+    DotFn fn;
+    bool needs_bf16;  // uses AVX-512 BF16 instructions beyond the Avx512 level
+};
+
+struct ActKernelEntry {
+    ActFormat fmt;
+    QuantizeActFn fn;
+};
+
+struct KernelTable {
+    const DotKernelEntry* dots;
+    size_t n_dots;
+    const ActKernelEntry* acts;
+    size_t n_acts;
+};
+
+// Scalar reference (vec_dot_scalar.cpp, vec_dot_iquants_scalar.cpp, act_quant_scalar.cpp).
+extern const KernelTable kScalarKernels;
+extern const KernelTable kScalarIquantKernels;
+extern const KernelTable kScalarActKernels;
+// AVX2 (vec_dot_*_avx2.cpp, act_quant_avx2.cpp).
+extern const KernelTable kAvx2LegacyKernels;
+extern const KernelTable kAvx2KquantKernels;
+extern const KernelTable kAvx2IquantKernels;
+extern const KernelTable kAvx2ActKernels;
+// AVX-512 (vec_dot_*_avx512.cpp, act_quant_avx512.cpp).
+extern const KernelTable kAvx512LegacyKernels;
+extern const KernelTable kAvx512KquantKernels;
+extern const KernelTable kAvx512IquantKernels;
+extern const KernelTable kAvx512ActKernels;
+
+}  // namespace strata::cpu::detail

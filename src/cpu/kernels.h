@@ -1,0 +1,77 @@
+// The kernel table: for every weight type, the dot-product kernel of the chosen instruction-set
+// level and the activation format it consumes; for every activation format, the quantiser that
+// makes it from f32. One KernelSet per level, filled once; callers pick a set at startup
+// (default_kernels()) and index it by type, so nothing branches per row.
+//
+// Activation formats (what x is turned into before the dot products):
+//   Q8_0 (32 int8 + f16 scale)           for Q8_0, Q4_0, IQ4_NL, MXFP4 weights
+//   Q8_K (256 int8 + f32 scale + 16 sums) for the k-quants and the 256-block i-quants
+//   F32                                   for F32 and F16 weights (f16 -> f32 in registers, FMA)
+//   BF16                                  for BF16 weights (vdpbf16ps with AVX-512 BF16, else
+//                                         both sides widened to f32 and multiplied exactly)
+// Integer kernels multiply 8-bit activations exactly; their only rounding is the f32 scaling
+// and summation of per-block integer sums, so every level gives the scalar result up to float
+// summation order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "quant/types.h"
+
+namespace strata::cpu {
+
+enum class ActFormat : uint8_t { F32 = 0, BF16 = 1, Q8_0 = 2, Q8_K = 3 };
+constexpr int kActFormatCount = 4;
+
+const char* act_format_name(ActFormat f);
+int64_t act_block_elems(ActFormat f);          // 1, 1, 32, 256
+size_t act_row_bytes(ActFormat f, int64_t n);  // n: a multiple of act_block_elems(f)
+// Activation format the kernels of weight type t consume; nullopt when t has no kernel.
+std::optional<ActFormat> act_format_for(quant::Type t);
+
+// A tile of dot products: y[c][r] = W_r . A_c for r < rows, c < cols, where W_r is the weight
+// row at w + r * w_stride and A_c the activation row a[c] (n values each, in the type's
+// activation format). Kernels go over the tile row by row, dotting each weight row with all the
+// columns while it is in L1, a few columns per pass over the row.
+struct DotTile {
+    int64_t n = 0;
+    const uint8_t* w = nullptr;
+    size_t w_stride = 0;
+    int64_t rows = 0;
+    const uint8_t* const* a = nullptr;
+    float* const* y = nullptr;
+    int64_t cols = 0;
+};
+
+using DotFn = void (*)(const DotTile& tile);
+// Converts n f32 values (a multiple of the format's block) into the format at dst.
+using QuantizeActFn = void (*)(const float* x, void* dst, int64_t n);
+
+constexpr int kTypeSlots = 40;  // > largest quant::Type id
+
+struct KernelSet {
+    Isa isa = Isa::Scalar;
+    DotFn dot[kTypeSlots] = {};                   // by quant::Type id; nullptr = no kernel
+    QuantizeActFn quantize[kActFormatCount] = {};  // by ActFormat
+
+    DotFn dot_for(quant::Type t) const {
+        const auto id = static_cast<uint32_t>(t);
+        return id < kTypeSlots ? dot[id] : nullptr;
+    }
+    QuantizeActFn quantize_for(ActFormat f) const { return quantize[static_cast<int>(f)]; }
+};
+
+// The set of one level: scalar kernels overlaid by that level's (a level without a kernel of
+// its own for a type uses the next lower level's). Throws strata::Error when the CPU cannot
+// run the level.
+const KernelSet& kernel_set(Isa isa);
+// kernel_set(best_isa()).
+const KernelSet& default_kernels();
+// Weight types with a dot kernel (the same list at every level).
+std::vector<quant::Type> supported_weight_types();
+
+}  // namespace strata::cpu

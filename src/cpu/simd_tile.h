@@ -1,0 +1,45 @@
+// Internal: the loop shared by the SIMD kernel files. A kernel supplies a row function
+//   fn.template operator()<NC>(const uint8_t* w_row, const uint8_t* const* a, float* out)
+// that dots one weight row with NC activation rows (NC = 1..MaxCols) in a single pass over the
+// row; run_tile goes over the rows of the tile and over the columns in groups of MaxCols, so a
+// weight row is fetched from memory once and re-read from L1 for the later groups.
+//
+// Everything here is `static` so that each *_avx2.cpp / *_avx512.cpp file gets its own copy
+// compiled for its own instruction set (no inline function shared between levels).
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/kernels.h"
+
+namespace strata::cpu::detail {
+
+template <int NC, class Fn>
+static inline __attribute__((always_inline)) void tile_cols(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c, int64_t r) {
+    float out[NC];
+    fn.template operator()<NC>(w, t.a + c, out);
+    for (int j = 0; j < NC; ++j) t.y[c + j][r] = out[j];
+}
+
+template <int NC, class Fn>
+static inline __attribute__((always_inline)) void tile_rest(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c, int64_t r, int64_t rest) {
+    if constexpr (NC > 0) {
+        if (rest == NC) {
+            tile_cols<NC>(fn, w, t, c, r);
+        } else {
+            tile_rest<NC - 1>(fn, w, t, c, r, rest);
+        }
+    }
+}
+
+template <int MaxCols, class Fn>
+static inline __attribute__((always_inline)) void run_tile(const DotTile& t, const Fn& fn) {
+    for (int64_t r = 0; r < t.rows; ++r) {
+        const uint8_t* w = t.w + static_cast<size_t>(r) * t.w_stride;
+        int64_t c = 0;
+        for (; c + MaxCols <= t.cols; c += MaxCols) tile_cols<MaxCols>(fn, w, t, c, r);
+        if (c < t.cols) tile_rest<MaxCols - 1>(fn, w, t, c, r, t.cols - c);
+    }
+}
+
+}  // namespace strata::cpu::detail

@@ -1,0 +1,6 @@
+// AVX-512 kernels (placeholder while being written).
+#include "cpu/kernel_registry.h"
+
+namespace strata::cpu::detail {
+const KernelTable kAvx512KquantKernels = {nullptr, 0, nullptr, 0};
+}  // namespace strata::cpu::detail

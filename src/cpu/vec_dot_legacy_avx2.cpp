@@ -1,0 +1,172 @@
+// AVX2 kernels for float weights (F32, F16, BF16) and the 32-value block types with Q8_0
+// activations (Q8_0, Q4_0, IQ4_NL, MXFP4). Up to 4 activation columns per pass over a weight row:
+// the weight side (loads, nibble unpacking, table lookups, |w|) is done once per block and
+// shared by the columns.
+#include <cstddef>
+
+#include "cpu/kernel_registry.h"
+#include "cpu/simd_avx2.h"
+#include "cpu/simd_tile.h"
+#include "quant/blocks.h"
+#include "quant/iq_tables.h"
+
+namespace strata::cpu {
+namespace {
+
+using namespace quant;
+using namespace detail;
+
+constexpr int kMaxCols = 4;
+
+// ---- float weights ----------------------------------------------------------------------------
+
+// Weight loaders: 8 values at element index i -> f32.
+struct F32W {
+    static __m256 load(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
+    static float one(const uint8_t* w, int64_t i) { return load_f32(w + 4 * i); }
+};
+struct F16W {
+    static __m256 load(const uint8_t* w, int64_t i) { return _mm256_cvtph_ps(loadu128(w + 2 * i)); }
+    static float one(const uint8_t* w, int64_t i) { return load_f16(w + 2 * i); }
+};
+static inline __m256 bf16x8_to_f32(const uint8_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(loadu128(p)), 16));
+}
+static inline float bf16_one(const uint8_t* p) {
+    const uint32_t bits = static_cast<uint32_t>(load_u16(p)) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+struct BF16W {
+    static __m256 load(const uint8_t* w, int64_t i) { return bf16x8_to_f32(w + 2 * i); }
+    static float one(const uint8_t* w, int64_t i) { return bf16_one(w + 2 * i); }
+};
+// Activation loaders: f32 rows (F32/F16 weights), bf16 rows (BF16 weights).
+struct F32A {
+    static __m256 load(const uint8_t* a, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(a) + i); }
+    static float one(const uint8_t* a, int64_t i) { return load_f32(a + 4 * i); }
+};
+struct BF16A {
+    static __m256 load(const uint8_t* a, int64_t i) { return bf16x8_to_f32(a + 2 * i); }
+    static float one(const uint8_t* a, int64_t i) { return bf16_one(a + 2 * i); }
+};
+
+// Float rows: U x 8 values per step with U independent accumulators per column (U = 4 for one
+// column to cover FMA latency, 2 when several columns already give independent chains).
+template <class W, class A>
+struct FloatDot {
+    int64_t n;
+    template <int NC>
+    void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
+        constexpr int U = NC == 1 ? 4 : 2;
+        __m256 acc[NC][U];
+        for (int c = 0; c < NC; ++c)
+            for (int u = 0; u < U; ++u) acc[c][u] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + 8 * U <= n; i += 8 * U) {
+            for (int u = 0; u < U; ++u) {
+                const __m256 wv = W::load(w, i + 8 * u);
+                for (int c = 0; c < NC; ++c) acc[c][u] = _mm256_fmadd_ps(wv, A::load(a[c], i + 8 * u), acc[c][u]);
+            }
+        }
+        for (; i + 8 <= n; i += 8) {
+            const __m256 wv = W::load(w, i);
+            for (int c = 0; c < NC; ++c) acc[c][0] = _mm256_fmadd_ps(wv, A::load(a[c], i), acc[c][0]);
+        }
+        for (int c = 0; c < NC; ++c) {
+            __m256 s = acc[c][0];
+            for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[c][u]);
+            float tail = 0.0f;
+            for (int64_t j = i; j < n; ++j) tail += W::one(w, j) * A::one(a[c], j);
+            out[c] = hsum_ps(s) + tail;
+        }
+    }
+};
+
+template <class W, class A>
+void dot_float(const DotTile& t) {
+    run_tile<kMaxCols>(t, FloatDot<W, A>{t.n});
+}
+
+// ---- 32-value blocks x Q8_0 -------------------------------------------------------------------
+
+// Each weight decoder turns block b into 32 signed int8 (in Q8_0 value order) and its f32 scale.
+struct Q8_0W {
+    static constexpr size_t kBytes = sizeof(BlockQ8_0);
+    static __m256i values(const uint8_t* blk) { return loadu256(blk + offsetof(BlockQ8_0, qs)); }
+    static float scale(const uint8_t* blk) { return load_f16(blk + offsetof(BlockQ8_0, d)); }
+};
+struct Q4_0W {
+    static constexpr size_t kBytes = sizeof(BlockQ4_0);
+    static __m256i values(const uint8_t* blk) {
+        return _mm256_sub_epi8(nibbles_lo_hi(blk + offsetof(BlockQ4_0, qs)), _mm256_set1_epi8(8));
+    }
+    static float scale(const uint8_t* blk) { return load_f16(blk + offsetof(BlockQ4_0, d)); }
+};
+struct IQ4_NLW {
+    static constexpr size_t kBytes = sizeof(BlockIQ4_NL);
+    static __m256i values(const uint8_t* blk) {
+        return nibbles_lookup(blk + offsetof(BlockIQ4_NL, qs), loadu128(kIq4NlValues));
+    }
+    static float scale(const uint8_t* blk) { return load_f16(blk + offsetof(BlockIQ4_NL, d)); }
+};
+struct MXFP4W {
+    static constexpr size_t kBytes = sizeof(BlockMXFP4);
+    static __m256i values(const uint8_t* blk) {
+        return nibbles_lookup(blk + offsetof(BlockMXFP4, qs), loadu128(kMxfp4DoubledValues));
+    }
+    static float scale(const uint8_t* blk) {  // E8M0 -> 2^(e - 128) (the code table is doubled)
+        const uint8_t e = blk[offsetof(BlockMXFP4, e)];
+        const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return f;
+    }
+};
+
+template <class W>
+struct Block32Dot {
+    int64_t n_blocks;
+    template <int NC>
+    void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
+        constexpr size_t kA = sizeof(BlockQ8_0);
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256 acc[NC];
+        for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t* blk = w + b * W::kBytes;
+            const __m256i qw = W::values(blk);
+            const __m256i qw_abs = _mm256_sign_epi8(qw, qw);
+            const float dw = W::scale(blk);
+            for (int c = 0; c < NC; ++c) {
+                const uint8_t* ab = a[c] + b * kA;
+                const __m256i qa = loadu256(ab + offsetof(BlockQ8_0, qs));
+                const __m256i sum32 = _mm256_madd_epi16(mul_i8_pairs(qw_abs, qw, qa), ones);
+                const __m256 d = _mm256_set1_ps(dw * load_f16(ab + offsetof(BlockQ8_0, d)));
+                acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum32), acc[c]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) out[c] = hsum_ps(acc[c]);
+    }
+};
+
+template <class W>
+void dot_block32(const DotTile& t) {
+    run_tile<kMaxCols>(t, Block32Dot<W>{t.n / 32});
+}
+
+constexpr DotKernelEntry kDots[] = {
+    {Type::F32, dot_float<F32W, F32A>, false},   {Type::F16, dot_float<F16W, F32A>, false},
+    {Type::BF16, dot_float<BF16W, BF16A>, false}, {Type::Q8_0, dot_block32<Q8_0W>, false},
+    {Type::Q4_0, dot_block32<Q4_0W>, false},     {Type::IQ4_NL, dot_block32<IQ4_NLW>, false},
+    {Type::MXFP4, dot_block32<MXFP4W>, false},
+};
+
+}  // namespace
+
+namespace detail {
+const KernelTable kAvx2LegacyKernels = {kDots, sizeof(kDots) / sizeof(kDots[0]), nullptr, 0};
+}  // namespace detail
+
+}  // namespace strata::cpu

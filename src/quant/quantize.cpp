@@ -1,0 +1,198 @@
+// Reference quantisers: dispatch and argument checks, the plain float types, and the 32-value
+// block types (Q8_0, Q4_0, IQ4_NL) plus IQ4_XS. The k-quants live in quantize_kquants.cpp; the
+// shared search machinery and its rationale are in quantize_internal.h.
+#include "quant/quantize.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "quant/blocks.h"
+#include "quant/quantize_internal.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace strata::quant {
+
+using namespace detail;
+
+namespace {
+
+// The 16 levels of the IQ4 formats (IQ4_NL, IQ4_XS): a non-uniform grid, denser near zero,
+// fitted to the bell-shaped distribution of model weights. Part of the format.
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+const TableLevels16& iq4_levels() {
+    static const TableLevels16 levels(kIq4Levels);
+    return levels;
+}
+
+void quantize_f32(const float* src, void* dst, int64_t n) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+void quantize_f16(const float* src, void* dst, int64_t n) {
+    auto* out = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(src[i]);
+}
+
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+    auto* out = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(src[i]);
+}
+
+// Q8_0: x = d * q, q in [-127, 127] (the format's int8 would allow -128, but kernels elsewhere
+// in the ecosystem assume a symmetric range, so we never emit it).
+void quantize_q8_0(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kN = 32;
+    const UniformLevels levels{-127, 127};
+    auto* out = static_cast<BlockQ8_0*>(dst);
+    double x[kN], w[kN];
+    int codes[kN];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kN, kN, x);
+        block_weights(importance ? importance + b * kN : nullptr, kN, w);
+        // With 255 levels the rounding pattern barely changes with the scale; a short grid
+        // around "largest value -> 127" plus the refit is all that helps.
+        const double scale = fit_scale(x, w, kN, levels, ScaleGrid{0.5, 0.5, 0.25});
+        const uint16_t h = encode_scale_f16(x, w, kN, levels, scale);
+        assign_codes(x, kN, levels, f16_to_f32(h), codes);
+        out[b].d = h;
+        for (int i = 0; i < kN; ++i) out[b].qs[i] = static_cast<int8_t>(codes[i]);
+    }
+}
+
+// Q4_0: x = d * (nibble - 8), levels -8..7.
+void quantize_q4_0(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kN = 32;
+    const UniformLevels levels{-8, 7};
+    auto* out = static_cast<BlockQ4_0*>(dst);
+    double x[kN], w[kN];
+    int codes[kN];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kN, kN, x);
+        block_weights(importance ? importance + b * kN : nullptr, kN, w);
+        const double scale = fit_scale(x, w, kN, levels, ScaleGrid{1.5, 0.5, 0.2});
+        const uint16_t h = encode_scale_f16(x, w, kN, levels, scale);
+        assign_codes(x, kN, levels, f16_to_f32(h), codes);
+        out[b].d = h;
+        for (int i = 0; i < kN / 2; ++i) {
+            out[b].qs[i] = static_cast<uint8_t>((codes[i] + 8) | ((codes[i + kN / 2] + 8) << 4));
+        }
+    }
+}
+
+// Packs 32 IQ4 codes: byte i holds value i (low nibble) and value i + 16 (high nibble).
+void pack_iq4_32(const int* codes, uint8_t* qs) {
+    for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(codes[i] | (codes[i + 16] << 4));
+}
+
+// The IQ4 levels are spaced 10-24 apart, so the scale grid steps a whole level unit at a time,
+// mapping the extreme value between 12 units inside and 4 units outside either end.
+constexpr ScaleGrid kIq4Grid{12.0, 4.0, 2.0};
+
+// IQ4_NL: x = d * kIq4Levels[code], 32 values per block.
+void quantize_iq4_nl(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kN = 32;
+    const TableLevels16& levels = iq4_levels();
+    auto* out = static_cast<BlockIQ4_NL*>(dst);
+    double x[kN], w[kN];
+    int codes[kN];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kN, kN, x);
+        block_weights(importance ? importance + b * kN : nullptr, kN, w);
+        const double scale = fit_scale(x, w, kN, levels, kIq4Grid);
+        const uint16_t h = encode_scale_f16(x, w, kN, levels, scale);
+        assign_codes(x, kN, levels, f16_to_f32(h), codes);
+        out[b].d = h;
+        pack_iq4_32(codes, out[b].qs);
+    }
+}
+
+// IQ4_XS: 256-value super-blocks of eight 32-value blocks; x = d * (ls - 32) * kIq4Levels[code]
+// with a 6-bit block scale ls (low 4 bits in scales_l nibbles, high 2 bits in scales_h).
+void quantize_iq4_xs(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kSub = 32, kNSub = kQK / kSub;
+    const TableLevels16& levels = iq4_levels();
+    auto* out = static_cast<BlockIQ4_XS*>(dst);
+    double x[kQK], w[kQK], scales[kNSub];
+    int sub_codes[kNSub], codes[kSub];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kQK, kQK, x);
+        block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
+        for (int j = 0; j < kNSub; ++j) {
+            scales[j] = fit_scale(x + j * kSub, w + j * kSub, kSub, levels, kIq4Grid);
+        }
+        const uint16_t h = quantize_sub_scales(x, w, kNSub, kSub, scales, levels, -32, 31, sub_codes);
+        const float super = f16_to_f32(h);
+        BlockIQ4_XS& blk = out[b];
+        blk.d = h;
+        blk.scales_h = 0;
+        std::memset(blk.scales_l, 0, sizeof blk.scales_l);
+        for (int j = 0; j < kNSub; ++j) {
+            const int stored = sub_codes[j] + 32;  // 0..63
+            blk.scales_l[j / 2] |= static_cast<uint8_t>((stored & 0xf) << (4 * (j % 2)));
+            blk.scales_h |= static_cast<uint16_t>((stored >> 4) << (2 * j));
+            const double scale = static_cast<double>(super * static_cast<float>(sub_codes[j]));
+            assign_codes(x + j * kSub, kSub, levels, scale, codes);
+            pack_iq4_32(codes, blk.qs + j * (kSub / 2));
+        }
+    }
+}
+
+using BlockQuantizer = void (*)(const float*, void*, int64_t, const float*);
+
+BlockQuantizer block_quantizer(Type t) {
+    switch (t) {
+        case Type::Q8_0: return quantize_q8_0;
+        case Type::Q4_0: return quantize_q4_0;
+        case Type::IQ4_NL: return quantize_iq4_nl;
+        case Type::IQ4_XS: return quantize_iq4_xs;
+        case Type::Q4_K: return quantize_q4_k;
+        case Type::Q5_K: return quantize_q5_k;
+        case Type::Q6_K: return quantize_q6_k;
+        default: return nullptr;
+    }
+}
+
+bool is_float_type(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
+
+}  // namespace
+
+bool can_quantize(Type t) { return is_float_type(t) || block_quantizer(t) != nullptr; }
+
+void quantize_row(Type t, const float* src, void* dst, int64_t n, const float* importance) {
+    const char* name = type_name(t);
+    if (!can_quantize(t)) throw Error(std::string("cannot quantize to type ") + name + ": no quantizer for it");
+    if (n < 0) throw Error("quantize to " + std::string(name) + ": negative value count " + std::to_string(n));
+    const int64_t block = type_info(t).block_elems;
+    if (n % block != 0) {
+        throw Error("quantize to " + std::string(name) + ": " + std::to_string(n) +
+                    " values is not a whole number of " + std::to_string(block) + "-value blocks");
+    }
+    if (n == 0) return;
+
+    switch (t) {
+        case Type::F32: return quantize_f32(src, dst, n);
+        case Type::F16: return quantize_f16(src, dst, n);
+        case Type::BF16: return quantize_bf16(src, dst, n);
+        default: break;
+    }
+    // The searches assume finite inputs and non-negative weights; say which value is wrong.
+    for (int64_t i = 0; i < n; ++i) {
+        if (!std::isfinite(src[i])) {
+            throw Error("quantize to " + std::string(name) + ": value " + std::to_string(i) + " is not finite");
+        }
+    }
+    if (importance) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (!(importance[i] >= 0.0f) || std::isinf(importance[i])) {
+                throw Error("quantize to " + std::string(name) + ": importance " + std::to_string(i) +
+                            " is negative or not finite");
+            }
+        }
+    }
+    block_quantizer(t)(src, dst, n / block, importance);
+}
+
+}  // namespace strata::quant

@@ -1,0 +1,294 @@
+// Shared machinery of the reference quantisers (quantize.cpp, quantize_kquants.cpp); internal to
+// src/quant.
+//
+// Every format here approximates a block of values x_i by scale * level_i, with level_i taken
+// from a small set, optionally minus an offset. The quantisers minimise the weighted squared
+// error  E = sum_i w_i (x_i - scale * level_i)^2  where w_i is the importance of value i (an
+// importance-matrix row: the mean squared activation that multiplies the weight, so E is the
+// expected squared error of the dot product) or 1 without one.
+//
+// For a fixed assignment of levels the best scale is the least-squares fit
+//     scale = sum(w x l) / sum(w l^2),   giving   E = sum(w x^2) - sum(w x l)^2 / sum(w l^2),
+// so comparing candidates only needs the score sum(w x l)^2 / sum(w l^2) (higher is better).
+// The assignment depends on the scale, so we try a grid of scales, keep the best assignment,
+// and polish it with Lloyd steps (re-assign the nearest levels for the fitted scale, refit),
+// each of which can only lower E. All search arithmetic is in double, so values anywhere in
+// the float range neither overflow nor underflow when squared.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+
+#include "util/fp16.h"
+
+namespace strata::quant::detail {
+
+constexpr float kF16Max = 65504.0f;
+
+// Rounds to the nearest integer, ties to even, for |v| < 2^31. Adding 1.5 * 2^52 moves v into the
+// binade where a double's ulp is exactly 1, so the FPU's own rounding does the work and the
+// integer sits in the low mantissa bits (two's complement for negative v). No libm call, no UB.
+inline int round_to_int(double v) {
+    const double shifted = v + 6755399441055744.0;
+    uint64_t bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    return static_cast<int32_t>(static_cast<uint32_t>(bits));
+}
+
+// Nearest integer level in [lo, hi]; clamps first (branch-free min/max), so infinities land on
+// a bound and NaN on lo.
+inline int nearest_level(double v, int lo, int hi) {
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    return round_to_int(v);
+}
+
+// Integer levels lo..hi; a level's code is the level itself.
+struct UniformLevels {
+    int lo;
+    int hi;
+    int code(double v) const { return nearest_level(v, lo, hi); }
+    double value(int c) const { return c; }
+    double lowest() const { return lo; }
+    double highest() const { return hi; }
+};
+
+// 16 sorted non-uniform levels (the IQ4 grid); a level's code is its index. Nearest level by a
+// 4-step binary search over the midpoints between neighbours.
+struct TableLevels16 {
+    double values[16];
+    double midpoints[15];
+
+    explicit TableLevels16(const int8_t* table) {
+        for (int i = 0; i < 16; ++i) values[i] = table[i];
+        for (int i = 0; i < 15; ++i) midpoints[i] = 0.5 * (values[i] + values[i + 1]);
+    }
+    int code(double v) const {
+        int i = 0;
+        for (int step = 8; step > 0; step >>= 1) {
+            if (v > midpoints[i + step - 1]) i += step;
+        }
+        return i;
+    }
+    double value(int c) const { return values[c]; }
+    double lowest() const { return values[0]; }
+    double highest() const { return values[15]; }
+};
+
+// Candidate scales for fit_scale: the value of largest magnitude is mapped to t times the sign
+// of an end level, for t from |end| - below to |end| + above in `step`s, at both ends.
+struct ScaleGrid {
+    double below;
+    double above;
+    double step;
+};
+
+// Weights for one block of n values: the importance normalised to mean 1 (the optimum does not
+// depend on the weights' overall size, and this keeps the sums well scaled), plus a small floor
+// so that values with zero importance still get sensible levels rather than arbitrary ones.
+// Without importance, or when the block's importance is all zero, every weight is 1.
+inline void block_weights(const float* importance, int n, double* w) {
+    double sum = 0.0;
+    if (importance) {
+        for (int i = 0; i < n; ++i) sum += importance[i];
+    }
+    if (!(sum > 0.0)) {
+        for (int i = 0; i < n; ++i) w[i] = 1.0;
+        return;
+    }
+    constexpr double kFloor = 1e-5;
+    const double inv_mean = n / sum;
+    for (int i = 0; i < n; ++i) w[i] = importance[i] * inv_mean + kFloor;
+}
+
+// The block's values as doubles.
+inline void to_double(const float* src, int n, double* x) {
+    for (int i = 0; i < n; ++i) x[i] = src[i];
+}
+
+// Weighted error of representing x by scale * level with the nearest levels for that scale.
+template <class Levels>
+double scaled_error(const double* x, const double* w, int n, const Levels& levels, double scale) {
+    double err = 0.0;
+    if (scale == 0.0) {
+        for (int i = 0; i < n; ++i) err += w[i] * x[i] * x[i];
+        return err;
+    }
+    const double inv = 1.0 / scale;
+    for (int i = 0; i < n; ++i) {
+        const double diff = x[i] - scale * levels.value(levels.code(x[i] * inv));
+        err += w[i] * diff * diff;
+    }
+    return err;
+}
+
+// Best real scale for x ~ scale * level (see the top of the file). Returns 0 for an all-zero
+// block. The scale may be negative: with an asymmetric level set (e.g. -8..7) the extreme value
+// can then use whichever end of the range is longer.
+template <class Levels>
+double fit_scale(const double* x, const double* w, int n, const Levels& levels, const ScaleGrid& grid) {
+    double extreme = 0.0;
+    for (int i = 0; i < n; ++i) {
+        if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+    }
+    if (extreme == 0.0) return 0.0;
+
+    // Score of the assignment made with inverse scale `inv`; also returns the fitted scale.
+    auto score_of = [&](double inv, double* fitted) {
+        double sum_xl = 0.0, sum_ll = 0.0;
+        for (int i = 0; i < n; ++i) {
+            const double l = levels.value(levels.code(x[i] * inv));
+            sum_xl += w[i] * x[i] * l;
+            sum_ll += w[i] * l * l;
+        }
+        if (!(sum_ll > 0.0)) return -1.0;
+        *fitted = sum_xl / sum_ll;
+        return sum_xl * sum_xl / sum_ll;
+    };
+
+    double best_score = -1.0, best_scale = 0.0;
+    const bool mirrored = levels.lowest() == -levels.highest();  // both ends give the same fits
+    const int steps = static_cast<int>(std::lround((grid.below + grid.above) / grid.step));
+    for (const double end : {levels.lowest(), levels.highest()}) {
+        if (end == 0.0 || (mirrored && end == levels.highest())) continue;
+        for (int k = 0; k <= steps; ++k) {
+            const double t = std::fabs(end) - grid.below + k * grid.step;
+            double fitted = 0.0;
+            const double score = score_of(std::copysign(t, end) / extreme, &fitted);
+            if (score > best_score) {
+                best_score = score;
+                best_scale = fitted;
+            }
+        }
+    }
+    // Lloyd polishing: nearest levels for the fitted scale, then refit; stops when E stops falling.
+    for (int iter = 0; iter < 4 && best_scale != 0.0; ++iter) {
+        double fitted = 0.0;
+        const double score = score_of(1.0 / best_scale, &fitted);
+        if (!(score > best_score * (1.0 + 1e-12))) break;
+        best_score = score;
+        best_scale = fitted;
+    }
+    return best_scale;
+}
+
+// A real scale rounded to fp16 (saturating at the largest finite half).
+inline uint16_t f16_saturating(double v) {
+    if (v > kF16Max) v = kF16Max;
+    if (v < -kF16Max) v = -kF16Max;
+    return f32_to_f16(static_cast<float>(v));
+}
+
+// The fp16 encodings either side of `scale` (nearest first), as candidates: rounding to the
+// nearest half is not always best once the levels are re-chosen, e.g. when rounding down would
+// push the extreme value past the last level.
+struct F16Pair {
+    uint16_t h[2];
+    int count;
+};
+
+inline F16Pair f16_neighbours(double scale) {
+    F16Pair p{{f16_saturating(scale), 0}, 1};
+    const uint16_t h = p.h[0];
+    const uint16_t magnitude = h & 0x7fffu;
+    const double rounded = std::fabs(static_cast<double>(f16_to_f32(h)));
+    if (rounded < std::fabs(scale) && magnitude < 0x7bffu) {
+        p.h[p.count++] = static_cast<uint16_t>(h + 1);  // one step away from zero
+    } else if (rounded > std::fabs(scale) && magnitude > 0) {
+        p.h[p.count++] = static_cast<uint16_t>(h - 1);  // one step towards zero
+    }
+    return p;
+}
+
+// fp16 scale for a block whose best real scale is `scale`: the neighbour with the lower error.
+template <class Levels>
+uint16_t encode_scale_f16(const double* x, const double* w, int n, const Levels& levels, double scale) {
+    const F16Pair p = f16_neighbours(scale);
+    uint16_t best = p.h[0];
+    double best_err = scaled_error(x, w, n, levels, f16_to_f32(p.h[0]));
+    for (int i = 1; i < p.count; ++i) {
+        const double err = scaled_error(x, w, n, levels, f16_to_f32(p.h[i]));
+        if (err < best_err) {
+            best_err = err;
+            best = p.h[i];
+        }
+    }
+    return best;
+}
+
+// Codes of the nearest levels for a stored scale (all code-of-zero when the scale is 0).
+template <class Levels>
+void assign_codes(const double* x, int n, const Levels& levels, double scale, int* codes) {
+    const double inv = scale != 0.0 ? 1.0 / scale : 0.0;
+    for (int i = 0; i < n; ++i) codes[i] = levels.code(x[i] * inv);
+}
+
+// Quantises per-sub-block real scales to integer codes in [lo, hi] times one fp16 super-scale
+// (Q6_K: int8 codes; IQ4_XS: 6-bit signed codes). Candidate super-scales map the largest
+// sub-scale to near either end of the code range; each is judged by the true error of the whole
+// super-block (sub-blocks re-quantised with their stored scale), and the winner's codes are then
+// nudged by +-1 where that lowers a sub-block's error. Returns the fp16 super-scale.
+template <class Levels>
+uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int sub_len, const double* scales,
+                             const Levels& levels, int lo, int hi, int* sub_codes) {
+    double extreme = 0.0;
+    for (int j = 0; j < n_sub; ++j) {
+        if (std::fabs(scales[j]) > std::fabs(extreme)) extreme = scales[j];
+    }
+    if (extreme == 0.0) {
+        for (int j = 0; j < n_sub; ++j) sub_codes[j] = 0;
+        return 0;
+    }
+    auto sub_error = [&](int j, float super, int code) {
+        const double scale = static_cast<double>(super * static_cast<float>(code));  // as dequantisers do
+        return scaled_error(x + j * sub_len, w + j * sub_len, sub_len, levels, scale);
+    };
+
+    uint16_t best_h = 0;
+    double best_err = INFINITY;
+    for (const int end : {lo, hi}) {
+        for (int k = 0; k <= 4; ++k) {  // largest sub-scale -> |end| + 0.5 down to |end| - 1.5
+            const double t = std::abs(end) + 0.5 - 0.5 * k;
+            const uint16_t h = f16_saturating(extreme / std::copysign(t, end));
+            const float super = f16_to_f32(h);
+            if (super == 0.0f) continue;
+            double err = 0.0;
+            for (int j = 0; j < n_sub && err < best_err; ++j) {
+                err += sub_error(j, super, nearest_level(scales[j] / super, lo, hi));
+            }
+            if (err < best_err) {
+                best_err = err;
+                best_h = h;
+            }
+        }
+    }
+    const float super = f16_to_f32(best_h);
+    for (int j = 0; j < n_sub; ++j) {
+        if (super == 0.0f) {
+            sub_codes[j] = 0;
+            continue;
+        }
+        const int centre = nearest_level(scales[j] / super, lo, hi);
+        int best_code = centre;
+        double best_sub = sub_error(j, super, centre);
+        for (const int code : {centre - 1, centre + 1}) {
+            if (code < lo || code > hi) continue;
+            const double err = sub_error(j, super, code);
+            if (err < best_sub) {
+                best_sub = err;
+                best_code = code;
+            }
+        }
+        sub_codes[j] = best_code;
+    }
+    return best_h;
+}
+
+// Per-type block quantisers (n_blocks whole blocks; importance may be null).
+void quantize_q4_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
+void quantize_q5_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
+void quantize_q6_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
+
+}  // namespace strata::quant::detail

@@ -1,0 +1,230 @@
+// Dot-product kernels and activation quantisers: every level against the scalar reference, and
+// the scalar reference against dequantised data in double precision.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu_test_util.h"
+
+namespace strata::test {
+namespace {
+
+using cpu::ActFormat;
+using cpu::Isa;
+using quant::Type;
+
+constexpr uint32_t kSeeds[] = {1, 2, 3};
+
+std::vector<uint8_t> quantize_acts(const cpu::KernelSet& ks, ActFormat f, const std::vector<float>& x) {
+    const auto n = static_cast<int64_t>(x.size());
+    std::vector<uint8_t> out(cpu::act_row_bytes(f, n));
+    ks.quantize_for(f)(x.data(), out.data(), n);
+    return out;
+}
+
+// Sum over i of |w_i * a_i| in double: the scale the error bounds are relative to.
+double abs_dot(const std::vector<float>& w, const std::vector<float>& a) {
+    double s = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) s += std::fabs(static_cast<double>(w[i]) * a[i]);
+    return s;
+}
+
+double dot_double(const std::vector<float>& w, const std::vector<float>& a) {
+    double s = 0.0;
+    for (size_t i = 0; i < w.size(); ++i) s += static_cast<double>(w[i]) * a[i];
+    return s;
+}
+
+// Runs a kernel over rows x cols and returns y[c][r].
+std::vector<std::vector<float>> run_tile(cpu::DotFn fn, int64_t n, const std::vector<uint8_t>& w, size_t w_stride, int64_t rows,
+                                         const std::vector<std::vector<uint8_t>>& acts) {
+    std::vector<std::vector<float>> y(acts.size(), std::vector<float>(static_cast<size_t>(rows), NAN));
+    std::vector<const uint8_t*> a;
+    std::vector<float*> out;
+    for (size_t c = 0; c < acts.size(); ++c) {
+        a.push_back(acts[c].data());
+        out.push_back(y[c].data());
+    }
+    cpu::DotTile t;
+    t.n = n;
+    t.w = w.data();
+    t.w_stride = w_stride;
+    t.rows = rows;
+    t.a = a.data();
+    t.y = out.data();
+    t.cols = static_cast<int64_t>(acts.size());
+    fn(t);
+    return y;
+}
+
+class KernelLevel : public ::testing::TestWithParam<Isa> {};
+
+// The quantisers of every level produce the scalar reference's bytes.
+TEST_P(KernelLevel, ActivationQuantisersMatchScalarBytes) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (ActFormat f : {ActFormat::F32, ActFormat::BF16, ActFormat::Q8_0, ActFormat::Q8_K}) {
+        for (int64_t n : {256, 512, 4096}) {
+            for (uint32_t seed : kSeeds) {
+                auto x = random_floats(static_cast<size_t>(n), seed, seed == 2 ? 1e-3f : 3.0f);
+                if (seed == 3) std::fill(x.begin(), x.begin() + 256, 0.0f);  // an all-zero block
+                if (f == ActFormat::BF16) x[5] = NAN;
+                const auto a = quantize_acts(ref, f, x);
+                const auto b = quantize_acts(ks, f, x);
+                ASSERT_EQ(a.size(), b.size());
+                EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()))
+                    << cpu::act_format_name(f) << " n=" << n << " seed=" << seed << " level " << cpu::isa_name(GetParam());
+            }
+        }
+    }
+}
+
+// Every kernel of the level against the scalar reference on the same bytes, over a tile of
+// 3 rows x 1..9 columns (all column-group remainders). Integer sums are exact, so the only
+// difference is f32 rounding in the block scaling and summation order: bound 1e-5 of
+// sum |w_i a_i| (plus a tiny absolute floor for denormal-sized results).
+TEST_P(KernelLevel, DotKernelsMatchScalar) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : cpu::supported_weight_types()) {
+        const ActFormat f = *cpu::act_format_for(t);
+        for (int64_t n : test_lengths(t)) {
+            for (uint32_t seed : kSeeds) {
+                const int64_t rows = 3;
+                const auto w = make_weights(t, rows, n, seed);
+                const size_t stride = w.size() / rows;
+                std::vector<std::vector<uint8_t>> acts;
+                std::vector<std::vector<float>> acts_deq;
+                for (int c = 0; c < 9; ++c) {
+                    acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), seed * 100 + static_cast<uint32_t>(c))));
+                    acts_deq.push_back(dequant_acts(f, acts.back().data(), n));
+                }
+                const auto want = run_tile(ref.dot_for(t), n, w, stride, rows, acts);
+                const auto got = run_tile(ks.dot_for(t), n, w, stride, rows, acts);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * stride, n);
+                    for (size_t c = 0; c < acts.size(); ++c) {
+                        const double bound = 1e-5 * abs_dot(wd, acts_deq[c]) + 1e-30;
+                        EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound)
+                            << quant::type_name(t) << " n=" << n << " seed=" << seed << " row " << r << " col " << c << " level "
+                            << cpu::isa_name(GetParam());
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Random bytes where a quantiser exists too: codes and scales the quantiser would not produce
+// (e.g. extreme k-quant scales) must agree as well.
+TEST_P(KernelLevel, DotKernelsMatchScalarOnRandomBlocks) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : cpu::supported_weight_types()) {
+        if (!quant::type_info(t).quantized) continue;
+        const ActFormat f = *cpu::act_format_for(t);
+        const int64_t n = quant::type_info(t).block_elems == 32 ? 512 : 1024;
+        const auto w = make_weights(t, 2, n, 42, /*prefer_random_bytes=*/true);
+        std::vector<std::vector<uint8_t>> acts;
+        for (int c = 0; c < 5; ++c) acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 900u + static_cast<uint32_t>(c))));
+        const auto want = run_tile(ref.dot_for(t), n, w, w.size() / 2, 2, acts);
+        const auto got = run_tile(ks.dot_for(t), n, w, w.size() / 2, 2, acts);
+        for (int r = 0; r < 2; ++r) {
+            const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * (w.size() / 2), n);
+            for (size_t c = 0; c < acts.size(); ++c) {
+                const double bound = 1e-5 * abs_dot(wd, dequant_acts(f, acts[c].data(), n)) + 1e-30;
+                EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound) << quant::type_name(t) << " row " << r << " col " << c;
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, KernelLevel, ::testing::Values(Isa::Avx2, Isa::Avx512),
+                         [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
+
+// The scalar reference is the dequantised dot product: against dequantize_row(weights) .
+// dequantised activations in double, only f32 rounding differs (bound 1e-5 of sum |w_i a_i|).
+TEST(ScalarKernels, EqualDequantisedDotProduct) {
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    for (Type t : cpu::supported_weight_types()) {
+        const ActFormat f = *cpu::act_format_for(t);
+        for (int64_t n : test_lengths(t)) {
+            for (uint32_t seed : kSeeds) {
+                for (bool random_bytes : {false, true}) {
+                    if (random_bytes && !quant::type_info(t).quantized) continue;
+                    const auto w = make_weights(t, 1, n, seed, random_bytes);
+                    const auto a = quantize_acts(ref, f, random_floats(static_cast<size_t>(n), seed + 17));
+                    const auto got = run_tile(ref.dot_for(t), n, w, w.size(), 1, {a})[0][0];
+                    const auto wd = dequant_weights(t, w.data(), n);
+                    const auto ad = dequant_acts(f, a.data(), n);
+                    EXPECT_NEAR(got, dot_double(wd, ad), 1e-5 * abs_dot(wd, ad) + 1e-30)
+                        << quant::type_name(t) << " n=" << n << " seed=" << seed << (random_bytes ? " random bytes" : "");
+                }
+            }
+        }
+    }
+}
+
+// Against the unquantised activations the error is what quantising them costs: per value at
+// most half a step (d / 2) plus the f16 rounding of Q8_0's scale (127 * d * 2^-11), bf16's
+// relative 2^-9 for BF16, nothing for F32.
+TEST(ScalarKernels, ActivationQuantisationErrorWithinBound) {
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    for (Type t : cpu::supported_weight_types()) {
+        const ActFormat f = *cpu::act_format_for(t);
+        for (int64_t n : test_lengths(t)) {
+            const auto w = make_weights(t, 1, n, 5);
+            const auto x = random_floats(static_cast<size_t>(n), 77);
+            const auto a = quantize_acts(ref, f, x);
+            const auto got = run_tile(ref.dot_for(t), n, w, w.size(), 1, {a})[0][0];
+            const auto wd = dequant_weights(t, w.data(), n);
+            const int64_t blk = cpu::act_block_elems(f);
+            double bound = 1e-5 * abs_dot(wd, x);
+            for (int64_t b = 0; b < n / blk; ++b) {
+                double amax = 0.0;
+                for (int64_t i = b * blk; i < (b + 1) * blk; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i)])));
+                const double d = amax / 127.0;
+                for (int64_t i = b * blk; i < (b + 1) * blk; ++i) {
+                    const double wi = std::fabs(wd[static_cast<size_t>(i)]);
+                    switch (f) {
+                        case ActFormat::F32: break;
+                        case ActFormat::BF16: bound += wi * std::fabs(x[static_cast<size_t>(i)]) * std::ldexp(1.0, -8); break;
+                        case ActFormat::Q8_0: bound += wi * (0.5 * d + 127.0 * d * std::ldexp(1.0, -11)) * 1.0001; break;
+                        case ActFormat::Q8_K: bound += wi * 0.5 * d * 1.0001; break;
+                    }
+                }
+            }
+            EXPECT_NEAR(got, dot_double(wd, x), bound) << quant::type_name(t) << " n=" << n;
+        }
+    }
+}
+
+TEST(KernelSets, EveryLevelHasEveryTypeAndQuantiser) {
+    const auto types = cpu::supported_weight_types();
+    EXPECT_GE(types.size(), 17u);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+        if (!cpu::isa_supported(isa)) continue;
+        const auto& ks = cpu::kernel_set(isa);
+        EXPECT_EQ(ks.isa, isa);
+        for (Type t : types) EXPECT_NE(ks.dot_for(t), nullptr) << quant::type_name(t) << " at " << cpu::isa_name(isa);
+        for (int f = 0; f < cpu::kActFormatCount; ++f) EXPECT_NE(ks.quantize[f], nullptr);
+    }
+    EXPECT_TRUE(cpu::isa_supported(Isa::Scalar));
+    EXPECT_TRUE(cpu::isa_supported(cpu::best_isa()));
+    EXPECT_EQ(cpu::isa_from_name("AVX2"), Isa::Avx2);
+    EXPECT_EQ(cpu::isa_from_name("sse"), std::nullopt);
+}
+
+TEST(KernelSets, UnsupportedLevelThrows) {
+    if (cpu::isa_supported(Isa::Avx512)) GTEST_SKIP() << "CPU has AVX-512: nothing unsupported to ask for";
+    EXPECT_THROW(cpu::kernel_set(Isa::Avx512), Error);
+}
+
+}  // namespace
+}  // namespace strata::test
