@@ -8,7 +8,10 @@ GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
 all: strata
 
+# The first configure installs what the build needs (scripts/setup is idempotent), so `make demo`
+# and `make test` work on a fresh machine.
 build/CMakeCache.txt:
+	scripts/setup
 	cmake -S . -B build $(GEN) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 strata: build/CMakeCache.txt
@@ -26,6 +29,7 @@ bench: strata
 
 # Every test again under AddressSanitizer + UndefinedBehaviorSanitizer (Debug, no benches).
 build-asan/CMakeCache.txt:
+	scripts/setup
 	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DSTRATA_BENCH=OFF $(CMAKE_FLAGS)
 
 sanitize: build-asan/CMakeCache.txt
@@ -34,6 +38,7 @@ sanitize: build-asan/CMakeCache.txt
 
 # libFuzzer over the GGUF parser for FUZZ_SECONDS, starting from the committed seed corpus.
 build-fuzz/CMakeCache.txt:
+	scripts/setup
 	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF $(CMAKE_FLAGS)
 
 fuzz: build-fuzz/CMakeCache.txt

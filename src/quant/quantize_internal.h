@@ -55,22 +55,27 @@ struct UniformLevels {
     double highest() const { return hi; }
 };
 
-// 16 sorted non-uniform levels (the IQ4 grid); a level's code is its index. Nearest level by a
-// 4-step binary search over the midpoints between neighbours.
+// 16 sorted non-uniform integer levels in [-128, 127] (the IQ4 grid); a level's code is its
+// index. The midpoints between neighbouring integer levels are multiples of 1/2, so the nearest
+// level is constant on every half-unit interval [k/2, (k+1)/2): a 512-entry table indexed by
+// floor(2v) answers without a search (at an exact midpoint either neighbour is equally near).
 struct TableLevels16 {
     double values[16];
-    double midpoints[15];
+    uint8_t nearest[512];  // code for v in [k/2, (k+1)/2), k = -256..255
 
     explicit TableLevels16(const int8_t* table) {
         for (int i = 0; i < 16; ++i) values[i] = table[i];
-        for (int i = 0; i < 15; ++i) midpoints[i] = 0.5 * (values[i] + values[i + 1]);
+        int c = 0;
+        for (int k = -256; k < 256; ++k) {
+            const double v = 0.5 * k + 0.25;  // the interval's centre
+            while (c < 15 && std::fabs(values[c + 1] - v) < std::fabs(values[c] - v)) ++c;
+            nearest[k + 256] = static_cast<uint8_t>(c);
+        }
     }
     int code(double v) const {
-        int i = 0;
-        for (int step = 8; step > 0; step >>= 1) {
-            if (v > midpoints[i + step - 1]) i += step;
-        }
-        return i;
+        v = v > -128.0 ? v : -128.0;
+        v = v < 127.75 ? v : 127.75;
+        return nearest[round_to_int(2.0 * v - 0.5) + 256];  // floor(2v), up to a tie at integers
     }
     double value(int c) const { return values[c]; }
     double lowest() const { return values[0]; }
@@ -226,10 +231,13 @@ void assign_codes(const double* x, int n, const Levels& levels, double scale, in
 }
 
 // Quantises per-sub-block real scales to integer codes in [lo, hi] times one fp16 super-scale
-// (Q6_K: int8 codes; IQ4_XS: 6-bit signed codes). Candidate super-scales map the largest
-// sub-scale to near either end of the code range; each is judged by the true error of the whole
-// super-block (sub-blocks re-quantised with their stored scale), and the winner's codes are then
-// nudged by +-1 where that lowers a sub-block's error. Returns the fp16 super-scale.
+// (Q6_K: int8 codes; IQ4_XS: 6-bit signed codes). Candidate super-scales give the largest
+// sub-scale one of the last few codes at either end of the range, each through both fp16
+// neighbours of the exact ratio: for small data the super-scale is an fp16 subnormal with only
+// a few significant bits, and then only some (code, super-scale) pairs land near the real scale.
+// Each candidate is judged by the true error of the whole super-block (sub-blocks re-quantised
+// with their stored scale), and the winner's codes are then nudged by +-1 where that lowers a
+// sub-block's error. Returns the fp16 super-scale.
 template <class Levels>
 uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int sub_len, const double* scales,
                              const Levels& levels, int lo, int hi, int* sub_codes) {
@@ -248,19 +256,30 @@ uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int su
 
     uint16_t best_h = 0;
     double best_err = INFINITY;
+    // Four codes per end normally; eight when the super-scale is subnormal and coarse.
+    constexpr int kMaxCodesTried = 8;
+    const bool subnormal = (f16_saturating(extreme / hi) & 0x7c00u) == 0;
+    const int codes_tried = subnormal ? kMaxCodesTried : kMaxCodesTried / 2;
+    uint16_t tried[2 * 2 * kMaxCodesTried];
+    int n_tried = 0;
     for (const int end : {lo, hi}) {
-        for (int k = 0; k <= 4; ++k) {  // largest sub-scale -> |end| + 0.5 down to |end| - 1.5
-            const double t = std::abs(end) + 0.5 - 0.5 * k;
-            const uint16_t h = f16_saturating(extreme / std::copysign(t, end));
-            const float super = f16_to_f32(h);
-            if (super == 0.0f) continue;
-            double err = 0.0;
-            for (int j = 0; j < n_sub && err < best_err; ++j) {
-                err += sub_error(j, super, nearest_level(scales[j] / super, lo, hi));
-            }
-            if (err < best_err) {
-                best_err = err;
-                best_h = h;
+        for (int k = 0; k < codes_tried; ++k) {
+            const F16Pair pair = f16_neighbours(extreme / (end > 0 ? end - k : end + k));
+            for (int p = 0; p < pair.count; ++p) {
+                const uint16_t h = pair.h[p];
+                const float super = f16_to_f32(h);
+                bool seen = super == 0.0f;
+                for (int i = 0; i < n_tried && !seen; ++i) seen = tried[i] == h;
+                if (seen) continue;
+                tried[n_tried++] = h;
+                double err = 0.0;
+                for (int j = 0; j < n_sub && err < best_err; ++j) {
+                    err += sub_error(j, super, nearest_level(scales[j] / super, lo, hi));
+                }
+                if (err < best_err) {
+                    best_err = err;
+                    best_h = h;
+                }
             }
         }
     }

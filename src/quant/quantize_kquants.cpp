@@ -139,17 +139,24 @@ KScales quantize_k_scales(const double* x, const double* w, int nmax, const Scal
         }
         return err;
     };
-    // Super-scale candidates: the largest real value -> code 63.5 down to 61.
+    // Super-scale candidates: the largest real value gets code 63 down to 60, through both fp16
+    // neighbours of the exact ratio (see quantize_sub_scales in quantize_internal.h for why).
     auto search = [&](double max_real, auto error_of) {
         uint16_t best = 0;
         double best_err = INFINITY;
         if (max_real == 0.0) return best;
-        for (int k = 0; k <= 5; ++k) {
-            const uint16_t h = f16_saturating(max_real / (kScaleCodeMax + 0.5 - 0.5 * k));
-            const double err = error_of(h, best_err);
-            if (err < best_err) {
-                best_err = err;
-                best = h;
+        uint16_t previous = 0;
+        for (int code = kScaleCodeMax; code > kScaleCodeMax - 4; --code) {
+            const F16Pair pair = f16_neighbours(max_real / code);
+            for (int p = 0; p < pair.count; ++p) {
+                const uint16_t h = pair.h[p];
+                if (h == 0 || h == previous) continue;  // neighbours of adjacent codes often coincide
+                previous = h;
+                const double err = error_of(h, best_err);
+                if (err < best_err) {
+                    best_err = err;
+                    best = h;
+                }
             }
         }
         return best;

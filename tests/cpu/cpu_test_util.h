@@ -17,6 +17,7 @@
 #include "quant/quantize.h"
 #include "quant/types.h"
 #include "test_util.h"
+#include "util/error.h"
 #include "util/fp16.h"
 
 namespace strata::test {

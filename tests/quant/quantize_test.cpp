@@ -168,8 +168,11 @@ TEST(QuantizeRandom, AllEqualRows) {
                 EXPECT_EQ(squared_error(x, y), 0.0) << type_name(tb.type);
                 continue;
             }
-            // Only the fp16 rounding of the scale (relative 2^-11) is lost.
-            EXPECT_LE(squared_error(x, y) / energy(x), 1e-6) << type_name(tb.type) << " value " << value;
+            // Only the fp16 rounding of the scales is lost: relative 2^-11 in amplitude normally;
+            // for 3e-3 the super-scale of Q6_K/IQ4_XS is an fp16 subnormal with a few significant
+            // bits, so the stored scale products can miss by a few tenths of a percent.
+            const double bound = std::fabs(value) >= 0.1f ? 1e-6 : 2e-5;
+            EXPECT_LE(squared_error(x, y) / energy(x), bound) << type_name(tb.type) << " value " << value;
         }
     }
 }
