@@ -1,6 +1,6 @@
-// Reference quantisers: dispatch and argument checks, the plain float types, and the 32-value
-// block types (Q8_0, Q4_0, IQ4_NL) plus IQ4_XS. The k-quants live in quantize_kquants.cpp; the
-// shared search machinery and its rationale are in quantize_internal.h.
+// Reference quantisers: dispatch and argument checks, the plain float types, the 32-value block
+// types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL) and IQ4_XS. The k-quants live in
+// quantize_kquants.cpp; the shared search machinery and its rationale in quantize_internal.h.
 #include "quant/quantize.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "quant/blocks.h"
+#include "quant/iq_tables.h"
 #include "quant/quantize_internal.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -18,12 +19,9 @@ using namespace detail;
 
 namespace {
 
-// The 16 levels of the IQ4 formats (IQ4_NL, IQ4_XS): a non-uniform grid, denser near zero,
-// fitted to the bell-shaped distribution of model weights. Part of the format.
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
+// The 16 levels of the IQ4 formats (kIq4NlValues, iq_tables.h) with their nearest-level table.
 const TableLevels16& iq4_levels() {
-    static const TableLevels16 levels(kIq4Levels);
+    static const TableLevels16 levels(kIq4NlValues);
     return levels;
 }
 
@@ -82,6 +80,72 @@ void quantize_q4_0(const float* src, void* dst, int64_t n_blocks, const float* i
     }
 }
 
+// Packs 32 five-bit values u_i: low nibbles as in Q4_0 (byte i: value i, value i + 16), the
+// fifth bits in a little-endian 32-bit mask with bit i for value i.
+void pack_5bit_32(const int* u, uint8_t* qs, uint8_t* qh) {
+    uint32_t high = 0;
+    for (int i = 0; i < 16; ++i) {
+        qs[i] = static_cast<uint8_t>((u[i] & 0xf) | ((u[i + 16] & 0xf) << 4));
+        high |= static_cast<uint32_t>(u[i] >> 4) << i;
+        high |= static_cast<uint32_t>(u[i + 16] >> 4) << (i + 16);
+    }
+    for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(high >> (8 * k));
+}
+
+// Q5_0: x = d * (u - 16), u 0..31.
+void quantize_q5_0(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kN = 32;
+    const UniformLevels levels{-16, 15};
+    auto* out = static_cast<BlockQ5_0*>(dst);
+    double x[kN], w[kN];
+    int codes[kN];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kN, kN, x);
+        block_weights(importance ? importance + b * kN : nullptr, kN, w);
+        const double scale = fit_scale(x, w, kN, levels, ScaleGrid{1.5, 0.5, 0.2});
+        const uint16_t h = encode_scale_f16(x, w, kN, levels, scale);
+        assign_codes(x, kN, levels, f16_to_f32(h), codes);
+        out[b].d = h;
+        for (int i = 0; i < kN; ++i) codes[i] += 16;
+        pack_5bit_32(codes, out[b].qs, out[b].qh);
+    }
+}
+
+// Q4_1 / Q5_1: x = d * u + m with u in 0..nmax and a signed fp16 m. The real (scale, offset)
+// fit is encoded as whichever pair of fp16 neighbours (d, m = -offset) reconstructs best.
+template <class Block, int kNMax>
+void quantize_scale_min_32(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kN = 32;
+    auto* out = static_cast<Block*>(dst);
+    double x[kN], w[kN];
+    int u[kN];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kN, kN, x);
+        block_weights(importance ? importance + b * kN : nullptr, kN, w);
+        const ScaleOffset fit = fit_scale_offset(x, w, kN, kNMax, true);
+        const F16Pair ds = f16_neighbours(fit.scale), ms = f16_neighbours(-fit.offset);
+        double best_err = INFINITY;
+        for (int i = 0; i < ds.count; ++i) {
+            for (int j = 0; j < ms.count; ++j) {
+                const double err = offset_error(x, w, kN, kNMax, f16_to_f32(ds.h[i]), -f16_to_f32(ms.h[j]));
+                if (err < best_err) {
+                    best_err = err;
+                    out[b].d = ds.h[i];
+                    out[b].m = ms.h[j];
+                }
+            }
+        }
+        const double scale = f16_to_f32(out[b].d), offset = -f16_to_f32(out[b].m);
+        const double inv = scale != 0.0 ? 1.0 / scale : 0.0;
+        for (int i = 0; i < kN; ++i) u[i] = nearest_level((x[i] + offset) * inv, 0, kNMax);
+        if constexpr (kNMax == 15) {
+            for (int i = 0; i < kN / 2; ++i) out[b].qs[i] = static_cast<uint8_t>(u[i] | (u[i + kN / 2] << 4));
+        } else {
+            pack_5bit_32(u, out[b].qs, out[b].qh);
+        }
+    }
+}
+
 // Packs 32 IQ4 codes: byte i holds value i (low nibble) and value i + 16 (high nibble).
 void pack_iq4_32(const int* codes, uint8_t* qs) {
     for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(codes[i] | (codes[i + 16] << 4));
@@ -91,7 +155,7 @@ void pack_iq4_32(const int* codes, uint8_t* qs) {
 // mapping the extreme value between 12 units inside and 4 units outside either end.
 constexpr ScaleGrid kIq4Grid{12.0, 4.0, 2.0};
 
-// IQ4_NL: x = d * kIq4Levels[code], 32 values per block.
+// IQ4_NL: x = d * kIq4NlValues[code], 32 values per block.
 void quantize_iq4_nl(const float* src, void* dst, int64_t n_blocks, const float* importance) {
     constexpr int kN = 32;
     const TableLevels16& levels = iq4_levels();
@@ -109,7 +173,7 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n_blocks, const float*
     }
 }
 
-// IQ4_XS: 256-value super-blocks of eight 32-value blocks; x = d * (ls - 32) * kIq4Levels[code]
+// IQ4_XS: 256-value super-blocks of eight 32-value blocks; x = d * (ls - 32) * kIq4NlValues[code]
 // with a 6-bit block scale ls (low 4 bits in scales_l nibbles, high 2 bits in scales_h).
 void quantize_iq4_xs(const float* src, void* dst, int64_t n_blocks, const float* importance) {
     constexpr int kSub = 32, kNSub = kQK / kSub;
@@ -146,8 +210,13 @@ BlockQuantizer block_quantizer(Type t) {
     switch (t) {
         case Type::Q8_0: return quantize_q8_0;
         case Type::Q4_0: return quantize_q4_0;
+        case Type::Q4_1: return quantize_scale_min_32<BlockQ4_1, 15>;
+        case Type::Q5_0: return quantize_q5_0;
+        case Type::Q5_1: return quantize_scale_min_32<BlockQ5_1, 31>;
         case Type::IQ4_NL: return quantize_iq4_nl;
         case Type::IQ4_XS: return quantize_iq4_xs;
+        case Type::Q2_K: return quantize_q2_k;
+        case Type::Q3_K: return quantize_q3_k;
         case Type::Q4_K: return quantize_q4_k;
         case Type::Q5_K: return quantize_q5_k;
         case Type::Q6_K: return quantize_q6_k;
@@ -162,12 +231,13 @@ bool is_float_type(Type t) { return t == Type::F32 || t == Type::F16 || t == Typ
 bool can_quantize(Type t) { return is_float_type(t) || block_quantizer(t) != nullptr; }
 
 void quantize_row(Type t, const float* src, void* dst, int64_t n, const float* importance) {
-    const char* name = type_name(t);
-    if (!can_quantize(t)) throw Error(std::string("cannot quantize to type ") + name + ": no quantizer for it");
-    if (n < 0) throw Error("quantize to " + std::string(name) + ": negative value count " + std::to_string(n));
+    const TypeInfo* info = type_info(static_cast<uint32_t>(t));
+    const std::string name = info ? info->name : "type id " + std::to_string(static_cast<uint32_t>(t));
+    if (!info || !can_quantize(t)) throw Error("cannot quantize to type " + name + ": no quantizer for it");
+    if (n < 0) throw Error("quantize to " + name + ": negative value count " + std::to_string(n));
     const int64_t block = type_info(t).block_elems;
     if (n % block != 0) {
-        throw Error("quantize to " + std::string(name) + ": " + std::to_string(n) +
+        throw Error("quantize to " + name + ": " + std::to_string(n) +
                     " values is not a whole number of " + std::to_string(block) + "-value blocks");
     }
     if (n == 0) return;
@@ -181,13 +251,13 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n, const float* i
     // The searches assume finite inputs and non-negative weights; say which value is wrong.
     for (int64_t i = 0; i < n; ++i) {
         if (!std::isfinite(src[i])) {
-            throw Error("quantize to " + std::string(name) + ": value " + std::to_string(i) + " is not finite");
+            throw Error("quantize to " + name + ": value " + std::to_string(i) + " is not finite");
         }
     }
     if (importance) {
         for (int64_t i = 0; i < n; ++i) {
             if (!(importance[i] >= 0.0f) || std::isinf(importance[i])) {
-                throw Error("quantize to " + std::string(name) + ": importance " + std::to_string(i) +
+                throw Error("quantize to " + name + ": importance " + std::to_string(i) +
                             " is negative or not finite");
             }
         }

@@ -305,7 +305,101 @@ uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int su
     return best_h;
 }
 
+// x ~ scale * level - offset with level in [0, nmax] and scale >= 0. The k-quants store the
+// offset as an unsigned "min" that the dequantiser subtracts, so there offset >= 0 (a block
+// whose values are all positive is fitted with offset 0); Q4_1/Q5_1 store a signed fp16 min and
+// allow any offset.
+struct ScaleOffset {
+    double scale = 0.0;
+    double offset = 0.0;
+};
+
+// Best real (scale, offset) for one (sub-)block. For a fixed level assignment both follow from
+// the 2x2 weighted least-squares normal equations
+//     [sum w l^2  sum w l] [scale ]   [sum w x l]
+//     [sum w l    sum w  ] [-offset] = [sum w x  ]
+// (with offset pinned to 0 when it must not be negative and the fit wants it so), and the error
+// follows from the same sums in O(1). Candidate assignments map the block's range [lo, max(x)]
+// (lo = min(x), or min(x, 0) for a non-negative offset) onto [0, nmax + delta] for a grid of
+// delta; the best is then polished with Lloyd steps.
+inline ScaleOffset fit_scale_offset(const double* x, const double* w, int n, int nmax, bool signed_offset) {
+    double lo = x[0], hi = x[0];
+    double sum_w = 0.0, sum_wx = 0.0, sum_wxx = 0.0;
+    for (int i = 0; i < n; ++i) {
+        lo = std::fmin(lo, x[i]);
+        hi = std::fmax(hi, x[i]);
+        sum_w += w[i];
+        sum_wx += w[i] * x[i];
+        sum_wxx += w[i] * x[i] * x[i];
+    }
+    if (!signed_offset) lo = std::fmin(lo, 0.0);
+    if (hi <= lo) return {0.0, -lo};  // every value equals lo: level 0 minus the offset
+
+    // Error of the best (scale, offset) for the levels level_of(i); +inf when degenerate.
+    auto fit = [&](auto level_of, ScaleOffset* out) {
+        double sum_l = 0.0, sum_ll = 0.0, sum_xl = 0.0;
+        for (int i = 0; i < n; ++i) {
+            const double l = level_of(i);
+            sum_l += w[i] * l;
+            sum_ll += w[i] * l * l;
+            sum_xl += w[i] * x[i] * l;
+        }
+        const double det = sum_w * sum_ll - sum_l * sum_l;
+        if (!(det > 0.0)) return HUGE_VAL;  // a single level used: no scale to fit
+        double scale = (sum_w * sum_xl - sum_l * sum_wx) / det;
+        double shift = (sum_ll * sum_wx - sum_l * sum_xl) / det;  // = -offset
+        if (shift > 0.0 && !signed_offset) {
+            shift = 0.0;
+            scale = sum_xl / sum_ll;
+        }
+        if (!(scale > 0.0)) return HUGE_VAL;
+        *out = {scale, -shift};
+        return sum_wxx - 2.0 * scale * sum_xl - 2.0 * shift * sum_wx + scale * scale * sum_ll +
+               2.0 * scale * shift * sum_l + shift * shift * sum_w;
+    };
+
+    ScaleOffset best{(hi - lo) / nmax, -lo};
+    double best_err = INFINITY;
+    for (int k = -10; k <= 10; ++k) {
+        const double inv = (nmax + 0.1 * k) / (hi - lo);
+        ScaleOffset cand;
+        const double err = fit([&](int i) { return nearest_level((x[i] - lo) * inv, 0, nmax); }, &cand);
+        if (err < best_err) {
+            best_err = err;
+            best = cand;
+        }
+    }
+    for (int iter = 0; iter < 4 && best_err < INFINITY; ++iter) {
+        const ScaleOffset cur = best;
+        const double inv = 1.0 / cur.scale;
+        ScaleOffset cand;
+        const double err = fit([&](int i) { return nearest_level((x[i] + cur.offset) * inv, 0, nmax); }, &cand);
+        if (!(err < best_err * (1.0 - 1e-12))) break;
+        best_err = err;
+        best = cand;
+    }
+    return best;
+}
+
+// Weighted error of a (sub-)block stored with `scale` and `offset` (levels re-chosen).
+inline double offset_error(const double* x, const double* w, int n, int nmax, double scale, double offset) {
+    double err = 0.0;
+    if (scale == 0.0) {
+        for (int i = 0; i < n; ++i) err += w[i] * (x[i] + offset) * (x[i] + offset);
+        return err;
+    }
+    const double inv = 1.0 / scale;
+    for (int i = 0; i < n; ++i) {
+        const int l = nearest_level((x[i] + offset) * inv, 0, nmax);
+        const double diff = x[i] - (scale * l - offset);
+        err += w[i] * diff * diff;
+    }
+    return err;
+}
+
 // Per-type block quantisers (n_blocks whole blocks; importance may be null).
+void quantize_q2_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
+void quantize_q3_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
 void quantize_q4_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
 void quantize_q5_k(const float* src, void* dst, int64_t n_blocks, const float* importance);
 void quantize_q6_k(const float* src, void* dst, int64_t n_blocks, const float* importance);

@@ -1,6 +1,7 @@
-// Reference quantisers for the k-quants stored in files: Q4_K and Q5_K (unsigned levels with a
-// per-sub-block scale and offset, both 6-bit codes of two fp16 super-scales) and Q6_K (signed
-// levels, int8 sub-block scales of one fp16 super-scale). Machinery: quantize_internal.h.
+// Reference quantisers for the k-quants stored in files: Q2_K, Q4_K and Q5_K (unsigned levels
+// with a per-sub-block scale and offset, both codes of two fp16 super-scales) and Q3_K and Q6_K
+// (signed levels, signed sub-block scale codes of one fp16 super-scale). Machinery and the
+// rationale of the searches: quantize_internal.h.
 #include <cmath>
 #include <cstring>
 
@@ -12,141 +13,62 @@ namespace strata::quant::detail {
 
 namespace {
 
-constexpr int kSub32 = 32;                // Q4_K/Q5_K sub-block length
-constexpr int kNSub32 = kQK / kSub32;     // 8 sub-blocks
-constexpr int kScaleCodeMax = 63;         // 6-bit scale and offset codes
-
-// x ~ scale * level - offset with level in [0, nmax], scale >= 0, offset >= 0: the formats store
-// the offset as an unsigned "min" that the dequantiser subtracts, so a block whose values are
-// all positive is fitted with offset 0 rather than a negative one.
-struct ScaleOffset {
-    double scale = 0.0;
-    double offset = 0.0;
+// Geometry of a scale-and-offset k-quant super-block.
+struct OffsetLayout {
+    int sub_len;   // values per sub-block
+    int n_sub;     // sub-blocks per super-block (sub_len * n_sub == kQK)
+    int nmax;      // levels 0..nmax
+    int code_max;  // scale and offset codes 0..code_max
 };
 
-// Best real (scale, offset) for one sub-block. For a fixed level assignment both follow from the
-// 2x2 weighted least-squares normal equations
-//     [sum w l^2  sum w l] [scale ]   [sum w x l]
-//     [sum w l    sum w  ] [-offset] = [sum w x  ]
-// (with offset pinned to 0 when the fit wants it negative), and the error follows from the same
-// sums in O(1). Candidate assignments map the block's range [min(x,0), max(x)] onto
-// [0, nmax + delta] for a grid of delta; the best is then polished with Lloyd steps.
-ScaleOffset fit_scale_offset(const double* x, const double* w, int n, int nmax) {
-    double lo = x[0], hi = x[0];
-    double sum_w = 0.0, sum_wx = 0.0, sum_wxx = 0.0;
-    for (int i = 0; i < n; ++i) {
-        lo = std::fmin(lo, x[i]);
-        hi = std::fmax(hi, x[i]);
-        sum_w += w[i];
-        sum_wx += w[i] * x[i];
-        sum_wxx += w[i] * x[i] * x[i];
-    }
-    lo = std::fmin(lo, 0.0);
-    if (hi <= lo) return {0.0, -lo};  // every value equals lo <= 0: level 0 minus the offset
+constexpr OffsetLayout kQ2K{16, 16, 3, 15};
+constexpr OffsetLayout kQ4K{32, 8, 15, 63};
+constexpr OffsetLayout kQ5K{32, 8, 31, 63};
+constexpr int kMaxSub = 16;
 
-    // Error of the best (scale, offset) for the levels level_of(i); +inf when degenerate.
-    auto fit = [&](auto level_of, ScaleOffset* out) {
-        double sum_l = 0.0, sum_ll = 0.0, sum_xl = 0.0;
-        for (int i = 0; i < n; ++i) {
-            const double l = level_of(i);
-            sum_l += w[i] * l;
-            sum_ll += w[i] * l * l;
-            sum_xl += w[i] * x[i] * l;
-        }
-        const double det = sum_w * sum_ll - sum_l * sum_l;
-        if (!(det > 0.0)) return HUGE_VAL;  // a single level used: no scale to fit
-        double scale = (sum_w * sum_xl - sum_l * sum_wx) / det;
-        double shift = (sum_ll * sum_wx - sum_l * sum_xl) / det;  // = -offset
-        if (shift > 0.0) {
-            shift = 0.0;
-            scale = sum_xl / sum_ll;
-        }
-        if (!(scale > 0.0)) return HUGE_VAL;
-        *out = {scale, -shift};
-        return sum_wxx - 2.0 * scale * sum_xl - 2.0 * shift * sum_wx + scale * scale * sum_ll +
-               2.0 * scale * shift * sum_l + shift * shift * sum_w;
-    };
-
-    ScaleOffset best{(hi - lo) / nmax, -lo};
-    double best_err = INFINITY;
-    for (int k = -10; k <= 10; ++k) {
-        const double inv = (nmax + 0.1 * k) / (hi - lo);
-        ScaleOffset cand;
-        const double err = fit([&](int i) { return nearest_level((x[i] - lo) * inv, 0, nmax); }, &cand);
-        if (err < best_err) {
-            best_err = err;
-            best = cand;
-        }
-    }
-    for (int iter = 0; iter < 4 && best_err < INFINITY; ++iter) {
-        const ScaleOffset cur = best;
-        const double inv = 1.0 / cur.scale;
-        ScaleOffset cand;
-        const double err = fit([&](int i) { return nearest_level((x[i] + cur.offset) * inv, 0, nmax); }, &cand);
-        if (!(err < best_err * (1.0 - 1e-12))) break;
-        best_err = err;
-        best = cand;
-    }
-    return best;
-}
-
-// Weighted error of one sub-block stored with scale S and offset M (levels re-chosen).
-double offset_error(const double* x, const double* w, int n, int nmax, double scale, double offset) {
-    double err = 0.0;
-    if (scale == 0.0) {
-        for (int i = 0; i < n; ++i) err += w[i] * (x[i] + offset) * (x[i] + offset);
-        return err;
-    }
-    const double inv = 1.0 / scale;
-    for (int i = 0; i < n; ++i) {
-        const int l = nearest_level((x[i] + offset) * inv, 0, nmax);
-        const double diff = x[i] - (scale * l - offset);
-        err += w[i] * diff * diff;
-    }
-    return err;
-}
-
-// The stored scales of a Q4_K/Q5_K super-block.
+// The stored scales of a scale-and-offset super-block.
 struct KScales {
     uint16_t d = 0, dmin = 0;
-    int ls[kNSub32] = {};
-    int lm[kNSub32] = {};
+    int ls[kMaxSub] = {};
+    int lm[kMaxSub] = {};
 };
 
-// Chooses the two fp16 super-scales and the 6-bit codes from the sub-blocks' real fits.
-// Candidate super-scales map the largest real scale (offset) to near code 63; each is judged by
-// the true error of the whole super-block with levels re-chosen. The scale super-scale is
-// chosen first with the nominal offset super-scale, then the offset one; finally each
-// sub-block tries its codes +-1 on both.
-KScales quantize_k_scales(const double* x, const double* w, int nmax, const ScaleOffset* fits) {
+// Chooses the two fp16 super-scales and the per-sub-block codes from the sub-blocks' real fits.
+// Candidate super-scales give the largest real scale (offset) one of the top few codes; each is
+// judged by the true error of the whole super-block with levels re-chosen. The scale
+// super-scale is chosen first with the nominal offset super-scale, then the offset one; finally
+// each sub-block tries its codes +-1 on both.
+KScales quantize_k_scales(const double* x, const double* w, const OffsetLayout& lay, const ScaleOffset* fits) {
     double max_scale = 0.0, max_offset = 0.0;
-    for (int j = 0; j < kNSub32; ++j) {
+    for (int j = 0; j < lay.n_sub; ++j) {
         max_scale = std::fmax(max_scale, fits[j].scale);
         max_offset = std::fmax(max_offset, fits[j].offset);
     }
     auto value = [](uint16_t super, int code) {
         return static_cast<double>(f16_to_f32(super) * static_cast<float>(code));  // as dequantisers do
     };
-    auto code_for = [](double real, uint16_t super) {
+    auto code_for = [&](double real, uint16_t super) {
         const float s = f16_to_f32(super);
-        return s > 0.0f ? nearest_level(real / s, 0, kScaleCodeMax) : 0;
+        return s > 0.0f ? nearest_level(real / s, 0, lay.code_max) : 0;
+    };
+    auto sub_error = [&](int j, double scale, double offset) {
+        return offset_error(x + j * lay.sub_len, w + j * lay.sub_len, lay.sub_len, lay.nmax, scale, offset);
     };
     auto total_error = [&](uint16_t d, uint16_t dmin, double bound) {
         double err = 0.0;
-        for (int j = 0; j < kNSub32 && err < bound; ++j) {
-            err += offset_error(x + j * kSub32, w + j * kSub32, kSub32, nmax, value(d, code_for(fits[j].scale, d)),
-                                value(dmin, code_for(fits[j].offset, dmin)));
+        for (int j = 0; j < lay.n_sub && err < bound; ++j) {
+            err += sub_error(j, value(d, code_for(fits[j].scale, d)), value(dmin, code_for(fits[j].offset, dmin)));
         }
         return err;
     };
-    // Super-scale candidates: the largest real value gets code 63 down to 60, through both fp16
-    // neighbours of the exact ratio (see quantize_sub_scales in quantize_internal.h for why).
+    // Super-scale candidates: the largest real value gets one of the top four codes, through both
+    // fp16 neighbours of the exact ratio (see quantize_sub_scales in quantize_internal.h for why).
     auto search = [&](double max_real, auto error_of) {
         uint16_t best = 0;
         double best_err = INFINITY;
         if (max_real == 0.0) return best;
         uint16_t previous = 0;
-        for (int code = kScaleCodeMax; code > kScaleCodeMax - 4; --code) {
+        for (int code = lay.code_max; code > lay.code_max - 4; --code) {
             const F16Pair pair = f16_neighbours(max_real / code);
             for (int p = 0; p < pair.count; ++p) {
                 const uint16_t h = pair.h[p];
@@ -163,19 +85,18 @@ KScales quantize_k_scales(const double* x, const double* w, int nmax, const Scal
     };
 
     KScales ks;
-    const uint16_t nominal_dmin = f16_saturating(max_offset / kScaleCodeMax);
+    const uint16_t nominal_dmin = f16_saturating(max_offset / lay.code_max);
     ks.d = search(max_scale, [&](uint16_t h, double bound) { return total_error(h, nominal_dmin, bound); });
     ks.dmin = search(max_offset, [&](uint16_t h, double bound) { return total_error(ks.d, h, bound); });
 
-    for (int j = 0; j < kNSub32; ++j) {
+    for (int j = 0; j < lay.n_sub; ++j) {
         const int ls0 = code_for(fits[j].scale, ks.d), lm0 = code_for(fits[j].offset, ks.dmin);
         double best_err = INFINITY;
         for (int ls = ls0 - 1; ls <= ls0 + 1; ++ls) {
-            if (ls < 0 || ls > kScaleCodeMax) continue;
+            if (ls < 0 || ls > lay.code_max) continue;
             for (int lm = lm0 - 1; lm <= lm0 + 1; ++lm) {
-                if (lm < 0 || lm > kScaleCodeMax) continue;
-                const double err =
-                    offset_error(x + j * kSub32, w + j * kSub32, kSub32, nmax, value(ks.d, ls), value(ks.dmin, lm));
+                if (lm < 0 || lm > lay.code_max) continue;
+                const double err = sub_error(j, value(ks.d, ls), value(ks.dmin, lm));
                 if (err < best_err) {
                     best_err = err;
                     ks.ls[j] = ls;
@@ -192,7 +113,7 @@ KScales quantize_k_scales(const double* x, const double* w, int nmax, const Scal
 // 4 bits in the nibbles of bytes 8-11 and their top 2 bits in the spare top bits of bytes 0-7.
 void pack_k_scales(const KScales& ks, uint8_t* out) {
     std::memset(out, 0, kKScaleSize);
-    for (int j = 0; j < kNSub32; ++j) {
+    for (int j = 0; j < 8; ++j) {
         const int ls = ks.ls[j], lm = ks.lm[j];
         if (j < 4) {
             out[j] = static_cast<uint8_t>(ls);
@@ -205,25 +126,105 @@ void pack_k_scales(const KScales& ks, uint8_t* out) {
     }
 }
 
-// Shared body of Q4_K and Q5_K: fits, stored scales, and the final levels (0..nmax).
-KScales quantize_k_super_block(const double* x, const double* w, int nmax, int* levels) {
-    ScaleOffset fits[kNSub32];
-    for (int j = 0; j < kNSub32; ++j) fits[j] = fit_scale_offset(x + j * kSub32, w + j * kSub32, kSub32, nmax);
-    const KScales ks = quantize_k_scales(x, w, nmax, fits);
+// Shared body of the scale-and-offset k-quants: fits, stored scales, and the final levels.
+KScales quantize_k_super_block(const double* x, const double* w, const OffsetLayout& lay, int* levels) {
+    ScaleOffset fits[kMaxSub];
+    for (int j = 0; j < lay.n_sub; ++j) {
+        fits[j] = fit_scale_offset(x + j * lay.sub_len, w + j * lay.sub_len, lay.sub_len, lay.nmax, false);
+    }
+    const KScales ks = quantize_k_scales(x, w, lay, fits);
     const float d = f16_to_f32(ks.d), dmin = f16_to_f32(ks.dmin);
-    for (int j = 0; j < kNSub32; ++j) {
+    for (int j = 0; j < lay.n_sub; ++j) {
         const double scale = static_cast<double>(d * static_cast<float>(ks.ls[j]));
         const double offset = static_cast<double>(dmin * static_cast<float>(ks.lm[j]));
         const double inv = scale != 0.0 ? 1.0 / scale : 0.0;
-        for (int i = 0; i < kSub32; ++i) {
-            const int idx = j * kSub32 + i;
-            levels[idx] = nearest_level((x[idx] + offset) * inv, 0, nmax);
+        for (int i = 0; i < lay.sub_len; ++i) {
+            const int idx = j * lay.sub_len + i;
+            levels[idx] = nearest_level((x[idx] + offset) * inv, 0, lay.nmax);
         }
     }
     return ks;
 }
 
+// Shared body of the signed k-quants (Q3_K, Q6_K): per-sub-block real scales, their codes in
+// [code_lo, code_hi] under one fp16 super-scale, and the final signed levels. Returns the
+// super-scale.
+uint16_t quantize_signed_super_block(const double* x, const double* w, int sub_len, const UniformLevels& levels,
+                                     int code_lo, int code_hi, int* sub_codes, int* q) {
+    const int n_sub = kQK / sub_len;
+    double scales[kMaxSub];
+    for (int j = 0; j < n_sub; ++j) {
+        scales[j] = fit_scale(x + j * sub_len, w + j * sub_len, sub_len, levels, ScaleGrid{1.5, 0.5, 0.5});
+    }
+    const uint16_t h = quantize_sub_scales(x, w, n_sub, sub_len, scales, levels, code_lo, code_hi, sub_codes);
+    const float super = f16_to_f32(h);
+    for (int j = 0; j < n_sub; ++j) {
+        const double scale = static_cast<double>(super * static_cast<float>(sub_codes[j]));
+        assign_codes(x + j * sub_len, sub_len, levels, scale, q + j * sub_len);
+    }
+    return h;
+}
+
+// Packs 2-bit fields: within each 128-value chunk c, value 128c + 32s + i goes to bits 2s..2s+1
+// of byte 32c + i (Q2_K levels, the low bits of Q3_K levels).
+void pack_2bit(const int* v, uint8_t* qs) {
+    for (int c = 0; c < kQK / 128; ++c) {
+        for (int i = 0; i < 32; ++i) {
+            const int* p = v + 128 * c + i;
+            qs[32 * c + i] = static_cast<uint8_t>((p[0] & 3) | ((p[32] & 3) << 2) | ((p[64] & 3) << 4) | ((p[96] & 3) << 6));
+        }
+    }
+}
+
 }  // namespace
+
+// Q2_K: x = d * (sc & 15) * level - dmin * (sc >> 4), level 0..3, sixteen 16-value sub-blocks
+// with one byte sc of 4-bit scale and offset codes each.
+void quantize_q2_k(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    auto* out = static_cast<BlockQ2_K*>(dst);
+    double x[kQK], w[kQK];
+    int levels[kQK];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kQK, kQK, x);
+        block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
+        const KScales ks = quantize_k_super_block(x, w, kQ2K, levels);
+        BlockQ2_K& blk = out[b];
+        blk.d = ks.d;
+        blk.dmin = ks.dmin;
+        for (int j = 0; j < kQ2K.n_sub; ++j) blk.scales[j] = static_cast<uint8_t>(ks.ls[j] | (ks.lm[j] << 4));
+        pack_2bit(levels, blk.qs);
+    }
+}
+
+// Q3_K: x = d * (s - 32) * level, level -4..3, sixteen 16-value sub-blocks with 6-bit scale
+// codes s. Levels + 4 (0..7) keep their low 2 bits as in Q2_K and their third bit in hmask: value
+// v at bit v / 32 of hmask[v % 32]. Scale code j keeps its low 4 bits in nibble j / 8 of byte
+// j % 8 and its top 2 bits at bits 2 (j / 4) of byte 8 + j % 4.
+void quantize_q3_k(const float* src, void* dst, int64_t n_blocks, const float* importance) {
+    constexpr int kSub = 16, kNSub = kQK / kSub;
+    const UniformLevels levels{-4, 3};
+    auto* out = static_cast<BlockQ3_K*>(dst);
+    double x[kQK], w[kQK];
+    int sub_codes[kNSub], q[kQK];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        to_double(src + b * kQK, kQK, x);
+        block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
+        BlockQ3_K& blk = out[b];
+        blk.d = quantize_signed_super_block(x, w, kSub, levels, -32, 31, sub_codes, q);
+        std::memset(blk.scales, 0, sizeof blk.scales);
+        for (int j = 0; j < kNSub; ++j) {
+            const int s = sub_codes[j] + 32;
+            blk.scales[j % 8] |= static_cast<uint8_t>((s & 0xf) << (4 * (j / 8)));
+            blk.scales[8 + j % 4] |= static_cast<uint8_t>((s >> 4) << (2 * (j / 4)));
+        }
+        std::memset(blk.hmask, 0, sizeof blk.hmask);
+        for (int v = 0; v < kQK; ++v) {
+            q[v] += 4;
+            blk.hmask[v % 32] |= static_cast<uint8_t>((q[v] >> 2) << (v / 32));
+        }
+        pack_2bit(q, blk.qs);
+    }
+}
 
 // Q4_K: x = d * ls * level - dmin * lm, level 0..15. Each 64-value chunk c stores its first 32
 // levels in the low nibbles and its second 32 in the high nibbles of qs[32c .. 32c + 31].
@@ -234,7 +235,7 @@ void quantize_q4_k(const float* src, void* dst, int64_t n_blocks, const float* i
     for (int64_t b = 0; b < n_blocks; ++b) {
         to_double(src + b * kQK, kQK, x);
         block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
-        const KScales ks = quantize_k_super_block(x, w, 15, levels);
+        const KScales ks = quantize_k_super_block(x, w, kQ4K, levels);
         BlockQ4_K& blk = out[b];
         blk.d = ks.d;
         blk.dmin = ks.dmin;
@@ -256,7 +257,7 @@ void quantize_q5_k(const float* src, void* dst, int64_t n_blocks, const float* i
     for (int64_t b = 0; b < n_blocks; ++b) {
         to_double(src + b * kQK, kQK, x);
         block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
-        const KScales ks = quantize_k_super_block(x, w, 31, levels);
+        const KScales ks = quantize_k_super_block(x, w, kQ5K, levels);
         BlockQ5_K& blk = out[b];
         blk.d = ks.d;
         blk.dmin = ks.dmin;
@@ -279,23 +280,14 @@ void quantize_q6_k(const float* src, void* dst, int64_t n_blocks, const float* i
     constexpr int kSub = 16, kNSub = kQK / kSub;
     const UniformLevels levels{-32, 31};
     auto* out = static_cast<BlockQ6_K*>(dst);
-    double x[kQK], w[kQK], scales[kNSub];
+    double x[kQK], w[kQK];
     int sub_codes[kNSub], q[kQK];
     for (int64_t b = 0; b < n_blocks; ++b) {
         to_double(src + b * kQK, kQK, x);
         block_weights(importance ? importance + b * kQK : nullptr, kQK, w);
-        for (int j = 0; j < kNSub; ++j) {
-            scales[j] = fit_scale(x + j * kSub, w + j * kSub, kSub, levels, ScaleGrid{1.5, 0.5, 0.5});
-        }
-        const uint16_t h = quantize_sub_scales(x, w, kNSub, kSub, scales, levels, -128, 127, sub_codes);
-        const float super = f16_to_f32(h);
         BlockQ6_K& blk = out[b];
-        blk.d = h;
-        for (int j = 0; j < kNSub; ++j) {
-            blk.scales[j] = static_cast<int8_t>(sub_codes[j]);
-            const double scale = static_cast<double>(super * static_cast<float>(sub_codes[j]));
-            assign_codes(x + j * kSub, kSub, levels, scale, q + j * kSub);
-        }
+        blk.d = quantize_signed_super_block(x, w, kSub, levels, -128, 127, sub_codes, q);
+        for (int j = 0; j < kNSub; ++j) blk.scales[j] = static_cast<int8_t>(sub_codes[j]);
         for (int half = 0; half < 2; ++half) {
             const int* l = q + 128 * half;
             uint8_t* ql = blk.ql + 64 * half;

@@ -32,8 +32,9 @@ struct TypeBound {
 };
 
 constexpr TypeBound kBlockTypes[] = {
-    {Type::Q8_0, 1.5e-4}, {Type::Q4_0, 0.030}, {Type::Q4_K, 0.012},  {Type::Q5_K, 0.003},
-    {Type::Q6_K, 0.0012}, {Type::IQ4_NL, 0.018}, {Type::IQ4_XS, 0.020},
+    {Type::Q8_0, 1.5e-4}, {Type::Q4_0, 0.030},   {Type::Q4_1, 0.012},   {Type::Q5_0, 0.008},
+    {Type::Q5_1, 0.003},  {Type::Q2_K, 0.120},   {Type::Q3_K, 0.050},   {Type::Q4_K, 0.012},
+    {Type::Q5_K, 0.003},  {Type::Q6_K, 0.0012},  {Type::IQ4_NL, 0.018}, {Type::IQ4_XS, 0.020},
 };
 
 std::vector<uint8_t> quantize(Type t, const std::vector<float>& x, const float* importance = nullptr) {
@@ -265,7 +266,7 @@ TEST(QuantizeFloat, Conversions) {
 TEST(QuantizeApi, SupportedTypes) {
     for (const TypeBound& tb : kBlockTypes) EXPECT_TRUE(can_quantize(tb.type)) << type_name(tb.type);
     for (const Type t : {Type::F32, Type::F16, Type::BF16}) EXPECT_TRUE(can_quantize(t));
-    for (const Type t : {Type::Q8_K, Type::Q2_K, Type::IQ2_XXS, Type::I32}) {
+    for (const Type t : {Type::Q8_K, Type::IQ2_XXS, Type::IQ3_S, Type::MXFP4, Type::I32}) {
         EXPECT_FALSE(can_quantize(t)) << type_name(t);
         std::vector<float> x(256, 1.0f);
         std::vector<uint8_t> q(4096);
@@ -276,6 +277,8 @@ TEST(QuantizeApi, SupportedTypes) {
 TEST(QuantizeApi, RejectsBadInput) {
     std::vector<float> x(512, 0.5f);
     std::vector<uint8_t> q(4096);
+    EXPECT_FALSE(can_quantize(static_cast<Type>(99)));
+    EXPECT_THROW(quantize_row(static_cast<Type>(99), x.data(), q.data(), 32), Error);
     EXPECT_THROW(quantize_row(Type::Q4_0, x.data(), q.data(), 33), Error);
     EXPECT_THROW(quantize_row(Type::Q4_K, x.data(), q.data(), 128), Error);
     EXPECT_THROW(quantize_row(Type::Q8_0, x.data(), q.data(), -32), Error);

@@ -1,0 +1,172 @@
+// The compute backend interface: every op the model forwards use, on buffers the backend owns
+// (host memory for the CPU backend, device memory for a GPU backend). Model code only
+// orchestrates: it never reads or writes activation memory itself, so a new backend slots in
+// without touching the architectures.
+//
+// Shapes are given row-major, outermost first: x [n_tokens][n_embd] means n_tokens rows of
+// n_embd contiguous floats.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "model/weights.h"
+
+namespace strata::backend {
+
+using model::Weight;
+
+struct RopeParams {
+    int64_t n_rot = 0;           // rotated dims per head (<= head_dim); NeoX pairs (i, i + n_rot/2)
+    float theta = 10000.0f;      // frequency base
+    std::array<int32_t, 4> sections{};  // M-RoPE sections in pairs (t, h, w, extra); all zero: plain RoPE
+    bool interleaved_mrope = false;     // Qwen3.5: sections interleaved over the pairs (t h w t h w ...)
+};
+
+// One attention layer's cache for one sequence: rows are positions.
+struct KvCacheView {
+    float* k = nullptr;     // [capacity][n_head_kv][head_dim_k]
+    float* v = nullptr;     // [capacity][n_head_kv][head_dim_v]
+    int64_t capacity = 0;   // positions it can hold
+};
+
+struct AttentionArgs {
+    const float* q = nullptr;  // [n_tokens][n_head][head_dim_k], normed and rotated
+    float* out = nullptr;      // [n_tokens][n_head][head_dim_v]
+    int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
+    float scale = 1.0f;        // usually 1/sqrt(head_dim_k)
+    const int32_t* pos = nullptr;            // [n_tokens]: token attends to cache rows 0..pos
+    const KvCacheView* const* kv = nullptr;  // [n_tokens]: the cache of the token's sequence
+};
+
+// The experts of one MoE layer applied to a batch: out[t] = sum_j w[t][j] * E_{ids[t][j]}(x[t]),
+// E_e(x) = down_e(silu(gate_e x) * up_e x). The one call through which all expert work goes, so
+// a later expert store can decide per expert where it runs.
+struct MoeArgs {
+    const Weight* gate = nullptr;  // [n_expert][n_ff][n_embd]   (GGUF ne: n_embd, n_ff, n_expert)
+    const Weight* up = nullptr;    // [n_expert][n_ff][n_embd]
+    const Weight* down = nullptr;  // [n_expert][n_embd][n_ff]
+    const float* x = nullptr;      // [n_tokens][n_embd]
+    int64_t n_tokens = 0;
+    const int32_t* ids = nullptr;      // [n_tokens][k] expert ids
+    const float* weights = nullptr;    // [n_tokens][k] routing weights
+    int64_t k = 0;
+    float* out = nullptr;              // [n_tokens][n_embd], overwritten
+    int layer = -1;                    // for statistics / placement decisions
+};
+
+// One product y = W x for a batch: y [n_tokens][W rows], x [n_tokens][W ne0].
+struct MatmulArgs {
+    const Weight* w = nullptr;
+    const float* x = nullptr;
+    int64_t n_tokens = 0;
+    float* y = nullptr;
+};
+
+// Gated DeltaNet over one sequence's run of tokens (conv already applied; q, k L2-normed).
+// S is the recurrent state per value head, [n_v_heads][d_k][d_v]; for each token t and head h:
+//   S = exp(g[t][h]) * S;  S += k (beta (v - S^T k))^T;  o = S^T q * scale
+struct DeltaRuleArgs {
+    const float* q = nullptr;     // [n_tokens][n_v_heads][d_k]
+    const float* k = nullptr;     // [n_tokens][n_v_heads][d_k]
+    const float* v = nullptr;     // [n_tokens][n_v_heads][d_v]
+    const float* g = nullptr;     // [n_tokens][n_v_heads] log decay (<= 0)
+    const float* beta = nullptr;  // [n_tokens][n_v_heads] in (0, 1)
+    float* state = nullptr;       // [n_v_heads][d_k][d_v], updated in place
+    float* out = nullptr;         // [n_tokens][n_v_heads][d_v]
+    int64_t n_tokens = 0, n_v_heads = 0, d_k = 0, d_v = 0;
+    float scale = 1.0f;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual const char* name() const = 0;
+
+    // Memory for activations and states, zero-filled. Freed with free_floats.
+    virtual float* alloc_floats(size_t n) = 0;
+    virtual void free_floats(float* p) = 0;
+    virtual void copy_to_host(const float* src, float* host, size_t n) = 0;
+    virtual void copy_from_host(const float* host, float* dst, size_t n) = 0;
+    virtual void copy(const float* src, float* dst, size_t n) = 0;
+
+    // out [n][ne0] = rows ids of the table (dequantised).
+    virtual void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+    // Several products in one dispatch (e.g. q, k, v of one input).
+    virtual void matmul(std::span<const MatmulArgs> products) = 0;
+    // out [rows][dim] = x / rms(x) * w (w: f32 [dim], null: no scale). In place allowed.
+    virtual void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) = 0;
+    // y += x, n values.
+    virtual void add(float* y, const float* x, int64_t n) = 0;
+    // out = silu(gate) * up, n values. gate/up may be strided: row r at gate + r*stride.
+    virtual void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) = 0;
+    // x[r][:] *= sigmoid(g[r * g_stride + c]) for every column c (g_stride 0: one gate per row).
+    virtual void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) = 0;
+    // Rotates the first n_rot dims of every head: x [n_tokens][n_heads][head_dim].
+    virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+                      const RopeParams& p) = 0;
+    // Writes rows of k [n_tokens][n_head_kv*head_dim_k] and v into the caches at pos.
+    virtual void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,
+                          int64_t k_row, const float* v, int64_t v_row) = 0;
+    virtual void attention(const AttentionArgs& a) = 0;
+    // Routing: softmax over n_expert logits per token, top-k (ties to the lower id), optional
+    // renormalisation of the chosen weights.
+    virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
+                                    int32_t* ids, float* weights) = 0;
+    virtual void moe(const MoeArgs& a) = 0;
+
+    // Gated DeltaNet pieces.
+    // Causal depthwise conv1d with SiLU over one sequence's tokens, carrying the last
+    // (kernel-1) inputs in conv_state [kernel-1][channels]. x, out: [n_tokens][channels];
+    // w: f32, GGUF ne {kernel, channels}.
+    virtual void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel,
+                               float* conv_state, float* out) = 0;
+    virtual void delta_rule(const DeltaRuleArgs& a) = 0;
+    // x [rows][dim] scaled to unit L2 norm (eps inside the sqrt), in place.
+    virtual void l2_norm(float* x, int64_t rows, int64_t dim, float eps) = 0;
+};
+
+// RAII float buffer in backend memory.
+class Buffer {
+public:
+    Buffer() = default;
+    Buffer(Backend* b, size_t n) : backend_(b), data_(b->alloc_floats(n)), size_(n) {}
+    ~Buffer() { reset(); }
+    Buffer(Buffer&& o) noexcept : backend_(o.backend_), data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            backend_ = o.backend_;
+            data_ = o.data_;
+            size_ = o.size_;
+            o.data_ = nullptr;
+            o.size_ = 0;
+        }
+        return *this;
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    float* data() const { return data_; }
+    size_t size() const { return size_; }
+    // Grows (contents discarded) when smaller than n.
+    float* ensure(Backend* b, size_t n) {
+        if (size_ < n || backend_ != b) *this = Buffer(b, n);
+        return data_;
+    }
+    void reset() {
+        if (data_ != nullptr) backend_->free_floats(data_);
+        data_ = nullptr;
+        size_ = 0;
+    }
+
+private:
+    Backend* backend_ = nullptr;
+    float* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+}  // namespace strata::backend

@@ -1,0 +1,364 @@
+#include "backend/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "quant/dequant.h"
+#include "util/error.h"
+
+namespace strata::backend {
+
+namespace {
+
+cpu::WeightMatrix matrix_of(const Weight& w, int64_t slice = 0) {
+    cpu::WeightMatrix m;
+    m.type = w.type;
+    m.data = w.slice(slice);
+    m.rows = w.ne[1];
+    m.cols = w.ne[0];
+    m.row_stride = w.row_bytes;
+    return m;
+}
+
+// An f32 weight (norm scales, conv filters) read in place; refuses other types and sizes.
+const float* f32_data(const Weight& w, int64_t n) {
+    if (w.type != quant::Type::F32 || w.ne[0] * w.rows() != n)
+        throw Error("tensor " + w.name() + " must be f32 with " + std::to_string(n) + " values");
+    return reinterpret_cast<const float*>(w.data);
+}
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), kernels_(cpu::default_kernels()) {}
+
+CpuBackend::~CpuBackend() = default;
+
+float* CpuBackend::alloc_floats(size_t n) {
+    const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, bytes);
+    if (p == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes of activations");
+    std::memset(p, 0, bytes);
+    return static_cast<float*>(p);
+}
+
+void CpuBackend::free_floats(float* p) { std::free(p); }
+
+void CpuBackend::copy_to_host(const float* src, float* host, size_t n) { std::memcpy(host, src, n * sizeof(float)); }
+void CpuBackend::copy_from_host(const float* host, float* dst, size_t n) { std::memcpy(dst, host, n * sizeof(float)); }
+void CpuBackend::copy(const float* src, float* dst, size_t n) { std::memmove(dst, src, n * sizeof(float)); }
+
+void CpuBackend::get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) {
+    const int64_t dim = table.ne[0];
+    for (int64_t i = 0; i < n; ++i) {
+        if (ids[i] < 0 || ids[i] >= table.rows())
+            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) + ")");
+        quant::dequantize_row(table.type, table.data + static_cast<size_t>(ids[i]) * table.row_bytes, out + i * dim, dim);
+    }
+}
+
+void CpuBackend::matmul(std::span<const MatmulArgs> products) {
+    // Quantise each distinct (input, format) once: q, k and v of one input share their activations.
+    struct Key {
+        const float* x;
+        cpu::ActFormat fmt;
+    };
+    std::vector<Key> keys;
+    std::vector<size_t> act_of(products.size());
+    for (size_t i = 0; i < products.size(); ++i) {
+        const MatmulArgs& p = products[i];
+        const auto fmt = cpu::act_format_for(p.w->type);
+        if (!fmt) throw Error(std::string("no CPU kernel for weight type ") + quant::type_name(p.w->type) + " (" + p.w->name() + ")");
+        size_t k = 0;
+        while (k < keys.size() && !(keys[k].x == p.x && keys[k].fmt == *fmt)) ++k;
+        if (k == keys.size()) {
+            keys.push_back({p.x, *fmt});
+            if (acts_.size() < keys.size()) acts_.resize(keys.size());
+            acts_[k].quantize(kernels_, *fmt, p.x, p.w->ne[0], p.n_tokens, p.w->ne[0], &pool_);
+        }
+        act_of[i] = k;
+    }
+    jobs_.clear();
+    for (size_t i = 0; i < products.size(); ++i) {
+        const MatmulArgs& p = products[i];
+        cpu::MatmulJob j;
+        j.w = matrix_of(*p.w);
+        j.x = &acts_[act_of[i]];
+        j.y = p.y;
+        j.y_stride = p.w->ne[1];
+        jobs_.push_back(j);
+    }
+    cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
+}
+
+void CpuBackend::rms_norm(const float* x, const Weight* weight, int64_t rows, int64_t dim, float eps, float* out) {
+    const float* w = weight != nullptr ? f32_data(*weight, dim) : nullptr;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * dim;
+        float* o = out + r * dim;
+        double ss = 0;
+        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
+        for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
+    }
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t i = 0; i < dim; ++i) out[r * dim + i] = silu(gate[r * in_stride + i]) * up[r * in_stride + i];
+}
+
+void CpuBackend::mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) {
+    for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < dim; ++c) x[r * dim + c] *= sigmoid(g_stride == 0 ? g[r] : g[r * g_stride + c]);
+    }
+}
+
+void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+                      const RopeParams& p) {
+    const int64_t half = p.n_rot / 2;
+    // Text-only M-RoPE: the three position streams are equal, so every section rotates with the
+    // same position and the result is plain RoPE over n_rot dims (sections only matter once
+    // images bring distinct h/w positions).
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i)
+        inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t i = 0; i < half; ++i) {
+            const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];
+            const float c = std::cos(angle), s = std::sin(angle);
+            for (int64_t h = 0; h < n_heads; ++h) {
+                float* v = x + (t * n_heads + h) * head_dim;
+                const float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,
+                          int64_t k_row, const float* v, int64_t v_row) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const KvCacheView& c = *kv[t];
+        if (pos[t] < 0 || pos[t] >= c.capacity)
+            throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity) + ")");
+        std::memcpy(c.k + pos[t] * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
+        std::memcpy(c.v + pos[t] * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
+    }
+}
+
+void CpuBackend::attention(const AttentionArgs& a) {
+    const int64_t group = a.n_head / a.n_head_kv;
+    const int64_t k_row = a.n_head_kv * a.head_dim_k, v_row = a.n_head_kv * a.head_dim_v;
+    pool_.parallel_for(a.n_tokens * a.n_head, [&](int64_t task, int) {
+        const int64_t t = task / a.n_head, h = task % a.n_head, hk = h / group;
+        const KvCacheView& c = *a.kv[t];
+        const float* q = a.q + (t * a.n_head + h) * a.head_dim_k;
+        const int64_t n_ctx = a.pos[t] + 1;
+        std::vector<float> scores(static_cast<size_t>(n_ctx));
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n_ctx; ++j) {
+            const float* kj = c.k + j * k_row + hk * a.head_dim_k;
+            float s = 0;
+            for (int64_t d = 0; d < a.head_dim_k; ++d) s += q[d] * kj[d];
+            s *= a.scale;
+            scores[static_cast<size_t>(j)] = s;
+            mx = std::max(mx, s);
+        }
+        float sum = 0;
+        for (float& s : scores) sum += (s = std::exp(s - mx));
+        float* o = a.out + (t * a.n_head + h) * a.head_dim_v;
+        std::fill(o, o + a.head_dim_v, 0.0f);
+        for (int64_t j = 0; j < n_ctx; ++j) {
+            const float p = scores[static_cast<size_t>(j)] / sum;
+            const float* vj = c.v + j * v_row + hk * a.head_dim_v;
+            for (int64_t d = 0; d < a.head_dim_v; ++d) o[d] += p * vj[d];
+        }
+    });
+}
+
+void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
+                                    int32_t* ids, float* weights) {
+    std::vector<float> p(static_cast<size_t>(n_expert));
+    std::vector<int32_t> order(static_cast<size_t>(n_expert));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const float* l = logits + t * n_expert;
+        const float mx = *std::max_element(l, l + n_expert);
+        float sum = 0;
+        for (int64_t e = 0; e < n_expert; ++e) sum += (p[static_cast<size_t>(e)] = std::exp(l[e] - mx));
+        for (float& v : p) v /= sum;
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+            return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
+                   (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+        });
+        float chosen = 0;
+        for (int64_t j = 0; j < k; ++j) chosen += p[static_cast<size_t>(order[static_cast<size_t>(j)])];
+        for (int64_t j = 0; j < k; ++j) {
+            const int32_t e = order[static_cast<size_t>(j)];
+            ids[t * k + j] = e;
+            weights[t * k + j] = renorm ? p[static_cast<size_t>(e)] / chosen : p[static_cast<size_t>(e)];
+        }
+    }
+}
+
+void CpuBackend::moe(const MoeArgs& a) {
+    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
+    const int64_t n_pairs = a.n_tokens * a.k;
+    // Group the (token, slot) pairs by expert: pairs of expert e are moe_pairs_[offsets[e] ..
+    // offsets[e+1]), each the index t*k + j into ids/weights.
+    moe_offsets_.assign(static_cast<size_t>(n_expert + 1), 0);
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const int32_t e = a.ids[i];
+        if (e < 0 || e >= n_expert) throw Error("expert id " + std::to_string(e) + " out of range");
+        ++moe_offsets_[static_cast<size_t>(e) + 1];
+    }
+    for (int64_t e = 0; e < n_expert; ++e) moe_offsets_[static_cast<size_t>(e + 1)] += moe_offsets_[static_cast<size_t>(e)];
+    moe_pairs_.resize(static_cast<size_t>(n_pairs));
+    {
+        std::vector<int32_t> fill(moe_offsets_.begin(), moe_offsets_.end() - 1);
+        for (int64_t i = 0; i < n_pairs; ++i) moe_pairs_[static_cast<size_t>(fill[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
+    }
+    // Token index of each grouped pair: the activation row it reads.
+    std::vector<int32_t> token_of(static_cast<size_t>(n_pairs));
+    for (int64_t i = 0; i < n_pairs; ++i) token_of[static_cast<size_t>(i)] = moe_pairs_[static_cast<size_t>(i)] / static_cast<int32_t>(a.k);
+
+    // gate and up for every pair: hidden [n_pairs][2][n_ff] in grouped order.
+    if (acts_.size() < 2) acts_.resize(2);
+    const auto gate_fmt = cpu::act_format_for(a.gate->type), down_fmt = cpu::act_format_for(a.down->type);
+    if (!gate_fmt || !down_fmt || cpu::act_format_for(a.up->type) != gate_fmt)
+        throw Error("no CPU kernel for the expert weight types of " + a.gate->name());
+    acts_[0].quantize(kernels_, *gate_fmt, a.x, n_embd, a.n_tokens, n_embd, &pool_);
+    moe_hidden_.resize(static_cast<size_t>(n_pairs * 2 * n_ff));
+    jobs_.clear();
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const int32_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
+        if (n == 0) continue;
+        for (int which = 0; which < 2; ++which) {
+            cpu::MatmulJob j;
+            j.w = matrix_of(which == 0 ? *a.gate : *a.up, e);
+            j.x = &acts_[0];
+            j.cols = token_of.data() + b;
+            j.n_cols = n;
+            j.y = moe_hidden_.data() + (static_cast<size_t>(b) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(n_ff);
+            j.y_stride = 2 * n_ff;
+            jobs_.push_back(j);
+        }
+    }
+    cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
+
+    // silu(gate) * up in place into the first half of each row, then down.
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        float* h = moe_hidden_.data() + i * 2 * n_ff;
+        for (int64_t c = 0; c < n_ff; ++c) h[c] = silu(h[c]) * h[n_ff + c];
+    }
+    acts_[1].quantize(kernels_, *down_fmt, moe_hidden_.data(), n_ff, n_pairs, 2 * n_ff, &pool_);
+    moe_out_.resize(static_cast<size_t>(n_pairs * n_embd));
+    // Down reads the hidden rows in grouped order: expert e uses rows offsets[e] .. offsets[e+1).
+    std::vector<int32_t> grouped_rows(static_cast<size_t>(n_pairs));
+    std::iota(grouped_rows.begin(), grouped_rows.end(), 0);
+    jobs_.clear();
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const int32_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
+        if (n == 0) continue;
+        cpu::MatmulJob j;
+        j.w = matrix_of(*a.down, e);
+        j.x = &acts_[1];
+        j.cols = grouped_rows.data() + b;
+        j.n_cols = n;
+        j.y = moe_out_.data() + static_cast<size_t>(b) * static_cast<size_t>(n_embd);
+        j.y_stride = n_embd;
+        jobs_.push_back(j);
+    }
+    cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
+
+    // Weighted sum back per token, in slot order so the result does not depend on grouping.
+    std::vector<int32_t> grouped_of(static_cast<size_t>(n_pairs));
+    for (int64_t i = 0; i < n_pairs; ++i) grouped_of[static_cast<size_t>(moe_pairs_[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+        float* o = a.out + t * n_embd;
+        std::fill(o, o + n_embd, 0.0f);
+        for (int64_t j = 0; j < a.k; ++j) {
+            const float w = a.weights[t * a.k + j];
+            const float* r = moe_out_.data() + static_cast<size_t>(grouped_of[static_cast<size_t>(t * a.k + j)]) * static_cast<size_t>(n_embd);
+            for (int64_t c = 0; c < n_embd; ++c) o[c] += w * r[c];
+        }
+    }
+}
+
+void CpuBackend::ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& weight, int64_t kernel,
+                               float* conv_state, float* out) {
+    const float* w = f32_data(weight, channels * kernel);
+    const int64_t hist = kernel - 1;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t c = 0; c < channels; ++c) {
+            // Inputs at times t-kernel+1 .. t: the oldest come from the carried state.
+            float s = 0;
+            for (int64_t j = 0; j < kernel; ++j) {
+                const int64_t src = t - hist + j;  // < 0: from state row hist + src
+                const float in = src >= 0 ? x[src * channels + c] : conv_state[(hist + src) * channels + c];
+                s += in * w[c * kernel + j];
+            }
+            out[t * channels + c] = silu(s);
+        }
+    }
+    // Carry the last hist inputs (from the state and this run) forward.
+    std::vector<float> next(static_cast<size_t>(hist * channels));
+    for (int64_t r = 0; r < hist; ++r) {
+        const int64_t src = n_tokens - hist + r;
+        for (int64_t c = 0; c < channels; ++c)
+            next[static_cast<size_t>(r * channels + c)] = src >= 0 ? x[src * channels + c] : conv_state[(hist + src) * channels + c];
+    }
+    std::memcpy(conv_state, next.data(), next.size() * sizeof(float));
+}
+
+void CpuBackend::delta_rule(const DeltaRuleArgs& a) {
+    pool_.parallel_for(a.n_v_heads, [&](int64_t h, int) {
+        float* S = a.state + h * a.d_k * a.d_v;  // [d_k][d_v]
+        std::vector<float> kv(static_cast<size_t>(a.d_v));
+        for (int64_t t = 0; t < a.n_tokens; ++t) {
+            const float* q = a.q + (t * a.n_v_heads + h) * a.d_k;
+            const float* k = a.k + (t * a.n_v_heads + h) * a.d_k;
+            const float* v = a.v + (t * a.n_v_heads + h) * a.d_v;
+            const float decay = std::exp(a.g[t * a.n_v_heads + h]);
+            const float beta = a.beta[t * a.n_v_heads + h];
+            for (int64_t i = 0; i < a.d_k * a.d_v; ++i) S[i] *= decay;
+            // kv = S^T k: what the state currently predicts for this key.
+            std::fill(kv.begin(), kv.end(), 0.0f);
+            for (int64_t i = 0; i < a.d_k; ++i)
+                for (int64_t j = 0; j < a.d_v; ++j) kv[static_cast<size_t>(j)] += S[i * a.d_v + j] * k[i];
+            for (int64_t i = 0; i < a.d_k; ++i)
+                for (int64_t j = 0; j < a.d_v; ++j) S[i * a.d_v + j] += k[i] * beta * (v[j] - kv[static_cast<size_t>(j)]);
+            float* o = a.out + (t * a.n_v_heads + h) * a.d_v;
+            for (int64_t j = 0; j < a.d_v; ++j) {
+                float s = 0;
+                for (int64_t i = 0; i < a.d_k; ++i) s += S[i * a.d_v + j] * q[i];
+                o[j] = s * a.scale;
+            }
+        }
+    });
+}
+
+void CpuBackend::l2_norm(float* x, int64_t rows, int64_t dim, float eps) {
+    for (int64_t r = 0; r < rows; ++r) {
+        float* v = x + r * dim;
+        double ss = 0;
+        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(v[i]) * v[i];
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss) + eps);
+        for (int64_t i = 0; i < dim; ++i) v[i] *= inv;
+    }
+}
+
+}  // namespace strata::backend

@@ -1,0 +1,58 @@
+// The CPU backend: activations in host memory, weights read in place from the mmap'd file,
+// products through the quantised kernels of src/cpu on a thread pool.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cpu/matmul.h"
+#include "cpu/thread_pool.h"
+
+namespace strata::backend {
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(int n_threads);
+    ~CpuBackend() override;
+
+    const char* name() const override { return "cpu"; }
+    int n_threads() const { return pool_.size(); }
+    cpu::ThreadPool& pool() { return pool_; }
+
+    float* alloc_floats(size_t n) override;
+    void free_floats(float* p) override;
+    void copy_to_host(const float* src, float* host, size_t n) override;
+    void copy_from_host(const float* host, float* dst, size_t n) override;
+    void copy(const float* src, float* dst, size_t n) override;
+
+    void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override;
+    void matmul(std::span<const MatmulArgs> products) override;
+    void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override;
+    void add(float* y, const float* x, int64_t n) override;
+    void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override;
+    void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override;
+    void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+              const RopeParams& p) override;
+    void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
+                  const float* v, int64_t v_row) override;
+    void attention(const AttentionArgs& a) override;
+    void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
+                            int32_t* ids, float* weights) override;
+    void moe(const MoeArgs& a) override;
+    void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel,
+                       float* conv_state, float* out) override;
+    void delta_rule(const DeltaRuleArgs& a) override;
+    void l2_norm(float* x, int64_t rows, int64_t dim, float eps) override;
+
+private:
+    cpu::ThreadPool pool_;
+    const cpu::KernelSet& kernels_;
+    // Scratch reused across calls (the backend is used by one forward at a time).
+    std::vector<cpu::Activations> acts_;
+    std::vector<cpu::MatmulJob> jobs_;
+    std::vector<float> moe_hidden_, moe_out_;
+    std::vector<int32_t> moe_pairs_, moe_offsets_;
+};
+
+}  // namespace strata::backend

@@ -1,0 +1,148 @@
+#include "model/blocks.h"
+
+#include <cmath>
+
+#include "model/names.h"
+
+namespace strata::model {
+
+namespace {
+// Scratch slots used by the blocks (architectures use slots from 16 up).
+enum Slot : size_t { kQ = 0, kK, kV, kAttn, kGate, kRouter, kIds, kRouteW, kShared, kSharedGate, kSharedHidden };
+}  // namespace
+
+AttentionWeights bind_attention(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
+    const int64_t q_rows = cfg.n_head * cfg.head_dim_k * (cfg.attn_output_gate ? 2 : 1);
+    AttentionWeights w;
+    w.q = b.require(names::layer(il, names::kAttnQ), {cfg.n_embd, q_rows});
+    w.k = b.require(names::layer(il, names::kAttnK), {cfg.n_embd, cfg.n_head_kv * cfg.head_dim_k});
+    w.v = b.require(names::layer(il, names::kAttnV), {cfg.n_embd, cfg.n_head_kv * cfg.head_dim_v});
+    w.o = b.require(names::layer(il, names::kAttnOut), {cfg.n_head * cfg.head_dim_v, cfg.n_embd});
+    w.q_norm = b.require(names::layer(il, names::kAttnQNorm), {cfg.head_dim_k});
+    w.k_norm = b.require(names::layer(il, names::kAttnKNorm), {cfg.head_dim_k});
+    return w;
+}
+
+MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
+    MoeWeights w;
+    w.gate_inp = b.require(names::layer(il, names::kFfnGateInp), {cfg.n_embd, cfg.n_expert});
+    w.gate_exps = b.require(names::layer(il, names::kFfnGateExps), {cfg.n_embd, cfg.n_ff_exp, cfg.n_expert});
+    w.up_exps = b.require(names::layer(il, names::kFfnUpExps), {cfg.n_embd, cfg.n_ff_exp, cfg.n_expert});
+    w.down_exps = b.require(names::layer(il, names::kFfnDownExps), {cfg.n_ff_exp, cfg.n_embd, cfg.n_expert});
+    if (cfg.n_ff_shexp > 0) {
+        w.gate_inp_shexp = b.require(names::layer(il, names::kFfnGateInpShexp), {cfg.n_embd});
+        w.gate_shexp = b.require(names::layer(il, names::kFfnGateShexp), {cfg.n_embd, cfg.n_ff_shexp});
+        w.up_shexp = b.require(names::layer(il, names::kFfnUpShexp), {cfg.n_embd, cfg.n_ff_shexp});
+        w.down_shexp = b.require(names::layer(il, names::kFfnDownShexp), {cfg.n_ff_shexp, cfg.n_embd});
+    }
+    return w;
+}
+
+void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, const float* x, float* out) {
+    const ModelConfig& c = *fp.cfg;
+    backend::Backend& be = *fp.be;
+    const int64_t n = fp.n_tokens;
+    const int64_t q_dim = c.n_head * c.head_dim_k, k_dim = c.n_head_kv * c.head_dim_k, v_dim = c.n_head_kv * c.head_dim_v;
+    const int64_t q_rows = w.q.ne[1];  // q_dim, or 2*q_dim with the output gate
+    float* qg = fp.scratch(kQ, static_cast<size_t>(n * q_rows)).data();
+    float* k = fp.scratch(kK, static_cast<size_t>(n * k_dim)).data();
+    float* v = fp.scratch(kV, static_cast<size_t>(n * v_dim)).data();
+    const backend::MatmulArgs products[] = {{&w.q, x, n, qg}, {&w.k, x, n, k}, {&w.v, x, n, v}};
+    be.matmul(products);
+
+    float* q = qg;
+    float* gate = nullptr;
+    if (c.attn_output_gate) {
+        // Per head the projection holds [q (head_dim) | gate (head_dim)]: split into two arrays.
+        q = fp.scratch(kAttn, static_cast<size_t>(n * q_dim)).data();
+        gate = fp.scratch(kGate, static_cast<size_t>(n * q_dim)).data();
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t h = 0; h < c.n_head; ++h) {
+                const float* src = qg + (t * c.n_head + h) * 2 * c.head_dim_k;
+                be.copy(src, q + (t * c.n_head + h) * c.head_dim_k, static_cast<size_t>(c.head_dim_k));
+                be.copy(src + c.head_dim_k, gate + (t * c.n_head + h) * c.head_dim_k, static_cast<size_t>(c.head_dim_k));
+            }
+        }
+    }
+    be.rms_norm(q, &w.q_norm, n * c.n_head, c.head_dim_k, c.rms_eps, q);
+    be.rms_norm(k, &w.k_norm, n * c.n_head_kv, c.head_dim_k, c.rms_eps, k);
+    backend::RopeParams rp;
+    rp.n_rot = c.n_rot;
+    rp.theta = c.rope_theta;
+    rp.sections = c.rope_sections;
+    be.rope(q, n, c.n_head, c.head_dim_k, fp.batch->pos.data(), rp);
+    be.rope(k, n, c.n_head_kv, c.head_dim_k, fp.batch->pos.data(), rp);
+
+    fp.set_layer_kv(il);
+    be.kv_store(fp.kv_of_token.data(), fp.batch->pos.data(), n, k, k_dim, v, v_dim);
+
+    float* attn = c.attn_output_gate ? qg : fp.scratch(kAttn, static_cast<size_t>(n * c.n_head * c.head_dim_v)).data();
+    backend::AttentionArgs a;
+    a.q = q;
+    a.out = attn;
+    a.n_tokens = n;
+    a.n_head = c.n_head;
+    a.n_head_kv = c.n_head_kv;
+    a.head_dim_k = c.head_dim_k;
+    a.head_dim_v = c.head_dim_v;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
+    a.pos = fp.batch->pos.data();
+    a.kv = fp.kv_of_token.data();
+    be.attention(a);
+    if (gate != nullptr) be.mul_sigmoid(attn, gate, n, c.n_head * c.head_dim_v, c.n_head * c.head_dim_v);
+
+    const backend::MatmulArgs o[] = {{&w.o, attn, n, out}};
+    be.matmul(o);
+}
+
+void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out) {
+    const ModelConfig& c = *fp.cfg;
+    backend::Backend& be = *fp.be;
+    const int64_t n = fp.n_tokens;
+    float* router = fp.scratch(kRouter, static_cast<size_t>(n * c.n_expert)).data();
+    std::vector<backend::MatmulArgs> products = {{&w.gate_inp, x, n, router}};
+    float* shared_gate = nullptr;
+    float* shared_hidden = nullptr;
+    if (w.gate_shexp) {
+        // The shared expert's gate and up projections read the same input as the router.
+        shared_gate = fp.scratch(kSharedGate, static_cast<size_t>(n)).data();
+        shared_hidden = fp.scratch(kSharedHidden, static_cast<size_t>(n * 2 * c.n_ff_shexp)).data();
+        products.push_back({&w.gate_inp_shexp, x, n, shared_gate});
+    }
+    be.matmul(products);
+
+    // ids and weights are host data the backend reads (int32 ids stored in a float buffer slot
+    // would be wrong on a device; CPU-side scratch vectors keep them honest).
+    std::vector<int32_t> ids(static_cast<size_t>(n * c.n_expert_used));
+    std::vector<float> weights(static_cast<size_t>(n * c.n_expert_used));
+    be.route_softmax_topk(router, n, c.n_expert, c.n_expert_used, c.norm_topk_prob, ids.data(), weights.data());
+
+    backend::MoeArgs m;
+    m.gate = &w.gate_exps;
+    m.up = &w.up_exps;
+    m.down = &w.down_exps;
+    m.x = x;
+    m.n_tokens = n;
+    m.ids = ids.data();
+    m.weights = weights.data();
+    m.k = c.n_expert_used;
+    m.out = out;
+    m.layer = static_cast<int>(il);
+    be.moe(m);
+
+    if (w.gate_shexp) {
+        float* g = shared_hidden;
+        float* u = shared_hidden + n * c.n_ff_shexp;
+        const backend::MatmulArgs gu[] = {{&w.gate_shexp, x, n, g}, {&w.up_shexp, x, n, u}};
+        be.matmul(gu);
+        float* h = fp.scratch(kShared, static_cast<size_t>(n * c.n_ff_shexp)).data();
+        be.swiglu(g, u, n, c.n_ff_shexp, c.n_ff_shexp, h);
+        float* y = fp.scratch(kQ, static_cast<size_t>(n * c.n_embd)).data();
+        const backend::MatmulArgs d[] = {{&w.down_shexp, h, n, y}};
+        be.matmul(d);
+        be.mul_sigmoid(y, shared_gate, n, c.n_embd, 0);
+        be.add(out, y, n * c.n_embd);
+    }
+}
+
+}  // namespace strata::model

@@ -1,0 +1,37 @@
+// Blocks shared by the architectures: attention over the KV cache, the MoE feed-forward (with an
+// optional sigmoid-gated shared expert). Gated DeltaNet lives in gated_delta_net.h.
+#pragma once
+
+#include "model/architecture.h"
+
+namespace strata::model {
+
+struct AttentionWeights {
+    Weight q;       // [n_embd] -> n_head*head_dim_k (x2 with an output gate: per head [q | gate])
+    Weight k;       // [n_embd] -> n_head_kv*head_dim_k
+    Weight v;       // [n_embd] -> n_head_kv*head_dim_v
+    Weight o;       // n_head*head_dim_v -> n_embd
+    Weight q_norm;  // [head_dim_k] RMSNorm per head
+    Weight k_norm;  // [head_dim_k]
+};
+
+struct MoeWeights {
+    Weight gate_inp;   // router: n_embd -> n_expert
+    Weight gate_exps;  // GGUF ne {n_embd, n_ff_exp, n_expert}
+    Weight up_exps;    // {n_embd, n_ff_exp, n_expert}
+    Weight down_exps;  // {n_ff_exp, n_embd, n_expert}
+    // Shared expert (absent in qwen3moe): out += sigmoid(gate_inp_shexp x) * down(silu(gate x) * up x)
+    Weight gate_inp_shexp;  // n_embd -> 1
+    Weight gate_shexp, up_shexp, down_shexp;
+};
+
+AttentionWeights bind_attention(const ModelConfig& cfg, WeightBinder& b, int64_t il);
+MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il);
+
+// x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd]: q/k/v, per-head q/k RMSNorm, RoPE,
+// cache store, softmax attention, optional sigmoid output gate, output projection.
+void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, const float* x, float* out);
+// x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd].
+void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out);
+
+}  // namespace strata::model

@@ -1,0 +1,133 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "gguf/gguf.h"
+#include "model/architecture.h"
+#include "util/error.h"
+
+namespace strata::model {
+
+int64_t Batch::n_logits() const { return std::count(want_logits.begin(), want_logits.end(), uint8_t{1}); }
+
+void Batch::clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    want_logits.clear();
+}
+
+backend::Buffer& ForwardPass::scratch(size_t slot, size_t n_floats) {
+    if (buffers.size() <= slot) buffers.resize(slot + 1);
+    buffers[slot].ensure(be, std::max<size_t>(n_floats, 1));
+    return buffers[slot];
+}
+
+void ForwardPass::set_layer_kv(int64_t layer) {
+    kv_of_token.resize(static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t)
+        kv_of_token[static_cast<size_t>(t)] = &seqs[static_cast<size_t>(batch->seq[static_cast<size_t>(t)])]->kv(layer);
+}
+
+Model::Model(std::unique_ptr<gguf::File> file, backend::Backend& backend) : file_(std::move(file)), backend_(backend) {}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::Backend& backend, const LoadOptions& opts) {
+    std::unique_ptr<Model> m(new Model(gguf::File::open(path), backend));
+    const gguf::File& f = *m->file_;
+    m->arch_ = make_architecture(f.architecture());
+    m->arch_->load_config(f, m->config_);
+    WeightBinder binder(f);
+    m->arch_->bind(m->config_, binder);
+    m->weight_bytes_ = binder.bound_bytes();
+    m->config_.tied_output = m->arch_->output().data == m->arch_->token_embd().data;
+    if (opts.progress) opts.progress(m->weight_bytes_, m->weight_bytes_);
+    return m;
+}
+
+std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
+    if (capacity <= 0) throw Error("sequence capacity must be positive");
+    const ModelConfig& c = config_;
+    auto s = std::make_unique<SequenceState>();
+    s->capacity_ = capacity;
+    s->kv_.resize(static_cast<size_t>(c.n_layer));
+    s->conv_.assign(static_cast<size_t>(c.n_layer), nullptr);
+    s->ssm_.assign(static_cast<size_t>(c.n_layer), nullptr);
+    auto alloc = [&](size_t n) {
+        s->buffers_.emplace_back(&backend_, n);
+        s->bytes_ += n * sizeof(float);
+        return s->buffers_.back().data();
+    };
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) {
+            backend::KvCacheView& v = s->kv_[static_cast<size_t>(il)];
+            v.capacity = capacity;
+            v.k = alloc(static_cast<size_t>(capacity * c.n_head_kv * c.head_dim_k));
+            v.v = alloc(static_cast<size_t>(capacity * c.n_head_kv * c.head_dim_v));
+        } else {
+            // conv over q, k, v channels; state per value head [d_k][d_v].
+            const int64_t channels = 2 * c.ssm_n_group * c.ssm_d_state + c.ssm_d_inner;
+            s->conv_[static_cast<size_t>(il)] = alloc(static_cast<size_t>((c.ssm_conv_kernel - 1) * channels));
+            s->ssm_[static_cast<size_t>(il)] =
+                alloc(static_cast<size_t>(c.ssm_dt_rank * c.ssm_d_state * (c.ssm_d_inner / c.ssm_dt_rank)));
+        }
+    }
+    return s;
+}
+
+void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits) {
+    const ModelConfig& c = config_;
+    const int64_t n = b.size();
+    if (n == 0) return;
+    if (b.pos.size() != b.tokens.size() || b.seq.size() != b.tokens.size() || b.want_logits.size() != b.tokens.size())
+        throw Error("batch arrays differ in length");
+    ForwardPass fp;
+    fp.be = &backend_;
+    fp.cfg = &c;
+    fp.batch = &b;
+    fp.seqs = seqs;
+    fp.n_tokens = n;
+    // Check the batch and find the runs of consecutive tokens of one sequence.
+    for (int64_t t = 0; t < n; ++t) {
+        const int32_t s = b.seq[static_cast<size_t>(t)];
+        if (s < 0 || static_cast<size_t>(s) >= seqs.size()) throw Error("batch token names sequence " + std::to_string(s) + " of " + std::to_string(seqs.size()));
+        const int32_t p = b.pos[static_cast<size_t>(t)];
+        if (p < 0 || p >= seqs[static_cast<size_t>(s)]->capacity())
+            throw Error("position " + std::to_string(p) + " is outside the sequence's capacity " +
+                        std::to_string(seqs[static_cast<size_t>(s)]->capacity()));
+        if (!fp.runs.empty() && fp.runs.back().seq == s) {
+            if (p != b.pos[static_cast<size_t>(t - 1)] + 1) throw Error("positions of a sequence must be consecutive within a batch");
+            fp.runs.back().end = t + 1;
+        } else {
+            for (const auto& r : fp.runs)
+                if (r.seq == s) throw Error("tokens of one sequence must be contiguous within a batch");
+            fp.runs.push_back({t, t + 1, s});
+        }
+    }
+
+    backend::Buffer hidden(&backend_, static_cast<size_t>(n * c.n_embd));
+    backend_.get_rows(arch_->token_embd(), b.tokens.data(), n, hidden.data());
+    arch_->forward(fp, hidden.data());
+
+    // Output head only on the rows that want logits.
+    const int64_t n_out = b.n_logits();
+    if (n_out > 0) {
+        backend::Buffer rows(&backend_, static_cast<size_t>(n_out * c.n_embd));
+        int64_t k = 0;
+        for (int64_t t = 0; t < n; ++t)
+            if (b.want_logits[static_cast<size_t>(t)])
+                backend_.copy(hidden.data() + t * c.n_embd, rows.data() + (k++) * c.n_embd, static_cast<size_t>(c.n_embd));
+        backend_.rms_norm(rows.data(), &arch_->output_norm(), n_out, c.n_embd, c.rms_eps, rows.data());
+        backend::Buffer out(&backend_, static_cast<size_t>(n_out * c.n_vocab));
+        const backend::MatmulArgs head[] = {{&arch_->output(), rows.data(), n_out, out.data()}};
+        backend_.matmul(head);
+        backend_.copy_to_host(out.data(), logits, static_cast<size_t>(n_out * c.n_vocab));
+    }
+    for (const auto& r : fp.runs) {
+        SequenceState* s = seqs[static_cast<size_t>(r.seq)];
+        s->set_n_past(std::max<int64_t>(s->n_past(), b.pos[static_cast<size_t>(r.end - 1)] + 1));
+    }
+}
+
+}  // namespace strata::model

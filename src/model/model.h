@@ -1,0 +1,104 @@
+// A loaded model: configuration, weights bound in the mmap'd file, and the forward pass of its
+// architecture on a backend. Sequences carry their own state (KV caches, recurrent states).
+//
+//   CpuBackend be(2);
+//   auto m = Model::load("model.gguf", be);
+//   auto s = m->new_sequence(4096);
+//   Batch b; b.add(token, pos, seq_index, want_logits) ...;
+//   m->forward(b, {s.get()}, logits);   // logits: [tokens wanting logits][n_vocab]
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace strata::gguf {
+class File;
+}
+
+namespace strata::model {
+
+// Tokens of one forward call. Tokens of a sequence are contiguous and in position order.
+struct Batch {
+    std::vector<int32_t> tokens;       // [n]
+    std::vector<int32_t> pos;          // [n] position in its sequence
+    std::vector<int32_t> seq;          // [n] index into the sequence list given to forward
+    std::vector<uint8_t> want_logits;  // [n]
+
+    void add(int32_t token, int32_t position, int32_t seq_index, bool logits) {
+        tokens.push_back(token);
+        pos.push_back(position);
+        seq.push_back(seq_index);
+        want_logits.push_back(logits ? 1 : 0);
+    }
+    int64_t size() const { return static_cast<int64_t>(tokens.size()); }
+    int64_t n_logits() const;
+    void clear();
+};
+
+// Per-sequence state in backend memory: a KV cache for each attention layer, conv and
+// recurrent state for each Gated DeltaNet layer.
+class SequenceState {
+public:
+    int64_t capacity() const { return capacity_; }
+    int64_t n_past() const { return n_past_; }  // positions already processed
+    void set_n_past(int64_t n) { n_past_ = n; }
+    const backend::KvCacheView& kv(int64_t layer) const { return kv_[static_cast<size_t>(layer)]; }
+    float* conv_state(int64_t layer) const { return conv_[static_cast<size_t>(layer)]; }
+    float* ssm_state(int64_t layer) const { return ssm_[static_cast<size_t>(layer)]; }
+    size_t bytes() const { return bytes_; }
+
+private:
+    friend class Model;
+    int64_t capacity_ = 0, n_past_ = 0;
+    size_t bytes_ = 0;
+    std::vector<backend::Buffer> buffers_;
+    std::vector<backend::KvCacheView> kv_;  // [n_layer]; empty views for non-attention layers
+    std::vector<float*> conv_, ssm_;        // [n_layer]; null for attention layers
+};
+
+class Architecture;
+
+struct LoadOptions {
+    // Called with (done, total) tensor bytes while binding and checking weights.
+    std::function<void(uint64_t, uint64_t)> progress;
+};
+
+class Model {
+public:
+    // Opens the file, reads the configuration, binds and checks every tensor. Throws
+    // strata::Error naming the file and the missing/ill-shaped/unsupported tensor or key.
+    static std::unique_ptr<Model> load(const std::filesystem::path& path, backend::Backend& backend,
+                                       const LoadOptions& opts = {});
+    ~Model();
+
+    const ModelConfig& config() const { return config_; }
+    const gguf::File& file() const { return *file_; }
+    backend::Backend& backend() const { return backend_; }
+    uint64_t weight_bytes() const { return weight_bytes_; }
+
+    std::unique_ptr<SequenceState> new_sequence(int64_t capacity) const;
+
+    // Runs the batch; logits (host memory, [b.n_logits()][n_vocab]) for the tokens that want
+    // them, in batch order. Advances each sequence's n_past past its last token in the batch.
+    void forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits);
+
+private:
+    Model(std::unique_ptr<gguf::File> file, backend::Backend& backend);
+
+    std::unique_ptr<gguf::File> file_;
+    backend::Backend& backend_;
+    ModelConfig config_;
+    std::unique_ptr<Architecture> arch_;
+    uint64_t weight_bytes_ = 0;
+};
+
+}  // namespace strata::model

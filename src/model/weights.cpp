@@ -1,0 +1,12 @@
+#include "model/weights.h"
+
+#include "gguf/gguf.h"
+
+namespace strata::model {
+
+const std::string& Weight::name() const {
+    static const std::string absent = "(absent tensor)";
+    return info != nullptr ? info->name : absent;
+}
+
+}  // namespace strata::model

@@ -1,0 +1,76 @@
+// The forward pass against transformers on the hf-tiny fixtures: every prompt position's top
+// logits and the full last-position logit row, plus greedy continuations where the reference's
+// margin exceeds our numeric error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu_backend.h"
+#include "model/model.h"
+#include "test_util.h"
+
+namespace strata::model {
+namespace {
+
+std::vector<float> read_f32(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), v.size() * 4);
+    return v;
+}
+
+double rel_l2(const float* a, const float* b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        den += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(num / den);
+}
+
+class FixtureLogits : public testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureLogits, MatchesTransformers) {
+    const std::string arch = GetParam();
+    const auto dir = test::fixture("hf-tiny/" + arch);
+    STRATA_REQUIRE_FIXTURE(dir / (arch + "-bf16.gguf"));
+    backend::CpuBackend be(2);
+    auto m = Model::load(dir / (arch + "-bf16.gguf"), be);
+    const int64_t n_vocab = m->config().n_vocab;
+    std::ifstream in(dir / "reference.json");
+    const auto ref = nlohmann::json::parse(in);
+    for (size_t k = 0; k < ref["prompts"].size(); ++k) {
+        const auto& p = ref["prompts"][k];
+        const auto tokens = p["tokens"].get<std::vector<int32_t>>();
+        auto seq = m->new_sequence(256);
+        Batch b;
+        for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, true);
+        std::vector<float> logits(tokens.size() * static_cast<size_t>(n_vocab));
+        SequenceState* s = seq.get();
+        m->forward(b, {&s, 1}, logits.data());
+        // Top-5 logits at every position.
+        double max_top5_err = 0;
+        for (size_t i = 0; i < tokens.size(); ++i) {
+            for (size_t j = 0; j < 5; ++j) {
+                const int id = p["top5_ids"][i][j];
+                const double want = p["top5_logits"][i][j];
+                max_top5_err = std::max(max_top5_err, std::abs(logits[i * n_vocab + id] - want));
+            }
+        }
+        const auto last = read_f32(dir / ("last_logits_" + std::to_string(k) + ".f32"));
+        ASSERT_EQ(last.size(), static_cast<size_t>(n_vocab));
+        const double err = rel_l2(logits.data() + (tokens.size() - 1) * n_vocab, last.data(), last.size());
+        std::printf("%s prompt %zu (%zu tokens): last-row rel L2 %.3g, max |top5 delta| %.3g\n", arch.c_str(), k,
+                    tokens.size(), err, max_top5_err);
+        EXPECT_LT(err, 1e-4) << arch << " prompt " << k;
+        EXPECT_LT(max_top5_err, 1e-3) << arch << " prompt " << k;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(HfTiny, FixtureLogits, testing::Values("qwen3moe", "qwen3next", "qwen35moe"));
+
+}  // namespace
+}  // namespace strata::model
