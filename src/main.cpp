@@ -11,6 +11,11 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     strata::cli::Runner run;
     strata::cli::add_gguf_commands(app, run);
+    strata::cli::add_convert_command(app, run);
+    strata::cli::add_template_command(app, run);
+    strata::cli::add_tokenize_commands(app, run);
+    strata::cli::add_generate_command(app, run);
+    strata::cli::add_model_tool_commands(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -66,19 +66,52 @@ struct MatmulArgs {
     float* y = nullptr;
 };
 
-// Gated DeltaNet over one sequence's run of tokens (conv already applied; q, k L2-normed).
-// S is the recurrent state per value head, [n_v_heads][d_k][d_v]; for each token t and head h:
-//   S = exp(g[t][h]) * S;  S += k (beta (v - S^T k))^T;  o = S^T q * scale
+// Which key head a value head reads when a Gated DeltaNet layer has fewer key heads than value
+// heads (n_v_heads = r * n_k_heads).
+enum class KeyHeadMap : uint8_t {
+    Grouped,  // value head h reads key head h / r: the r value heads of a key head are adjacent
+    Tiled,    // value head h reads key head h % n_k_heads: key heads repeat as K0 K1 .. K0 K1 ..
+};
+
+// Gated DeltaNet over one sequence's run of tokens (conv applied; q, k L2-normed). S is the
+// recurrent state per value head, [n_v_heads][d_k][d_v]; for each token t and value head h, with
+// q and k of the key head that h reads:
+//   S = exp(g[t][h]) * S;  S += k (beta[t][h] (v - S^T k))^T;  o = S^T q * scale
+// chunk_size 0 runs that recurrence token by token (decode). chunk_size C > 0 computes the same
+// result C tokens at a time (prefill): within a chunk the tokens' interactions are small C x C
+// products (a triangular solve for the corrected values), the state is read once and updated
+// once per chunk. Both agree up to float rounding.
 struct DeltaRuleArgs {
-    const float* q = nullptr;     // [n_tokens][n_v_heads][d_k]
-    const float* k = nullptr;     // [n_tokens][n_v_heads][d_k]
-    const float* v = nullptr;     // [n_tokens][n_v_heads][d_v]
+    const float* q = nullptr;     // token t at q + t*q_stride: [n_k_heads][d_k]
+    const float* k = nullptr;     // token t at k + t*k_stride: [n_k_heads][d_k]
+    const float* v = nullptr;     // token t at v + t*v_stride: [n_v_heads][d_v]
+    int64_t q_stride = 0, k_stride = 0, v_stride = 0;  // floats between tokens; 0: dense rows
     const float* g = nullptr;     // [n_tokens][n_v_heads] log decay (<= 0)
     const float* beta = nullptr;  // [n_tokens][n_v_heads] in (0, 1)
     float* state = nullptr;       // [n_v_heads][d_k][d_v], updated in place
     float* out = nullptr;         // [n_tokens][n_v_heads][d_v]
     int64_t n_tokens = 0, n_v_heads = 0, d_k = 0, d_v = 0;
+    int64_t n_k_heads = 0;        // 0: one key head per value head; else divides n_v_heads
+    KeyHeadMap key_heads = KeyHeadMap::Grouped;
     float scale = 1.0f;
+    int64_t chunk_size = 0;       // 0: recurrent form; > 0: chunked form with chunks of this size
+};
+
+// Gated DeltaNet gates per token t and value head h (n_heads of them):
+//   g[t][h] = a[h] * softplus(alpha + dt_bias[h])   (a = -exp(A_log) < 0, so g is a log decay)
+//   beta[t][h] = sigmoid(b)
+// alpha and b of head h are read at alpha/b + t*row_stride + (h / group)*group_stride + h % group:
+// group = n_heads reads dense [n_tokens][n_heads] rows; group = r, group_stride = 2r reads rows
+// where each key head's r b values and r alpha values sit side by side (qwen3next's ssm_ba).
+struct GdnGateArgs {
+    const float* alpha = nullptr;
+    const float* b = nullptr;
+    int64_t row_stride = 0, group = 0, group_stride = 0;
+    const Weight* a = nullptr;        // f32 [n_heads]
+    const Weight* dt_bias = nullptr;  // f32 [n_heads]
+    float* g = nullptr;               // [n_tokens][n_heads]
+    float* beta = nullptr;            // [n_tokens][n_heads]
+    int64_t n_tokens = 0, n_heads = 0;
 };
 
 class Backend {
@@ -120,13 +153,17 @@ public:
 
     // Gated DeltaNet pieces.
     // Causal depthwise conv1d with SiLU over one sequence's tokens, carrying the last
-    // (kernel-1) inputs in conv_state [kernel-1][channels]. x, out: [n_tokens][channels];
-    // w: f32, GGUF ne {kernel, channels}.
+    // (kernel-1) inputs in conv_state [kernel-1][channels]:
+    //   out[t][c] = silu(sum_j w[c][j] * in[t - kernel + 1 + j][c]), inputs before t = 0 from the state.
+    // x, out: [n_tokens][channels], distinct buffers; w: f32, GGUF ne {kernel, channels}.
     virtual void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel,
                                float* conv_state, float* out) = 0;
+    virtual void gdn_gates(const GdnGateArgs& a) = 0;
     virtual void delta_rule(const DeltaRuleArgs& a) = 0;
-    // x [rows][dim] scaled to unit L2 norm (eps inside the sqrt), in place.
-    virtual void l2_norm(float* x, int64_t rows, int64_t dim, float eps) = 0;
+    // Scales rows of dim values to unit L2 norm, x / sqrt(sum x^2 + eps), in place. Each of the
+    // n_tokens tokens has `rows` consecutive rows; token t's first row starts at x + t*token_stride
+    // (token_stride = rows*dim: one dense [n_tokens][rows][dim] block).
+    virtual void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) = 0;
 };
 
 // RAII float buffer in backend memory.

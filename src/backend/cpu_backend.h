@@ -40,10 +40,12 @@ public:
     void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
                             int32_t* ids, float* weights) override;
     void moe(const MoeArgs& a) override;
+    // The Gated DeltaNet ops live in cpu_gdn.cpp.
     void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel,
                        float* conv_state, float* out) override;
+    void gdn_gates(const GdnGateArgs& a) override;
     void delta_rule(const DeltaRuleArgs& a) override;
-    void l2_norm(float* x, int64_t rows, int64_t dim, float eps) override;
+    void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override;
 
 private:
     cpu::ThreadPool pool_;

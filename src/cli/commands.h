@@ -12,4 +12,19 @@ using Runner = std::function<int()>;
 // `strata gguf info|dequant ...`
 void add_gguf_commands(CLI::App& app, Runner& run);
 
+// `strata template -m MODEL [--template FILE]`: chat request JSON on stdin, prompt on stdout.
+void add_template_command(CLI::App& app, Runner& run);
+
+// `strata tokenize ...` and `strata detokenize ...`
+void add_tokenize_commands(CLI::App& app, Runner& run);
+
+// `strata generate ...`
+void add_generate_command(CLI::App& app, Runner& run);
+
+// `strata make-model ...`, `strata quantize ...`
+void add_model_tool_commands(CLI::App& app, Runner& run);
+
+// `strata convert HF_DIR OUT.gguf [--outtype ...]`
+void add_convert_command(CLI::App& app, Runner& run);
+
 }  // namespace strata::cli

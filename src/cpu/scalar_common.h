@@ -29,8 +29,7 @@ void tile(const DotTile& t) {
     }
 }
 
-// Sign masks of IQ2/IQ3 and the IQ2_XXS/IQ3_XXS 32-value sub-block header (4 x 7 sign bits + a
-// 4-bit scale in one little-endian uint32).
+// +1 / -1 for value j of an IQ2/IQ3 sign mask (bit j set = negative).
 inline int sign_of(uint8_t mask, int j) { return (mask >> j) & 1 ? -1 : 1; }
 
 }  // namespace strata::cpu::scalar

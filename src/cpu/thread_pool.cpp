@@ -66,7 +66,15 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
 
     work(0);
-    while (busy_workers_.load(std::memory_order_acquire) > 0) STRATA_CPU_RELAX();
+    // Wait for the workers still finishing a task. Spin briefly, then yield: when the machine is
+    // oversubscribed the worker we wait for may need this core to run at all.
+    for (int i = 0; busy_workers_.load(std::memory_order_acquire) > 0; ++i) {
+        if (i < 4096) {
+            STRATA_CPU_RELAX();
+        } else {
+            std::this_thread::yield();
+        }
+    }
 
     std::exception_ptr err;
     if (failed_.load(std::memory_order_relaxed)) {
@@ -79,7 +87,9 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
 }
 
 void ThreadPool::worker_main(int thread) {
-    uint32_t seen = generation_.load(std::memory_order_acquire);
+    // Generation 0 is the pool's state before any job; reading generation_ here instead would
+    // miss a job published before this thread got to run.
+    uint32_t seen = 0;
     for (;;) {
         // Spin a while for the next job, then sleep until the generation changes.
         uint32_t gen = generation_.load(std::memory_order_acquire);
@@ -87,6 +97,7 @@ void ThreadPool::worker_main(int thread) {
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
             for (int i = 0;; ++i) {
                 STRATA_CPU_RELAX();
+                if ((i & 1023) == 1023) std::this_thread::yield();  // let an oversubscribed core's other threads in
                 gen = generation_.load(std::memory_order_acquire);
                 if (gen != seen) break;
                 if ((i & 255) == 255 && std::chrono::steady_clock::now() > deadline) {

@@ -52,6 +52,22 @@ static inline __m256i scale_pair(int lo, int hi) {
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------------
 
+// vpshufb controls picking int16 scale k (bytes 2k, 2k + 1) into every lane, k = 0..7.
+struct ScaleShuffles {
+    uint8_t v[8][32];
+};
+constexpr ScaleShuffles make_scale_shuffles() {
+    ScaleShuffles t{};
+    for (int k = 0; k < 8; ++k) {
+        for (int i = 0; i < 32; i += 2) {
+            t.v[k][i] = static_cast<uint8_t>(2 * k);
+            t.v[k][i + 1] = static_cast<uint8_t>(2 * k + 1);
+        }
+    }
+    return t;
+}
+constexpr ScaleShuffles kScaleShuffles = make_scale_shuffles();
+
 template <bool kQ5>
 struct Q45KDot {
     int64_t n_blocks;
@@ -68,9 +84,12 @@ struct Q45KDot {
             const uint8_t* qs = x + offsetof(Blk, qs);
             __m256i hbits = _mm256_setzero_si256();
             if constexpr (kQ5) hbits = loadu256(x + offsetof(BlockQ5_K, qh));
+            // The 8 scales as int16 in both 128-bit lanes; vpshufb broadcasts one per sub-block.
+            const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales))));
             __m256i sumi[NC];
             for (int c = 0; c < NC; ++c) sumi[c] = _mm256_setzero_si256();
-            for (int j = 0; j < 4; ++j) {  // 64 values: sub-blocks 2j (low nibbles), 2j + 1 (high)
+            // 64 values: sub-blocks 2j (low nibbles), 2j + 1 (high nibbles).
+            const auto chunk = [&](int j) {
                 const __m256i bits = loadu256(qs + 32 * j);
                 __m256i lo = _mm256_and_si256(bits, m4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
@@ -80,14 +99,22 @@ struct Q45KDot {
                     hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hbits, 1), one), 4));
                     hbits = _mm256_srli_epi16(hbits, 2);
                 }
-                const __m256i s_lo = _mm256_set1_epi16(scales[2 * j]);
-                const __m256i s_hi = _mm256_set1_epi16(scales[2 * j + 1]);
+                const __m256i s_lo = _mm256_shuffle_epi8(scales16, loadu256(kScaleShuffles.v[2 * j]));
+                const __m256i s_hi = _mm256_shuffle_epi8(scales16, loadu256(kScaleShuffles.v[2 * j + 1]));
                 for (int c = 0; c < NC; ++c) {
                     const uint8_t* q8 = a[c] + b * kA + kAqs + 64 * j;
                     const __m256i p_lo = _mm256_madd_epi16(s_lo, _mm256_maddubs_epi16(lo, loadu256(q8)));
                     const __m256i p_hi = _mm256_madd_epi16(s_hi, _mm256_maddubs_epi16(hi, loadu256(q8 + 32)));
                     sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(p_lo, p_hi));
                 }
+            };
+            // Unrolled for 1-2 columns; kept rolled for more, where unrolling runs out of registers.
+            if constexpr (NC <= 2) {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) chunk(j);
+            } else {
+#pragma GCC unroll 1
+                for (int j = 0; j < 4; ++j) chunk(j);
             }
             const float dw = load_f16(x + offsetof(Blk, d));
             const float dmin = load_f16(x + offsetof(Blk, dmin));

@@ -116,9 +116,18 @@ Weight WeightBinder::require(const std::string& name, std::vector<int64_t> shape
 Weight WeightBinder::optional(const std::string& name, std::vector<int64_t> shape) { return bind(name, shape, false); }
 
 Weight WeightBinder::bind(const std::string& name, const std::vector<int64_t>& shape, bool required) {
-    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (file_ == nullptr) {
+        for (const Spec& s : specs_)
+            if (s.name == name) return {};  // asked twice (tied output): recorded once
+        specs_.push_back({name, shape, required});
+        Weight w;
+        for (size_t i = 0; i < shape.size() && i < 4; ++i) w.ne[i] = shape[i];
+        return w;
+    }
+    const gguf::File& file = *file_;
+    const gguf::TensorInfo* t = file.find_tensor(name);
     if (t == nullptr) {
-        if (required) throw Error(file_.path().string() + ": tensor '" + name + "' is missing");
+        if (required) throw Error(file.path().string() + ": tensor '" + name + "' is missing");
         return {};
     }
     // Compare shapes ignoring trailing 1s ([32, 1] is a [32] vector).
@@ -127,11 +136,11 @@ Weight WeightBinder::bind(const std::string& name, const std::vector<int64_t>& s
     while (got.size() > 1 && got.back() == 1) got.pop_back();
     while (want.size() > 1 && want.back() == 1) want.pop_back();
     if (got != want)
-        throw Error(file_.path().string() + ": tensor '" + name + "' has shape " + shape_text(got) + ", expected " +
+        throw Error(file.path().string() + ": tensor '" + name + "' has shape " + shape_text(got) + ", expected " +
                     shape_text(want));
     const bool is_vector = want.size() == 1;
     if (is_vector ? t->type != quant::Type::F32 : !cpu::act_format_for(t->type).has_value())
-        throw Error(file_.path().string() + ": tensor '" + name + "' has type " + quant::type_name(t->type) +
+        throw Error(file.path().string() + ": tensor '" + name + "' has type " + quant::type_name(t->type) +
                     (is_vector ? ", expected f32" : ", which has no compute kernel"));
     Weight w;
     w.info = t;

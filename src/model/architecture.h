@@ -16,17 +16,29 @@ namespace strata::model {
 
 // Looks tensors up by name and checks them: present (unless optional), the expected shape
 // (ne0 first, as GGUF lists it), a type the backends can compute with.
+//
+// Without a file it records instead: every tensor an architecture asks for, with its shape, so
+// the model maker writes exactly the tensors the loader will bind (Weights it returns have no
+// data).
 class WeightBinder {
 public:
-    explicit WeightBinder(const gguf::File& file) : file_(file) {}
+    struct Spec {
+        std::string name;
+        std::vector<int64_t> shape;  // ne0 first
+        bool required;
+    };
+    explicit WeightBinder(const gguf::File& file) : file_(&file) {}
+    WeightBinder() = default;  // recording
     Weight require(const std::string& name, std::vector<int64_t> shape);
     Weight optional(const std::string& name, std::vector<int64_t> shape);
     uint64_t bound_bytes() const { return bytes_; }
+    const std::vector<Spec>& recorded() const { return specs_; }
 
 private:
     Weight bind(const std::string& name, const std::vector<int64_t>& shape, bool required);
-    const gguf::File& file_;
+    const gguf::File* file_ = nullptr;
     uint64_t bytes_ = 0;
+    std::vector<Spec> specs_;
 };
 
 // Everything a forward call needs, shared by the blocks.

@@ -215,6 +215,15 @@ TEST(KernelSets, EveryLevelHasEveryTypeAndQuantiser) {
         for (Type t : types) EXPECT_NE(ks.dot_for(t), nullptr) << quant::type_name(t) << " at " << cpu::isa_name(isa);
         for (int f = 0; f < cpu::kActFormatCount; ++f) EXPECT_NE(ks.quantize[f], nullptr);
     }
+    // Each level really brings its own kernels for the main types.
+    if (cpu::isa_supported(Isa::Avx2)) {
+        EXPECT_NE(cpu::kernel_set(Isa::Avx2).dot_for(Type::Q4_K), cpu::kernel_set(Isa::Scalar).dot_for(Type::Q4_K));
+    }
+    if (cpu::isa_supported(Isa::Avx512)) {
+        for (Type t : {Type::Q4_K, Type::Q8_0, Type::IQ4_XS, Type::IQ3_XXS, Type::F16}) {
+            EXPECT_NE(cpu::kernel_set(Isa::Avx512).dot_for(t), cpu::kernel_set(Isa::Avx2).dot_for(t)) << quant::type_name(t);
+        }
+    }
     EXPECT_TRUE(cpu::isa_supported(Isa::Scalar));
     EXPECT_TRUE(cpu::isa_supported(cpu::best_isa()));
     EXPECT_EQ(cpu::isa_from_name("AVX2"), Isa::Avx2);

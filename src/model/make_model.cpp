@@ -1,0 +1,326 @@
+#include "model/make_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "cpu/thread_pool.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "model/architecture.h"
+#include "model/config_io.h"
+#include "model/quant_mix.h"
+#include "quant/blocks.h"
+#include "quant/quantize.h"
+#include "tokenizer/vocab.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace strata::model {
+
+namespace {
+
+ModelConfig base(Arch arch, int64_t layers, int64_t embd, int64_t heads, int64_t kv, int64_t head_dim, int64_t experts,
+                 int64_t used, int64_t ff_exp, int64_t ctx, float theta) {
+    ModelConfig c;
+    c.arch = arch;
+    c.arch_name = arch_name(arch);
+    c.n_layer = layers;
+    c.n_embd = embd;
+    c.n_head = heads;
+    c.n_head_kv = kv;
+    c.head_dim_k = c.head_dim_v = head_dim;
+    c.n_rot = head_dim;
+    c.n_expert = experts;
+    c.n_expert_used = used;
+    c.n_ff_exp = ff_exp;
+    c.n_ctx_train = ctx;
+    c.rope_theta = theta;
+    c.rms_eps = 1e-6f;
+    return c;
+}
+
+// Hybrid (Gated DeltaNet) geometry on top of base(): key heads, value heads, head dims.
+ModelConfig hybrid(ModelConfig c, int64_t n_rot, int64_t shexp, int64_t k_heads, int64_t v_heads, int64_t d_k, int64_t d_v,
+                   std::array<int32_t, 4> sections = {}) {
+    c.n_rot = n_rot;
+    c.n_ff_shexp = shexp;
+    c.ssm_conv_kernel = 4;
+    c.ssm_n_group = k_heads;
+    c.ssm_dt_rank = v_heads;
+    c.ssm_d_state = d_k;
+    c.ssm_d_inner = v_heads * d_v;
+    c.full_attention_interval = 4;
+    c.rope_sections = sections;
+    c.attn_output_gate = true;
+    return c;
+}
+
+const std::vector<ModelPreset> kPresets = {
+    {"tiny", "qwen3moe", "tiny test model", base(Arch::Qwen3Moe, 4, 128, 4, 2, 32, 8, 2, 64, 4096, 1e6f)},
+    {"tiny", "qwen3next", "tiny test model",
+     hybrid(base(Arch::Qwen3Next, 4, 128, 4, 2, 64, 8, 2, 64, 4096, 1e7f), 16, 64, 2, 4, 32, 32)},
+    {"tiny", "qwen35moe", "tiny test model",
+     hybrid(base(Arch::Qwen35Moe, 4, 128, 4, 2, 64, 8, 2, 64, 4096, 1e7f), 16, 64, 2, 4, 32, 32, {3, 3, 2, 0})},
+    {"30b-a3b", "qwen3moe", "Qwen3-30B-A3B geometry", base(Arch::Qwen3Moe, 48, 2048, 32, 4, 128, 128, 8, 768, 40960, 1e6f)},
+    {"80b-a3b", "qwen3next", "Qwen3-Next-80B-A3B geometry",
+     hybrid(base(Arch::Qwen3Next, 48, 2048, 16, 2, 256, 512, 10, 512, 262144, 1e7f), 64, 512, 16, 32, 128, 128)},
+    {"35b-a3b", "qwen35moe", "Qwen3.5-35B-A3B geometry",
+     hybrid(base(Arch::Qwen35Moe, 40, 2048, 16, 2, 256, 256, 8, 512, 262144, 1e7f), 64, 512, 16, 32, 128, 128, {11, 11, 10, 0})},
+    {"122b-a10b", "qwen35moe", "Qwen3.5-122B-A10B geometry (approximate)",
+     hybrid(base(Arch::Qwen35Moe, 48, 3072, 32, 2, 256, 256, 8, 1024, 262144, 1e7f), 64, 1024, 16, 64, 128, 128, {11, 11, 10, 0})},
+    {"seed-125b", "qwen35moe", "the seed's 122B geometry: 2560 wide, 512 experts top-10, 640-wide experts",
+     hybrid(base(Arch::Qwen35Moe, 48, 2560, 24, 2, 128, 512, 10, 640, 262144, 1e7f), 64, 640, 16, 32, 128, 128, {11, 11, 10, 0})},
+};
+
+// ---- the builtin tokenizer: bytes plus the chat and tool special tokens ----
+
+const char* const kBuiltinChatTemplate =
+    "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
+void append_utf8(std::string& s, uint32_t cp) {
+    if (cp < 0x80) {
+        s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        s += static_cast<char>(0xC0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        s += static_cast<char>(0xE0 | (cp >> 12));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// Writes tokenizer.* keys; returns the vocabulary size.
+int64_t write_tokenizer(const std::string& source, gguf::Writer& w) {
+    using gguf::Value;
+    if (source == "builtin") {
+        std::vector<std::string> tokens;
+        std::vector<int32_t> types;
+        for (int b = 0; b < 256; ++b) {
+            std::string t;
+            append_utf8(t, tokenizer::byte_to_code_point(static_cast<uint8_t>(b)));
+            tokens.push_back(t);
+            types.push_back(1);
+        }
+        const std::pair<const char*, int32_t> specials[] = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3},
+                                                            {"<think>", 4},       {"</think>", 4},      {"<tool_call>", 4},
+                                                            {"</tool_call>", 4}};
+        for (const auto& [text, type] : specials) {
+            tokens.push_back(text);
+            types.push_back(type);
+        }
+        const int64_t n = static_cast<int64_t>(tokens.size());
+        w.set("tokenizer.ggml.model", Value::of_string("gpt2"));
+        w.set("tokenizer.ggml.pre", Value::of_string("qwen2"));
+        w.set("tokenizer.ggml.tokens", Value::of_strings(std::move(tokens)));
+        w.set("tokenizer.ggml.token_type", Value::of_i32s(types));
+        w.set("tokenizer.ggml.merges", Value::of_strings({}));
+        w.set("tokenizer.ggml.eos_token_id", Value::of_u32(258));
+        w.set("tokenizer.ggml.padding_token_id", Value::of_u32(256));
+        w.set("tokenizer.ggml.add_bos_token", Value::of_bool(false));
+        w.set("tokenizer.chat_template", Value::of_string(kBuiltinChatTemplate));
+        return n;
+    }
+    const auto f = gguf::File::open(source);
+    if (!f->has("tokenizer.ggml.tokens")) throw Error(source + ": has no tokenizer (tokenizer.ggml.tokens) to copy");
+    for (const auto& [key, v] : f->metadata())
+        if (key.rfind("tokenizer.", 0) == 0) w.set(key, v);
+    return static_cast<int64_t>(f->get_strings("tokenizer.ggml.tokens").size());
+}
+
+// ---- random weights ----
+
+uint64_t splitmix(uint64_t& s) {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float uniform01(uint64_t& s) { return static_cast<float>((splitmix(s) >> 40) + 1) / 16777217.0f; }
+
+float normal(uint64_t& s) {
+    const float u1 = uniform01(s), u2 = uniform01(s);
+    return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+}
+
+// How the values of one tensor are drawn.
+struct Init {
+    enum Kind { Normal, Ones, NegExp, Uniform } kind = Normal;
+    float scale = 1.0f;
+};
+
+Init init_for(const std::string& name, const std::vector<int64_t>& shape) {
+    if (name.find("_norm") != std::string::npos) return {Init::Ones, 1.0f};
+    if (name.find("ssm_a") != std::string::npos && name.find("ssm_a") + 5 == name.size()) return {Init::NegExp, 1.0f};
+    if (name.find("ssm_dt") != std::string::npos) return {Init::Normal, 0.5f};
+    const float fan_in = static_cast<float>(std::max<int64_t>(shape[0], 1));
+    // Half the unit-variance scale: each layer adds a modest update to the residual stream, as in
+    // trained models, instead of a random net that amplifies every rounding difference.
+    return {Init::Normal, 0.5f / std::sqrt(fan_in)};
+}
+
+void fill_row(float* x, int64_t n, const Init& init, uint64_t seed) {
+    uint64_t s = seed;
+    for (int64_t i = 0; i < n; ++i) {
+        switch (init.kind) {
+            case Init::Ones: x[i] = 1.0f + 0.1f * normal(s); break;
+            case Init::NegExp: x[i] = -std::exp(2.0f * uniform01(s) - 1.0f); break;
+            case Init::Uniform: x[i] = init.scale * (2.0f * uniform01(s) - 1.0f); break;
+            case Init::Normal: x[i] = init.scale * normal(s); break;
+        }
+    }
+}
+
+// Random but valid blocks: random bits everywhere, then every half-precision scale set to a
+// value giving weights of roughly the intended spread. Offsets are those of blocks.h.
+void fill_random_blocks(quant::Type t, uint8_t* dst, size_t bytes, float scale, uint64_t seed) {
+    uint64_t s = seed;
+    for (size_t i = 0; i < bytes; i += 8) {
+        const uint64_t r = splitmix(s);
+        std::memcpy(dst + i, &r, std::min<size_t>(8, bytes - i));
+    }
+    const auto& info = quant::type_info(t);
+    const size_t bb = static_cast<size_t>(info.block_bytes);
+    std::vector<size_t> half_offsets;  // f16 fields per block
+    float d = scale;
+    switch (t) {
+        case quant::Type::Q8_0: half_offsets = {0}; d = scale / 64.0f; break;
+        case quant::Type::Q4_0: case quant::Type::Q5_0: case quant::Type::IQ4_NL: half_offsets = {0}; d = scale / 8.0f; break;
+        case quant::Type::Q4_1: case quant::Type::Q5_1: half_offsets = {0, 2}; d = scale / 8.0f; break;
+        case quant::Type::Q4_K: case quant::Type::Q5_K: half_offsets = {0, 2}; d = scale / 64.0f; break;
+        case quant::Type::Q6_K: half_offsets = {offsetof(quant::BlockQ6_K, d)}; d = scale / 1024.0f; break;
+        case quant::Type::Q2_K: half_offsets = {offsetof(quant::BlockQ2_K, d), offsetof(quant::BlockQ2_K, dmin)}; d = scale / 16.0f; break;
+        case quant::Type::Q3_K: half_offsets = {offsetof(quant::BlockQ3_K, d)}; d = scale / 64.0f; break;
+        default: half_offsets = {0}; d = scale / 8.0f; break;  // i-quants: d first
+    }
+    const uint16_t h = f32_to_f16(d);
+    for (size_t b = 0; b + bb <= bytes; b += bb)
+        for (size_t off : half_offsets) std::memcpy(dst + b + off, &h, 2);
+}
+
+}  // namespace
+
+const std::vector<ModelPreset>& model_presets() { return kPresets; }
+
+ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
+    const ModelPreset* p = nullptr;
+    for (const auto& x : kPresets)
+        if (o.preset == x.name && o.arch == x.arch) p = &x;
+    if (p == nullptr) {
+        std::string list;
+        for (const auto& x : kPresets) list += std::string(list.empty() ? "" : ", ") + x.arch + "/" + x.name;
+        throw Error("no preset '" + o.preset + "' for architecture '" + o.arch + "' (presets: " + list + ")");
+    }
+    ModelConfig c = p->cfg;
+    auto set = [](int64_t& field, const std::optional<int64_t>& v) {
+        if (v) field = *v;
+    };
+    set(c.n_layer, o.layers);
+    set(c.n_embd, o.embd);
+    set(c.n_head, o.heads);
+    set(c.n_head_kv, o.kv_heads);
+    if (o.head_dim) {
+        const int64_t old = c.head_dim_k;
+        c.head_dim_k = c.head_dim_v = *o.head_dim;
+        c.n_rot = c.n_rot == old ? *o.head_dim : std::max<int64_t>(2, c.n_rot * *o.head_dim / old / 2 * 2);
+    }
+    set(c.n_expert, o.experts);
+    set(c.n_expert_used, o.experts_used);
+    set(c.n_ff_exp, o.ff_exp);
+    set(c.n_ff_shexp, o.ff_shexp);
+    set(c.n_ctx_train, o.ctx);
+    c.n_vocab = n_vocab;
+    auto check = [](bool ok, const std::string& what) {
+        if (!ok) throw Error("make-model: " + what);
+    };
+    check(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.n_head_kv > 0 && c.head_dim_k > 0, "sizes must be positive");
+    check(c.n_head % c.n_head_kv == 0, "heads must be a multiple of kv-heads");
+    check(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "experts-used must be in 1..experts");
+    check(c.n_ff_exp > 0 && c.n_ctx_train > 0, "ff-exp and ctx must be positive");
+    c.layers.assign(static_cast<size_t>(c.n_layer), LayerKind::Attention);
+    if (c.arch != Arch::Qwen3Moe) {
+        for (int64_t il = 0; il < c.n_layer; ++il)
+            if ((il + 1) % c.full_attention_interval != 0) c.layers[static_cast<size_t>(il)] = LayerKind::GatedDeltaNet;
+    }
+    return c;
+}
+
+uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out) {
+    const auto mix = quant_mix_from_name(o.type);
+    if (!mix) throw Error("make-model: unknown --type '" + o.type + "'");
+    gguf::Writer w;
+    w.set("general.architecture", gguf::Value::of_string(o.arch));
+    w.set("general.name", gguf::Value::of_string("strata random " + o.arch + " " + o.preset));
+    const int64_t n_vocab = write_tokenizer(o.tokenizer, w);
+    const ModelConfig cfg = make_model_config(o, n_vocab);
+    write_config(cfg, w);
+    w.set("general.file_type", gguf::Value::of_u32(mix->file_type));
+    w.set("general.quantization_version", gguf::Value::of_u32(2));
+
+    // The tensors the loader will ask for, in its order.
+    auto arch = make_architecture(o.arch);
+    WeightBinder recorder;
+    arch->bind(cfg, recorder);
+    struct Planned {
+        std::string name;
+        std::vector<int64_t> shape;
+        quant::Type type;
+    };
+    std::vector<Planned> plan;
+    uint64_t params = 0;
+    for (const auto& spec : recorder.recorded()) {
+        if (!spec.required && !(o.untied && spec.name == "output.weight")) continue;
+        const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !o.untied, quant::Type::F32);
+        std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
+        w.add_tensor(spec.name, t, shape);
+        uint64_t n = 1;
+        for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+        params += n;
+        plan.push_back({spec.name, spec.shape, t});
+    }
+    const bool blocks = o.init == "blocks" || (o.init == "auto" && params > 1000000000ull);
+    if (o.init != "auto" && o.init != "blocks" && o.init != "quantize") throw Error("make-model: --init must be auto, blocks or quantize");
+
+    w.begin(out);
+    cpu::ThreadPool pool(o.threads);
+    uint64_t done = 0, total = 0;
+    for (size_t i = 0; i < plan.size(); ++i) total += w.tensor_bytes(i);
+    std::vector<uint8_t> chunk;
+    std::vector<float> rows;
+    for (size_t ti = 0; ti < plan.size(); ++ti) {
+        const Planned& p = plan[ti];
+        const int64_t ne0 = p.shape[0];
+        int64_t n_rows = 1;
+        for (size_t d = 1; d < p.shape.size(); ++d) n_rows *= p.shape[d];
+        const size_t row_bytes = static_cast<size_t>(*quant::row_bytes(p.type, static_cast<uint64_t>(ne0)));
+        const Init init = init_for(p.name, p.shape);
+        const uint64_t tensor_seed = o.seed * 0x100000001b3ull + ti * 0x9e3779b97f4a7c15ull;
+        const int64_t rows_per_chunk = std::max<int64_t>(1, static_cast<int64_t>((8u << 20) / std::max<size_t>(row_bytes, 1)));
+        for (int64_t r0 = 0; r0 < n_rows; r0 += rows_per_chunk) {
+            const int64_t nr = std::min(rows_per_chunk, n_rows - r0);
+            chunk.resize(static_cast<size_t>(nr) * row_bytes);
+            const bool random_blocks = blocks && quant::type_info(p.type).quantized;
+            if (!random_blocks) rows.resize(static_cast<size_t>(o.threads) * static_cast<size_t>(ne0));
+            pool.parallel_for(nr, [&](int64_t r, int thread) {
+                const uint64_t row_seed = tensor_seed ^ (static_cast<uint64_t>(r0 + r) * 0xd1b54a32d192ed03ull);
+                uint8_t* dst = chunk.data() + static_cast<size_t>(r) * row_bytes;
+                if (random_blocks) {
+                    fill_random_blocks(p.type, dst, row_bytes, init.scale, row_seed);
+                } else {
+                    float* x = rows.data() + static_cast<size_t>(thread) * static_cast<size_t>(ne0);
+                    fill_row(x, ne0, init, row_seed);
+                    quant::quantize_row(p.type, x, dst, ne0);
+                }
+            });
+            w.write_data(chunk.data(), chunk.size());
+            done += chunk.size();
+            if (o.progress) o.progress(done, total, p.name);
+        }
+    }
+    w.finish();
+    return params;
+}
+
+}  // namespace strata::model

@@ -1,0 +1,52 @@
+// The model maker: a random-weight GGUF of any supported architecture and geometry, written
+// tensor by tensor (a 20 GB model needs a few MB of RAM). It makes the embedded default model
+// of `make demo` and the models benchmarks use.
+//
+// The tensors written are exactly those the architecture's loader binds (recorded through
+// WeightBinder), so a made model always loads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace strata::model {
+
+struct MakeModelOptions {
+    std::string arch = "qwen3moe";
+    std::string preset = "tiny";  // see model_presets()
+    // Geometry overrides (unset: the preset's value).
+    std::optional<int64_t> layers, embd, heads, kv_heads, head_dim, experts, experts_used, ff_exp, ff_shexp, ctx;
+    std::string type = "q8_0";       // a quantisation mix (quant_mix.h)
+    std::string tokenizer = "builtin";  // "builtin" (a byte-level vocabulary of our own) or a GGUF to copy it from
+    bool untied = false;             // separate output.weight
+    uint64_t seed = 1;
+    // How quantised weights are made: "quantize" (normal values through the real quantiser,
+    // slow for huge models) or "blocks" (random valid blocks: random codes, sane scales). "auto"
+    // picks blocks above a billion parameters.
+    std::string init = "auto";
+    int threads = 2;
+    std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
+};
+
+struct ModelPreset {
+    const char* name;
+    const char* arch;
+    const char* what;  // "Qwen3-30B-A3B geometry"
+    ModelConfig cfg;   // vocabulary comes from the tokenizer
+};
+
+const std::vector<ModelPreset>& model_presets();
+
+// Builds the configuration from arch + preset + overrides, checked.
+ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab);
+
+// Writes the model; returns the number of parameters.
+uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out);
+
+}  // namespace strata::model
