@@ -27,28 +27,33 @@ demo: strata
 bench: strata
 	build/bench/bench_gemv
 
-# Every test again under AddressSanitizer + UndefinedBehaviorSanitizer (Debug, no benches).
+# One clang-14 build with AddressSanitizer + UBSan for every test and the libFuzzer targets
+# (-O1: sanitized tests at a bearable speed).
 build-asan/CMakeCache.txt:
 	scripts/setup
-	cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON -DSTRATA_BENCH=OFF $(CMAKE_FLAGS)
+	CC=clang-14 CXX=clang++-14 cmake -S . -B build-asan $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+	  -DSTRATA_SANITIZE=ON -DSTRATA_FUZZ=ON -DSTRATA_BENCH=OFF $(CMAKE_FLAGS)
 
 sanitize: build-asan/CMakeCache.txt
 	cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
-# libFuzzer over the GGUF parser for FUZZ_SECONDS, starting from the committed seed corpus.
-build-fuzz/CMakeCache.txt:
-	scripts/setup
-	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz $(GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_FUZZ=ON -DSTRATA_TESTS=OFF $(CMAKE_FLAGS)
-
-fuzz: build-fuzz/CMakeCache.txt
-	cmake --build build-fuzz -j $(JOBS) --target fuzz_gguf
-	rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus && cp fuzz/corpus/gguf/* build-fuzz/corpus/
-	build-fuzz/fuzz/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-	  -artifact_prefix=build-fuzz/ build-fuzz/corpus
+# Each libFuzzer target for FUZZ_SECONDS, starting from its committed seed corpus.
+fuzz: build-asan/CMakeCache.txt
+	cmake --build build-asan -j $(JOBS)
+	@set -e; for f in build-asan/fuzz/fuzz_*; do \
+	  name=$$(basename $$f); corpus=fuzz/corpus/$${name#fuzz_}; work=build-asan/fuzz-work/$$name; \
+	  rm -rf $$work && mkdir -p $$work/corpus && { [ -d $$corpus ] && cp $$corpus/* $$work/corpus/ || true; }; \
+	  echo "== $$name for $(FUZZ_SECONDS) s"; \
+	  if ! $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+	       -artifact_prefix=$$work/ $$work/corpus >$$work/log 2>&1; then \
+	    tail -n 40 $$work/log; echo "$$name: failure, input saved under $$work/"; exit 1; fi; \
+	  tail -n 2 $$work/log; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan

@@ -24,6 +24,7 @@ struct RopeParams {
     float theta = 10000.0f;      // frequency base
     std::array<int32_t, 4> sections{};  // M-RoPE sections in pairs (t, h, w, extra); all zero: plain RoPE
     bool interleaved_mrope = false;     // Qwen3.5: sections interleaved over the pairs (t h w t h w ...)
+    bool freqs_bf16 = false;            // round the frequencies to bf16 (model::LoadOptions::rope_freqs_bf16)
 };
 
 // One attention layer's cache for one sequence: rows are positions.

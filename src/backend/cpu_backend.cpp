@@ -10,6 +10,7 @@
 #include "gguf/gguf.h"
 #include "quant/dequant.h"
 #include "util/error.h"
+#include "util/fp16.h"
 
 namespace strata::backend {
 
@@ -134,6 +135,8 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
     std::vector<float> inv_freq(static_cast<size_t>(half));
     for (int64_t i = 0; i < half; ++i)
         inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
+    if (p.freqs_bf16)
+        for (float& f : inv_freq) f = bf16_to_f32(f32_to_bf16(f));
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t i = 0; i < half; ++i) {
             const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];

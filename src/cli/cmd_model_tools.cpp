@@ -29,9 +29,10 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
         int64_t layers = 0, embd = 0, heads = 0, kv = 0, head_dim = 0, experts = 0, used = 0, ff = 0, shexp = 0, ctx = 0;
     };
     auto m = std::make_shared<MakeArgs>();
-    std::string presets;
+    std::string presets = "Presets (--arch --preset):";
     for (const auto& p : model::model_presets()) presets += std::string("\n  ") + p.arch + " " + p.name + ": " + p.what;
-    CLI::App* mk = app.add_subcommand("make-model", "Write a random-weight model of a given architecture and geometry" + presets);
+    CLI::App* mk = app.add_subcommand("make-model", "Write a random-weight model of a given architecture and geometry");
+    mk->footer(presets);
     mk->add_option("OUT", m->out, "output .gguf")->required();
     mk->add_option("--arch", m->o.arch, "qwen3moe, qwen3next or qwen35moe")->capture_default_str();
     mk->add_option("--preset", m->o.preset, "geometry preset (see above)")->capture_default_str();

@@ -4,9 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -103,16 +104,116 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 
 bool is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
+char lower(char ch) { return static_cast<char>(std::tolower(static_cast<unsigned char>(ch))); }
+
+// Hand-written matchers for the converter's name patterns (whole-string, case-insensitive).
+// A cursor over one word; each step consumes on success.
+struct Cursor {
+    const std::string& s;
+    size_t i = 0;
+    bool done() const { return i == s.size(); }
+    bool lit(const char* word) {  // case-insensitive literal
+        size_t j = 0;
+        while (word[j] != 0 && i + j < s.size() && lower(s[i + j]) == word[j]) ++j;
+        if (word[j] != 0) return false;
+        i += j;
+        return true;
+    }
+    bool digits() {  // one or more
+        const size_t start = i;
+        while (i < s.size() && is_digit(s[i])) ++i;
+        return i > start;
+    }
+    bool one_of(const char* set) {
+        if (i < s.size() && s[i] != 0 && std::strchr(set, lower(s[i])) != nullptr) {
+            ++i;
+            return true;
+        }
+        return false;
+    }
+};
+
+bool equals_icase(const std::string& s, std::initializer_list<const char*> words) {
+    for (const char* w : words) {
+        Cursor c{s};
+        if (c.lit(w) && c.done()) return true;
+    }
+    return false;
+}
+
+// (v|iter)?\d+(\.\d+)*
+bool is_version(const std::string& s) {
+    Cursor c{s};
+    if (!c.lit("iter")) c.lit("v");
+    if (!c.digits()) return false;
+    while (!c.done()) {
+        if (!c.lit(".") || !c.digits()) return false;
+    }
+    return true;
+}
+
+// i?q\d(_\w)* | b?fp?(16|32)
+bool is_quant_type(const std::string& s) {
+    {
+        Cursor c{s};
+        c.lit("i");
+        if (c.lit("q") && c.i < s.size() && is_digit(s[c.i])) {
+            ++c.i;
+            bool ok = true;
+            while (ok && !c.done()) {
+                const bool word = c.i + 1 < s.size() && (std::isalnum(static_cast<unsigned char>(s[c.i + 1])) || s[c.i + 1] == '_');
+                if (s[c.i] == '_' && word) c.i += 2;
+                else ok = false;
+            }
+            if (ok) return true;
+        }
+    }
+    for (const char* prefix : {"bfp", "bf", "fp", "f"}) {
+        Cursor c{s};
+        if (c.lit(prefix) && (c.lit("16") || c.lit("32")) && c.done()) return true;
+    }
+    return false;
+}
+
+// (([A]|\d+x)?\d+([._]\d+)?[KMBT]\d? | small|mini|medium|large|x?xl)
+bool is_size(const std::string& s) {
+    if (equals_icase(s, {"small", "mini", "medium", "large", "xl", "xxl"})) return true;
+    Cursor c{s};
+    if (!c.lit("a")) {  // "8x7B": a count of experts times a size
+        Cursor p{s};
+        if (p.digits() && p.lit("x")) c.i = p.i;
+    }
+    if (!c.digits()) return false;
+    {
+        Cursor f{s, c.i};
+        if (f.one_of("._") && f.digits()) c.i = f.i;
+    }
+    if (!c.one_of("kmbt")) return false;
+    if (!c.done() && is_digit(s[c.i])) ++c.i;
+    return c.done();
+}
+
+// ^(v\d+(\.\d+)*|\d.*)$
+bool is_version_like(const std::string& w) {
+    if (w.empty()) return false;
+    if (is_digit(w[0])) return true;
+    if (w[0] != 'v') return false;
+    Cursor c{w, 1};
+    if (!c.digits()) return false;
+    while (!c.done())
+        if (!c.lit(".") || !c.digits()) return false;
+    return true;
+}
+
 }  // namespace
 
 std::string id_to_title(const std::string& id) {
-    static const std::regex kVersionLike(R"(^(v\d+(?:\.\d+)*|\d.*)$)");
     std::string s = id;
     std::replace(s.begin(), s.end(), '-', ' ');
     std::istringstream words(s);
     std::vector<std::string> out;
     for (std::string w; words >> w;)
-        out.push_back(is_lower_word(w) && !std::regex_match(w, kVersionLike) ? title_case(w) : w);
+        out.push_back(is_lower_word(w) && !is_version_like(w) ? title_case(w) : w);
     return join(out, " ");
 }
 
@@ -131,11 +232,6 @@ ModelIdParts model_id_parts(const std::string& id, int64_t total_params) {
     }
     r.full_name = full;
 
-    const auto icase = std::regex::ECMAScript | std::regex::icase;
-    static const std::regex kVersion(R"((v|iter)?\d+([.]\d+)*)", icase);
-    static const std::regex kQuantType(R"(i?q\d(_\w)*|b?fp?(16|32))", icase);
-    static const std::regex kSize(R"((([A]|\d+[x])?\d+([._]\d+)?[KMBT][\d]?|small|mini|medium|large|x?xl))", icase);
-    static const std::regex kFinetune(R"(chat|instruct|vision|lora)", icase);
 
     std::vector<std::string> parts;
     for (std::string& p : split(full, '-'))
@@ -144,12 +240,12 @@ ModelIdParts model_id_parts(const std::string& id, int64_t total_params) {
     for (size_t i = 0; i < parts.size(); ++i) {
         std::string& part = parts[i];
         auto& k = kinds[i];
-        if (std::regex_match(part, kVersion)) {
+        if (is_version(part)) {
             k.insert("version");
-        } else if (std::regex_match(part, kQuantType)) {
+        } else if (is_quant_type(part)) {
             k.insert("type");
             for (char& ch : part) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-        } else if (i > 0 && std::regex_match(part, kSize)) {
+        } else if (i > 0 && is_size(part)) {
             std::replace(part.begin(), part.end(), '_', '.');
             if (is_digit(part.back()) && part.size() >= 2)  // "7b1" -> "7.1b"
                 part = part.substr(0, part.size() - 2) + "." + part.back() + part[part.size() - 2];
@@ -177,7 +273,7 @@ ModelIdParts model_id_parts(const std::string& id, int64_t total_params) {
                 }
             }
             if (k.empty()) k.insert("size_label");
-        } else if (i > 0 && std::regex_match(part, kFinetune)) {
+        } else if (i > 0 && equals_icase(part, {"chat", "instruct", "vision", "lora"})) {
             std::string lower = part;
             for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
             k.insert(total_params < 0 && lower == "lora" ? "type" : "finetune");
@@ -254,15 +350,18 @@ ModelCard read_model_card(const fs::path& dir) {
     if (!in) return card;
     std::string line;
     if (!std::getline(in, line) || trim(line) != "---") return card;
-    static const std::regex kKey(R"(^([A-Za-z0-9_\-]+):(.*)$)");
     std::string list_key;
     while (std::getline(in, line)) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line == "---") break;
         std::replace(line.begin(), line.end(), '\t', ' ');
-        std::smatch m;
-        if (!line.empty() && line[0] != ' ' && std::regex_match(line, m, kKey)) {
-            const std::string key = m[1].str(), value = trim(m[2].str());
+        const size_t colon = line.find(':');
+        const bool is_key = !line.empty() && line[0] != ' ' && colon != std::string::npos && colon > 0 &&
+                            std::all_of(line.begin(), line.begin() + static_cast<long>(colon), [](char ch) {
+                                return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+                            });
+        if (is_key) {
+            const std::string key = line.substr(0, colon), value = trim(line.substr(colon + 1));
             list_key.clear();
             if (value.empty()) {
                 list_key = key;
@@ -295,10 +394,14 @@ std::map<std::string, std::string> source_entry(const std::string& id, int64_t t
     const bool url = id.starts_with("http://") || id.starts_with("https://") || id.starts_with("ssh://");
     if (url) {
         e["repo_url"] = id;
-        static const std::regex kHf(R"(^https?://huggingface.co/([^/]+/[^/]+)$)");
-        std::smatch m;
-        if (!std::regex_match(id, m, kHf)) return e;
-        hf_id = m[1].str();
+        // https://huggingface.co/ORG/NAME: the id is ORG/NAME.
+        const std::string rest = id.substr(id.find("://") + 3);
+        static const std::string kHost = "huggingface.co/";
+        if (!rest.starts_with(kHost)) return e;
+        hf_id = rest.substr(kHost.size());
+        const size_t slash = hf_id.find('/');
+        if (slash == std::string::npos || slash == 0 || slash + 1 == hf_id.size() || hf_id.find('/', slash + 1) != std::string::npos)
+            return e;
     }
     const ModelIdParts p = model_id_parts(hf_id, total_params);
     if (p.full_name) e["name"] = id_to_title(*p.full_name);

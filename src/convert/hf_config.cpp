@@ -121,6 +121,12 @@ HfConfig load_hf_config(const fs::path& dir) {
     if (has_text_config)
         for (auto it = tc->begin(); it != tc->end(); ++it) c.hparams[it.key()] = it.value();
     c.rope = rope_parameters(c);
+    if (const ojson* q = c.find({"quantization_config"}); q != nullptr && q->is_object()) {
+        const auto m = q->find("quant_method");
+        const std::string method = m != q->end() && m->is_string() ? m->get<std::string>() : "?";
+        throw fail("quantized checkpoints (quantization_config: " + method +
+                   ") are not supported; convert the checkpoint's bf16/f16/f32 release");
+    }
 
     auto need = [&](std::initializer_list<const char*> keys) {
         const auto v = c.find_int(keys);

@@ -22,8 +22,6 @@ uint64_t PlannedTensor::n_rows() const {
     return n;
 }
 
-uint64_t PlannedTensor::n_elements() const { return shape.empty() ? 0 : shape[0] * n_rows(); }
-
 std::vector<int64_t> tiled_value_heads(int64_t n_k_heads, int64_t n_v_heads) {
     const int64_t per_k = n_v_heads / n_k_heads;
     std::vector<int64_t> order(static_cast<size_t>(n_v_heads));

@@ -69,7 +69,6 @@ struct PlannedTensor {
     std::string source;                // checkpoint tensor name(s), for progress and messages
 
     uint64_t n_rows() const;
-    uint64_t n_elements() const;
 };
 
 struct TensorPlan {

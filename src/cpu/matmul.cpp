@@ -116,6 +116,9 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool* pool, const K
         }
         p.n_cols = j.n_cols < 0 ? j.x->batch() : j.n_cols;
         if (j.cols == nullptr && p.n_cols > j.x->batch()) throw Error("matmul job: more columns than activation rows");
+        for (int64_t k = 0; j.cols != nullptr && k < p.n_cols; ++k) {
+            if (j.cols[k] < 0 || j.cols[k] >= j.x->batch()) throw Error("matmul job: activation row index out of range");
+        }
         p.y_stride = j.y_stride != 0 ? j.y_stride : p.rows;
         p.w_stride = j.w.stride();
         total_rows += p.rows;

@@ -42,4 +42,47 @@ static inline __attribute__((always_inline)) void run_tile(const DotTile& t, con
     }
 }
 
+// Two weight rows per pass (for kernels whose per-column work can be shared by two rows):
+// two.template operator()<NC>(w0, w1, a, out0, out1); an odd last row goes to `one`.
+template <int NC, class Fn>
+static inline __attribute__((always_inline)) void tile_cols2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t, int64_t c,
+                                                             int64_t r) {
+    float out0[NC], out1[NC];
+    fn.template operator()<NC>(w0, w1, t.a + c, out0, out1);
+    for (int j = 0; j < NC; ++j) {
+        t.y[c + j][r] = out0[j];
+        t.y[c + j][r + 1] = out1[j];
+    }
+}
+
+template <int NC, class Fn>
+static inline __attribute__((always_inline)) void tile_rest2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t, int64_t c,
+                                                             int64_t r, int64_t rest) {
+    if constexpr (NC > 0) {
+        if (rest == NC) {
+            tile_cols2<NC>(fn, w0, w1, t, c, r);
+        } else {
+            tile_rest2<NC - 1>(fn, w0, w1, t, c, r, rest);
+        }
+    }
+}
+
+template <int MaxCols, class Fn1, class Fn2>
+static inline __attribute__((always_inline)) void run_tile_pairs(const DotTile& t, const Fn1& one, const Fn2& two) {
+    int64_t r = 0;
+    for (; r + 2 <= t.rows; r += 2) {
+        const uint8_t* w0 = t.w + static_cast<size_t>(r) * t.w_stride;
+        const uint8_t* w1 = w0 + t.w_stride;
+        int64_t c = 0;
+        for (; c + MaxCols <= t.cols; c += MaxCols) tile_cols2<MaxCols>(two, w0, w1, t, c, r);
+        if (c < t.cols) tile_rest2<MaxCols - 1>(two, w0, w1, t, c, r, t.cols - c);
+    }
+    if (r < t.rows) {
+        const uint8_t* w = t.w + static_cast<size_t>(r) * t.w_stride;
+        int64_t c = 0;
+        for (; c + MaxCols <= t.cols; c += MaxCols) tile_cols<MaxCols>(one, w, t, c, r);
+        if (c < t.cols) tile_rest<MaxCols - 1>(one, w, t, c, r, t.cols - c);
+    }
+}
+
 }  // namespace strata::cpu::detail

@@ -14,6 +14,11 @@ namespace strata::cpu {
 namespace {
 // The pool whose task the current thread is running, to turn nested calls into serial loops.
 thread_local const ThreadPool* tls_running_pool = nullptr;
+
+// gate_ layout: job generation in bits 32..62, closed flag in bit 63, workers inside in bits 0..31.
+constexpr uint64_t kClosed = uint64_t{1} << 63;
+constexpr uint64_t kInsideMask = 0xffffffffu;
+constexpr uint32_t kGenMask = 0x7fffffffu;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, int spin_us) : n_threads_(n_threads < 1 ? 1 : n_threads), spin_us_(spin_us) {
@@ -22,8 +27,8 @@ ThreadPool::ThreadPool(int n_threads, int spin_us) : n_threads_(n_threads < 1 ? 
 }
 
 ThreadPool::~ThreadPool() {
-    stop_.store(true, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    stop_.store(true, std::memory_order_release);
+    generation_.store((generation_.load(std::memory_order_relaxed) + 1) & kGenMask, std::memory_order_seq_cst);
     generation_.notify_all();
     for (auto& w : workers_) w.join();
 }
@@ -61,14 +66,17 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
     n_tasks_ = n_tasks;
     failed_.store(false, std::memory_order_relaxed);
     next_task_.store(0, std::memory_order_relaxed);
-    busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the job; pairs with sleepers_
+    const uint32_t gen = (generation_.load(std::memory_order_relaxed) + 1) & kGenMask;
+    gate_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);  // open, nobody inside
+    generation_.store(gen, std::memory_order_seq_cst);  // publishes the job; pairs with sleepers_
     if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
 
     work(0);
-    // Wait for the workers still finishing a task. Spin briefly, then yield: when the machine is
-    // oversubscribed the worker we wait for may need this core to run at all.
-    for (int i = 0; busy_workers_.load(std::memory_order_acquire) > 0; ++i) {
+    // Every task is taken: close the job so no further worker enters, then wait for those inside
+    // (still finishing a task). Spin briefly, then yield: on a busy machine the worker we wait
+    // for may need this core to run at all.
+    gate_.fetch_or(kClosed, std::memory_order_acq_rel);
+    for (int i = 0; (gate_.load(std::memory_order_acquire) & kInsideMask) != 0; ++i) {
         if (i < 4096) {
             STRATA_CPU_RELAX();
         } else {
@@ -84,6 +92,15 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
     }
     in_use_.store(false, std::memory_order_release);
     if (err) std::rethrow_exception(err);
+}
+
+// Enters job `gen` if it is still open: the only way a worker may touch the job's state.
+bool ThreadPool::enter(uint32_t gen) {
+    uint64_t g = gate_.load(std::memory_order_acquire);
+    while ((g >> 32) == gen) {  // open (bit 63 clear) and the same job
+        if (gate_.compare_exchange_weak(g, g + 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    }
+    return false;
 }
 
 void ThreadPool::worker_main(int thread) {
@@ -114,9 +131,11 @@ void ThreadPool::worker_main(int thread) {
             }
         }
         seen = gen;
-        if (stop_.load(std::memory_order_relaxed)) return;
-        work(thread);
-        busy_workers_.fetch_sub(1, std::memory_order_release);
+        if (stop_.load(std::memory_order_acquire)) return;
+        if (enter(gen)) {
+            work(thread);
+            gate_.fetch_sub(1, std::memory_order_release);
+        }
     }
 }
 

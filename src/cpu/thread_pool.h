@@ -6,6 +6,12 @@
 // balance themselves. Workers spin for a short while after each call (a decode step makes
 // hundreds of calls per token, microseconds apart) and then sleep on a futex.
 //
+// The caller never waits for a worker that has not started: a worker must enter the job (one
+// CAS on a word holding the job's generation and the number of workers inside) before touching
+// it, and the caller closes the job once every task is taken, then waits only for the workers
+// inside. So a worker that the OS has descheduled (a busy or oversubscribed machine) costs
+// nothing; the tasks it would have taken are done by the others.
+//
 // A parallel_for issued from inside a task, or while another thread is using the pool, runs
 // serially on the calling thread (as thread 0). The first exception thrown by a task is rethrown
 // by parallel_for after all threads have stopped; the remaining tasks are skipped.
@@ -44,6 +50,7 @@ private:
 
     void run(int64_t n_tasks, TaskFn fn, void* ctx);
     void worker_main(int thread);
+    bool enter(uint32_t gen);
     void work(int thread);  // takes tasks of the current job until none are left
 
     int n_threads_;
@@ -56,9 +63,10 @@ private:
     int64_t n_tasks_ = 0;
 
     alignas(64) std::atomic<int64_t> next_task_{0};
-    alignas(64) std::atomic<uint32_t> generation_{0};
-    alignas(64) std::atomic<int> busy_workers_{0};  // workers still inside the current job
-    alignas(64) std::atomic<int> sleepers_{0};      // workers blocked in generation_.wait
+    alignas(64) std::atomic<uint32_t> generation_{0};  // wakes workers; bumped per job (31 bits used)
+    // Job gate: (generation << 32) | workers inside; bit 63 set once the job is closed.
+    alignas(64) std::atomic<uint64_t> gate_{0};
+    alignas(64) std::atomic<int> sleepers_{0};  // workers blocked in generation_.wait
     std::atomic<bool> failed_{false};
     std::atomic<bool> stop_{false};
     std::atomic<bool> in_use_{false};

@@ -1,9 +1,9 @@
-// AVX-512 kernels for IQ4_XS, IQ2_XXS and IQ3_XXS with Q8_K activations: two 32-value
-// sub-blocks per 512-bit register, up to 8 activation columns per pass over a weight row.
+// AVX-512 kernels for the 256-value i-quants (IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S)
+// with Q8_K activations: two 32-value sub-blocks per 512-bit register, up to 8 activation
+// columns per pass over a weight row.
 //
 // Weight signs become a 64-bit mask once per 64 values; each column then needs one masked
 // negate of its activations, vpmaddubsw (|w| x a) and VNNI vpdpwssd with the sub-block scales.
-// The other i-quants (IQ2_XS, IQ2_S, IQ3_S) use the AVX2 kernels.
 #include <cstddef>
 
 #include "cpu/kernel_registry.h"
@@ -85,6 +85,52 @@ struct IQ3XXS {
     }
 };
 
+struct IQ2XS {
+    using Blk = BlockIQ2_XS;
+    static constexpr float kFactor = 0.125f;
+    static Sub64 decode(const uint8_t* x, int pair) {
+        const uint8_t* p = x + offsetof(Blk, qs) + 16 * pair;  // 8 codes: 9-bit grid index | 7 sign bits << 9
+        uint32_t code[8];
+        for (int k = 0; k < 8; ++k) code[k] = load_u16(p + 2 * k);
+        uint64_t neg = 0;
+        for (int k = 0; k < 8; ++k) neg |= static_cast<uint64_t>(kSignMasks.v[code[k] >> 9]) << (8 * k);
+        const auto g = [&](int k) { return static_cast<long long>(kIq2XsGrid[code[k] & 511]); };
+        const uint8_t s0 = x[offsetof(Blk, scales) + 2 * pair], s1 = x[offsetof(Blk, scales) + 2 * pair + 1];
+        return {_mm512_set_epi64(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0)), static_cast<__mmask64>(neg),
+                scale16_quad(2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1)};
+    }
+};
+
+struct IQ2S {
+    using Blk = BlockIQ2_S;
+    static constexpr float kFactor = 0.125f;
+    static Sub64 decode(const uint8_t* x, int pair) {
+        const uint8_t* qs = x + offsetof(Blk, qs) + 8 * pair;  // 8 low index bytes; their sign bytes 32 further
+        const uint32_t qh = load_u16(x + offsetof(Blk, qh) + 2 * pair);  // 2 high bits per index
+        const auto g = [&](int k) { return static_cast<long long>(kIq2SGrid[qs[k] | (((qh >> (2 * k)) & 3) << 8)]); };
+        uint64_t neg;
+        std::memcpy(&neg, qs + 32, 8);
+        const uint8_t s0 = x[offsetof(Blk, scales) + 2 * pair], s1 = x[offsetof(Blk, scales) + 2 * pair + 1];
+        return {_mm512_set_epi64(g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0)), static_cast<__mmask64>(neg),
+                scale16_quad(2 * (s0 & 15) + 1, 2 * (s0 >> 4) + 1, 2 * (s1 & 15) + 1, 2 * (s1 >> 4) + 1)};
+    }
+};
+
+struct IQ3S {
+    using Blk = BlockIQ3_S;
+    static constexpr float kFactor = 1.0f;
+    static Sub64 decode(const uint8_t* x, int pair) {
+        const uint8_t* qs = x + offsetof(Blk, qs) + 16 * pair;             // 16 low index bytes
+        const uint32_t qh = load_u16(x + offsetof(Blk, qh) + 2 * pair);  // bit 8 of each index
+        const auto g = [&](int k) { return static_cast<int>(kIq3SGrid[qs[k] | (((qh >> k) & 1) << 8)]); };
+        uint64_t neg;
+        std::memcpy(&neg, x + offsetof(Blk, signs) + 8 * pair, 8);
+        const uint8_t sc = x[offsetof(Blk, scales) + pair];
+        return {_mm512_set_epi32(g(15), g(14), g(13), g(12), g(11), g(10), g(9), g(8), g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0)),
+                static_cast<__mmask64>(neg), scale16_pair(2 * (sc & 15) + 1, 2 * (sc >> 4) + 1)};
+    }
+};
+
 template <class D>
 struct GridDot {
     int64_t n_blocks;
@@ -151,7 +197,10 @@ void dot_iq(const DotTile& t) {
 constexpr DotKernelEntry kDots[] = {
     {Type::IQ4_XS, dot_iq<IQ4XSDot>, false},
     {Type::IQ2_XXS, dot_iq<GridDot<IQ2XXS>>, false},
+    {Type::IQ2_XS, dot_iq<GridDot<IQ2XS>>, false},
+    {Type::IQ2_S, dot_iq<GridDot<IQ2S>>, false},
     {Type::IQ3_XXS, dot_iq<GridDot<IQ3XXS>>, false},
+    {Type::IQ3_S, dot_iq<GridDot<IQ3S>>, false},
 };
 
 }  // namespace

@@ -84,9 +84,44 @@ struct FloatDot {
     }
 };
 
+// Two weight rows per pass for several columns (batched decode): each activation vector is
+// loaded once for both rows, so a step is 2 weight + NC activation loads for 2 * NC FMAs.
+template <class W, class A>
+struct FloatDot2 {
+    int64_t n;
+    template <int NC>
+    void operator()(const uint8_t* w0, const uint8_t* w1, const uint8_t* const* a, float* out0, float* out1) const {
+        __m512 acc0[NC], acc1[NC];
+        for (int c = 0; c < NC; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            const __m512 x0 = W::load(w0, i), x1 = W::load(w1, i);
+            for (int c = 0; c < NC; ++c) {
+                const __m512 av = A::load(a[c], i);
+                acc0[c] = _mm512_fmadd_ps(x0, av, acc0[c]);
+                acc1[c] = _mm512_fmadd_ps(x1, av, acc1[c]);
+            }
+        }
+        for (int c = 0; c < NC; ++c) {
+            float t0 = 0.0f, t1 = 0.0f;
+            for (int64_t j = i; j < n; ++j) {
+                const float av = A::one(a[c], j);
+                t0 += W::one(w0, j) * av;
+                t1 += W::one(w1, j) * av;
+            }
+            out0[c] = hsum512_ps(acc0[c]) + t0;
+            out1[c] = hsum512_ps(acc1[c]) + t1;
+        }
+    }
+};
+
 template <class W, class A>
 void dot_float(const DotTile& t) {
-    run_tile<kMaxCols>(t, FloatDot<W, A>{t.n});
+    if (t.cols >= 2) {
+        run_tile_pairs<kMaxCols>(t, FloatDot<W, A>{t.n}, FloatDot2<W, A>{t.n});
+    } else {
+        run_tile<kMaxCols>(t, FloatDot<W, A>{t.n});
+    }
 }
 
 // BF16 x BF16 with vdpbf16ps: each f32 lane accumulates two adjacent products; 32 values a step.
@@ -154,15 +189,20 @@ struct MXFP4W {
     }
 };
 
+// A block's work is short (one 32-byte product per column), so with few columns the f32
+// accumulation chain (one FMA per block, 4-cycle latency) would be the limit: U independent
+// accumulators per column, blocks taken round-robin.
 template <class W>
 struct Block32Dot {
     int64_t n_blocks;
     template <int NC>
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
         constexpr size_t kA = sizeof(BlockQ8_0);
-        __m256 acc[NC];
-        for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < n_blocks; ++b) {
+        constexpr int U = NC == 1 ? 4 : NC == 2 ? 2 : 1;
+        __m256 acc[NC][U];
+        for (int c = 0; c < NC; ++c)
+            for (int u = 0; u < U; ++u) acc[c][u] = _mm256_setzero_ps();
+        const auto block = [&](int64_t b, int u) {
             const uint8_t* blk = w + b * W::kBytes;
             const __m256i qw = W::values(blk);
             const __m256i qw_abs = _mm256_sign_epi8(qw, qw);
@@ -172,16 +212,61 @@ struct Block32Dot {
                 const __m256i qa = _mm256_sign_epi8(loadu256(ab + offsetof(BlockQ8_0, qs)), qw);
                 const __m256i sum32 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qw_abs, qa);
                 const __m256 d = _mm256_set1_ps(dw * load_f16(ab + offsetof(BlockQ8_0, d)));
-                acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum32), acc[c]);
+                acc[c][u] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum32), acc[c][u]);
+            }
+        };
+        int64_t b = 0;
+        for (; b + U <= n_blocks; b += U)
+            for (int u = 0; u < U; ++u) block(b + u, u);
+        for (; b < n_blocks; ++b) block(b, 0);
+        for (int c = 0; c < NC; ++c) {
+            __m256 s = acc[c][0];
+            for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[c][u]);
+            out[c] = hsum_ps(s);
+        }
+    }
+};
+
+// Two weight rows x up to 8 columns: each activation block is loaded, and its scale converted,
+// once for both rows (several columns: batched decode).
+template <class W>
+struct Block32Dot2 {
+    int64_t n_blocks;
+    template <int NC>
+    void operator()(const uint8_t* w0, const uint8_t* w1, const uint8_t* const* a, float* out0, float* out1) const {
+        constexpr size_t kA = sizeof(BlockQ8_0);
+        __m256 acc0[NC], acc1[NC];
+        for (int c = 0; c < NC; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t* blk0 = w0 + b * W::kBytes;
+            const uint8_t* blk1 = w1 + b * W::kBytes;
+            const __m256i q0 = W::values(blk0), q1 = W::values(blk1);
+            const __m256i q0_abs = _mm256_sign_epi8(q0, q0), q1_abs = _mm256_sign_epi8(q1, q1);
+            const float d0 = W::scale(blk0), d1 = W::scale(blk1);
+            for (int c = 0; c < NC; ++c) {
+                const uint8_t* ab = a[c] + b * kA;
+                const __m256i qa = loadu256(ab + offsetof(BlockQ8_0, qs));
+                const float da = load_f16(ab + offsetof(BlockQ8_0, d));
+                const __m256i s0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q0_abs, _mm256_sign_epi8(qa, q0));
+                const __m256i s1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q1_abs, _mm256_sign_epi8(qa, q1));
+                acc0[c] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(s0), acc0[c]);
+                acc1[c] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * da), _mm256_cvtepi32_ps(s1), acc1[c]);
             }
         }
-        for (int c = 0; c < NC; ++c) out[c] = hsum_ps(acc[c]);
+        for (int c = 0; c < NC; ++c) {
+            out0[c] = hsum_ps(acc0[c]);
+            out1[c] = hsum_ps(acc1[c]);
+        }
     }
 };
 
 template <class W>
 void dot_block32(const DotTile& t) {
-    run_tile<kMaxCols>(t, Block32Dot<W>{t.n / 32});
+    if (t.cols >= 2) {
+        run_tile_pairs<kMaxCols>(t, Block32Dot<W>{t.n / 32}, Block32Dot2<W>{t.n / 32});
+    } else {
+        run_tile<kMaxCols>(t, Block32Dot<W>{t.n / 32});
+    }
 }
 
 constexpr DotKernelEntry kDots[] = {

@@ -72,7 +72,10 @@ void load_common_config(const gguf::File& f, ModelConfig& cfg) {
         const auto v = f.opt_u64(names::key(a, k));
         return v ? static_cast<int64_t>(*v) : def;
     };
-    cfg.n_layer = u(names::kBlockCount);
+    // MTP (next-token-prediction) blocks are stored as the last blocks; the forward stops before
+    // them (speculative decoding will use them).
+    cfg.n_mtp_layers = opt_u(names::kNextnPredictLayers, 0);
+    cfg.n_layer = u(names::kBlockCount) - cfg.n_mtp_layers;
     cfg.n_embd = u(names::kEmbeddingLength);
     cfg.n_ctx_train = u(names::kContextLength);
     cfg.n_head = u(names::kHeadCount);

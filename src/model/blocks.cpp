@@ -70,6 +70,7 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     rp.n_rot = c.n_rot;
     rp.theta = c.rope_theta;
     rp.sections = c.rope_sections;
+    rp.freqs_bf16 = c.rope_freqs_bf16;
     be.rope(q, n, c.n_head, c.head_dim_k, fp.batch->pos.data(), rp);
     be.rope(k, n, c.n_head_kv, c.head_dim_k, fp.batch->pos.data(), rp);
 

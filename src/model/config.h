@@ -21,7 +21,8 @@ struct ModelConfig {
     std::string arch_name;        // general.architecture
     int64_t n_vocab = 0;          // rows of token_embd
     int64_t n_embd = 0;           // {arch}.embedding_length: hidden size
-    int64_t n_layer = 0;          // {arch}.block_count
+    int64_t n_layer = 0;          // {arch}.block_count minus the MTP blocks: the layers the forward runs
+    int64_t n_mtp_layers = 0;     // {arch}.nextn_predict_layers: multi-token-prediction blocks after them
     int64_t n_ctx_train = 0;      // {arch}.context_length
     float rms_eps = 1e-6f;        // {arch}.attention.layer_norm_rms_epsilon
     std::vector<LayerKind> layers;  // [n_layer]
@@ -37,6 +38,7 @@ struct ModelConfig {
     int64_t n_rot = 0;            // {arch}.rope.dimension_count: rotated dims per head (partial RoPE)
     float rope_theta = 10000.0f;  // {arch}.rope.freq_base
     std::array<int32_t, 4> rope_sections{};  // {arch}.rope.dimension_sections (M-RoPE); zeros: plain RoPE
+    bool rope_freqs_bf16 = false;  // LoadOptions::rope_freqs_bf16 (reference reproduction only)
 
     // Mixture of experts.
     int64_t n_expert = 0;         // {arch}.expert_count

@@ -38,6 +38,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     const gguf::File& f = *m->file_;
     m->arch_ = make_architecture(f.architecture());
     m->arch_->load_config(f, m->config_);
+    m->config_.rope_freqs_bf16 = opts.rope_freqs_bf16;
     WeightBinder binder(f);
     m->arch_->bind(m->config_, binder);
     m->weight_bytes_ = binder.bound_bytes();

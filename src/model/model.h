@@ -70,6 +70,10 @@ class Architecture;
 struct LoadOptions {
     // Called with (done, total) tensor bytes while binding and checking weights.
     std::function<void(uint64_t, uint64_t)> progress;
+    // Reproduce references whose RoPE frequencies were rounded to bf16 (a transformers model
+    // moved to bfloat16 rounds its rotary inv_freq buffer too, as the shared hf-tiny fixtures'
+    // references were). For comparing against such references only; never for serving.
+    bool rope_freqs_bf16 = false;
 };
 
 class Model {

@@ -31,6 +31,7 @@ inline constexpr const char* kSsmGroupCount = "ssm.group_count";
 inline constexpr const char* kSsmTimeStepRank = "ssm.time_step_rank";
 inline constexpr const char* kSsmInnerSize = "ssm.inner_size";
 inline constexpr const char* kFullAttentionInterval = "full_attention_interval";
+inline constexpr const char* kNextnPredictLayers = "nextn_predict_layers";  // MTP blocks at the end
 
 // "{arch}.{key}"
 inline std::string key(const std::string& arch, const char* k) { return arch + "." + k; }

@@ -158,25 +158,15 @@ Value f_dictsort(Interpreter& in, const Value& v, const CallArgs& args) {
     return Value::list(sorted_by(in, std::move(pairs), Value(by == "key" ? int64_t{0} : int64_t{1}), a[0].truthy(), a[2].truthy()));
 }
 
-std::string html_escape(const std::string& s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
-
 Value f_escape(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("escape", {});
-    return Value(html_escape(to_str(v)));
+    if (v.is_markup()) return v;
+    return Value::markup(html_escape(to_str(v)));
+}
+
+Value f_forceescape(Interpreter&, const Value& v, const CallArgs& args) {
+    args.bind("forceescape", {});
+    return Value::markup(html_escape(to_str(v)));
 }
 
 Value f_first(Interpreter&, const Value& v, const CallArgs& args) {
@@ -394,14 +384,19 @@ Value f_list(Interpreter& in, const Value& v, const CallArgs& args) {
     return Value::list(std::move(items));
 }
 
+// Markup's own str methods return Markup: keep the flag through filters that call them.
+Value same_flavour(const Value& original, std::string s) {
+    return original.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+}
+
 Value f_lower(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("lower", {});
-    return Value(text::lower(to_str(v)));
+    return same_flavour(v, text::lower(to_str(v)));
 }
 
 Value f_upper(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("upper", {});
-    return Value(text::upper(to_str(v)));
+    return same_flavour(v, text::upper(to_str(v)));
 }
 
 Value f_map(Interpreter& in, const Value& v, const CallArgs& args) {
@@ -542,7 +537,7 @@ Value f_round(Interpreter&, const Value& v, const CallArgs& args) {
 
 Value f_safe(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("safe", {});
-    return Value(to_str(v));
+    return v.is_markup() ? v : Value::markup(to_str(v));
 }
 
 Value f_slice(Interpreter& in, const Value& v, const CallArgs& args) {
@@ -573,7 +568,7 @@ Value f_sort(Interpreter& in, const Value& v, const CallArgs& args) {
 
 Value f_string(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("string", {});
-    return Value(to_str(v));
+    return v.is_string() ? v : Value(to_str(v));  // Markup stays Markup (soft_str)
 }
 
 Value f_sum(Interpreter& in, const Value& v, const CallArgs& args) {
@@ -630,9 +625,9 @@ Value f_tojson(Interpreter&, const Value& v, const CallArgs& args) {
 Value f_trim(Interpreter&, const Value& v, const CallArgs& args) {
     const auto a = args.bind("trim", {"chars"});
     const std::string s = to_str(v);
-    if (!given(a[0])) return Value(std::string(text::strip(s, true, true)));
+    if (!given(a[0])) return same_flavour(v, std::string(text::strip(s, true, true)));
     const std::string chars = to_str(a[0]);
-    return Value(std::string(text::strip(s, true, true, &chars)));
+    return same_flavour(v, std::string(text::strip(s, true, true, &chars)));
 }
 
 Value f_truncate(Interpreter&, const Value& v, const CallArgs& args) {
@@ -704,7 +699,7 @@ bool t_iterable(Interpreter&, const Value& v, const CallArgs&) {
            (v.is_object() && v.obj().type_name() == "LoopContext");
 }
 bool t_callable(Interpreter&, const Value& v, const CallArgs&) { return v.is_object() && v.obj().callable(); }
-bool t_escaped(Interpreter&, const Value&, const CallArgs&) { return false; }
+bool t_escaped(Interpreter&, const Value& v, const CallArgs&) { return v.is_markup(); }
 bool t_lower(Interpreter& in, const Value& v, const CallArgs&) {
     return find_method(Value(to_str(v)), "islower").obj().call(in, {}).truthy();
 }
@@ -759,7 +754,7 @@ struct TestEntry {
 constexpr FilterEntry kFilters[] = {
     {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
     {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort}, {"e", f_escape},
-    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"forceescape", f_escape}, {"format", f_format},
+    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"forceescape", f_forceescape}, {"format", f_format},
     {"groupby", f_groupby}, {"indent", f_indent}, {"int", f_int}, {"items", f_items}, {"join", f_join},
     {"last", f_last}, {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max},
     {"min", f_min}, {"pprint", f_pprint}, {"reject", f_reject}, {"rejectattr", f_rejectattr},

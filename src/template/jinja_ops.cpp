@@ -107,9 +107,17 @@ Value binary_op(BinOp op, const Value& a, const Value& b) {
                 return int_result(o, r, a.float_value() + b.float_value());
             }
             if (a.is_string() && b.is_string()) {
+                if (a.is_markup() || b.is_markup()) {
+                    // Markup.__add__ / __radd__: the plain side is escaped, the result is Markup.
+                    std::string out = a.is_markup() ? a.str() : html_escape(a.str());
+                    out += b.is_markup() ? b.str() : html_escape(b.str());
+                    check_size(out.size());
+                    return Value::markup(std::move(out));
+                }
                 check_size(a.str().size() + b.str().size());
                 return Value(a.str() + b.str());
             }
+            if (a.is_markup() || b.is_markup()) unsupported(op, a, b);
             if (a.is_sequence_data() && a.kind() == b.kind()) {
                 check_size(a.items().size() + b.items().size());
                 ListData out = a.items();
@@ -136,8 +144,14 @@ Value binary_op(BinOp op, const Value& a, const Value& b) {
             }
             const bool a_seq = a.is_string() || a.is_sequence_data();
             const bool b_seq = b.is_string() || b.is_sequence_data();
-            if (a_seq && (b.is_int() || b.is_bool())) return repeat(a, b.int_value());
-            if (b_seq && (a.is_int() || a.is_bool())) return repeat(b, a.int_value());
+            if (a_seq && (b.is_int() || b.is_bool())) {
+                Value r = repeat(a, b.int_value());
+                return a.is_markup() ? Value::markup(r.str()) : r;
+            }
+            if (b_seq && (a.is_int() || a.is_bool())) {
+                Value r = repeat(b, a.int_value());
+                return b.is_markup() ? Value::markup(r.str()) : r;
+            }
             if (a_seq || b_seq)
                 type_error("can't multiply sequence by non-int of type '" + type_name(a_seq ? b : a) + "'");
             unsupported(op, a, b);
@@ -158,6 +172,7 @@ Value binary_op(BinOp op, const Value& a, const Value& b) {
             return Value(q);
         }
         case BinOp::Mod: {
+            if (a.is_markup()) return Value::markup(percent_format(a.str(), b, true));
             if (a.is_string()) return Value(percent_format(a.str(), b));
             if (!numbers) unsupported(op, a, b);
             if (any_float) return float_mod(a.float_value(), b.float_value());
@@ -498,7 +513,7 @@ std::string printf_number(const Spec& spec, const Value& arg, size_t index) {
 
 }  // namespace
 
-std::string percent_format(std::string_view format, const Value& args) {
+std::string percent_format(std::string_view format, const Value& args, bool escape_args) {
     std::vector<Value> positional;
     const bool is_mapping = args.is_dict();
     if (args.kind() == Kind::Tuple) positional = args.items();
@@ -564,6 +579,7 @@ std::string percent_format(std::string_view format, const Value& args) {
             case 'r':
             case 'a': {
                 std::string s = spec.conv == 's' ? to_str(arg) : repr(arg);
+                if (escape_args && !(arg.is_markup() && spec.conv == 's')) s = html_escape(s);
                 if (spec.precision >= 0) {
                     const std::vector<size_t> at = text::offsets(s);
                     if (static_cast<size_t>(spec.precision) + 1 < at.size()) s.resize(at[static_cast<size_t>(spec.precision)]);

@@ -29,8 +29,9 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
 size_t length(const Value& v);
 // What a for loop visits: list items, dict keys, characters; undefined is empty.
 ListData iterate(const Value& v);
-// str % args (printf-style, as Python formats).
-std::string percent_format(std::string_view format, const Value& args);
+// str % args (printf-style, as Python formats); `escape_args` for Markup % args, which
+// HTML-escapes what %s / %r insert.
+std::string percent_format(std::string_view format, const Value& args, bool escape_args = false);
 // The named str / dict / list method bound to `obj`; undefined when there is none.
 Value find_method(const Value& obj, std::string_view name);
 // Integer conversion for indices and counts: accepts int and bool, else TypeError naming `what`.

@@ -34,6 +34,12 @@ Value Value::undefined(std::string hint, bool security) {
     return v;
 }
 
+Value Value::markup(std::string s) {
+    Value v(std::move(s));
+    v.scalar_.b = true;
+    return v;
+}
+
 Value Value::none() {
     Value v;
     v.kind_ = Kind::None;
@@ -151,7 +157,7 @@ std::string type_name(const Value& v) {
         case Kind::Bool: return "bool";
         case Kind::Int: return "int";
         case Kind::Float: return "float";
-        case Kind::String: return "str";
+        case Kind::String: return v.is_markup() ? "Markup" : "str";
         case Kind::List: return "list";
         case Kind::Tuple: return "tuple";
         case Kind::Dict: return "dict";
@@ -248,7 +254,8 @@ void append_printed(std::string& out, const Value& v, int depth, bool as_repr) {
         case Kind::Int: out += std::to_string(v.get_int()); break;
         case Kind::Float: out += float_repr(v.get_float()); break;
         case Kind::String:
-            if (as_repr) out += text::repr(v.str());
+            if (as_repr && v.is_markup()) out += "Markup(" + text::repr(v.str()) + ")";
+            else if (as_repr) out += text::repr(v.str());
             else out += v.str();
             break;
         case Kind::List:
@@ -291,6 +298,22 @@ std::string to_str(const Value& v) {
 std::string repr(const Value& v) {
     std::string out;
     append_printed(out, v, 0, true);
+    return out;
+}
+
+std::string html_escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&#34;"; break;
+            case '\'': out += "&#39;"; break;
+            default: out += c;
+        }
+    }
     return out;
 }
 

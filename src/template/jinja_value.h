@@ -55,6 +55,9 @@ public:
     // `hint` is the complete message raised when the value is misused; `security` makes that a
     // SecurityError (an attribute the sandbox forbids) rather than an UndefinedError.
     static Value undefined(std::string hint, bool security = false);
+    // A markupsafe.Markup string (what |safe and |escape return): `+` and `%` HTML-escape the
+    // plain strings combined with it; printing and `~` treat it as a plain string.
+    static Value markup(std::string s);
     static Value none();
     static Value list(ListData items);
     static Value tuple(ListData items);
@@ -70,6 +73,7 @@ public:
     bool is_float() const { return kind_ == Kind::Float; }
     bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float || kind_ == Kind::Bool; }
     bool is_string() const { return kind_ == Kind::String; }
+    bool is_markup() const { return kind_ == Kind::String && scalar_.b; }
     bool is_sequence_data() const { return kind_ == Kind::List || kind_ == Kind::Tuple; }
     bool is_dict() const { return kind_ == Kind::Dict; }
     bool is_namespace() const { return kind_ == Kind::Namespace; }
@@ -149,6 +153,8 @@ public:
 std::string type_name(const Value& v);
 // jinja2's object_type_repr: "None" or "dict object".
 std::string object_type_repr(const Value& v);
+// markupsafe's escape(): & < > " ' as HTML entities.
+std::string html_escape(std::string_view s);
 // str(v) and repr(v) as Python prints them (floats shortest round-trip, dicts with quotes, ...).
 std::string to_str(const Value& v);
 void append_str(std::string& out, const Value& v);

@@ -3,26 +3,46 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
+#include <string>
+
+#include "util/error.h"
 
 namespace strata::tokenizer {
 
 MergeTable::MergeTable(const std::vector<Merge>& merges) {
+    if (merges.size() > static_cast<size_t>(kMaxMerges))
+        throw Error("too many merges for the BPE table (" + std::to_string(merges.size()) + ")");
     size_t capacity = 16;
     unsigned bits = 4;
     while (capacity < merges.size() * 2) {
         capacity <<= 1;
         ++bits;
     }
-    slots_.assign(capacity, Entry{kEmpty, -1, -1});
+    slots_.assign(capacity, kEmpty);
     mask_ = capacity - 1;
     shift_ = 64 - bits;
+    results_.resize(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
         const Merge& m = merges[rank];
+        results_[rank] = m.result;
+        if (m.left < 0 || m.right < 0 || m.left >= kMaxVocabSize || m.right >= kMaxVocabSize)
+            throw Error("merge " + std::to_string(rank) + " names a token id beyond " + std::to_string(kMaxVocabSize));
         const uint64_t key = pack(m.left, m.right);
         size_t i = slot(key);
-        while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
-        if (slots_[i].key == key) continue;  // a repeated pair keeps its first (lowest) rank
-        slots_[i] = Entry{key, static_cast<int32_t>(rank), m.result};
+        while (slots_[i] != kEmpty && (slots_[i] & kKeyMask) != key) i = (i + 1) & mask_;
+        if (slots_[i] != kEmpty) continue;  // a repeated pair keeps its first (lowest) rank
+        slots_[i] = (static_cast<uint64_t>(rank) << 40) | key;
+    }
+}
+
+Bpe::Bpe(const Vocab& vocab) : byte_token_(vocab.byte_token), merges_(vocab.merges), byte_pairs_(65536, kNoMerge) {
+    for (uint32_t a = 0; a < 256; ++a) {
+        if (byte_token_[a] < 0) continue;
+        for (uint32_t b = 0; b < 256; ++b) {
+            if (byte_token_[b] < 0) continue;
+            const int32_t rank = merges_.rank(byte_token_[a], byte_token_[b]);
+            if (rank >= 0) byte_pairs_[(a << 8) | b] = (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(merges_.result(rank));
+        }
     }
 }
 
@@ -34,9 +54,12 @@ constexpr size_t kSmallPiece = 48;
 
 void Bpe::encode(std::string_view piece, std::vector<int32_t>& out, BpeScratch& s) const {
     s.ids.clear();
+    s.bytes.clear();
     for (const char c : piece) {
         const int32_t id = byte_token_[static_cast<uint8_t>(c)];
-        if (id >= 0) s.ids.push_back(id);
+        if (id < 0) continue;
+        s.ids.push_back(id);
+        s.bytes.push_back(static_cast<uint8_t>(c));
     }
     if (s.ids.size() <= 1) {
         out.insert(out.end(), s.ids.begin(), s.ids.end());
@@ -55,11 +78,15 @@ void Bpe::merge_small(BpeScratch& s, std::vector<int32_t>& out) const {
     int32_t* ranks = s.ranks.data();
     int32_t* results = s.results.data();
     const auto set_pair = [&](size_t k) {
-        const MergeTable::Entry* e = merges_.find(ids[k], ids[k + 1]);
-        ranks[k] = e ? e->rank : INT_MAX;
-        results[k] = e ? e->result : -1;
+        const int32_t rank = merges_.rank(ids[k], ids[k + 1]);
+        ranks[k] = rank >= 0 ? rank : INT_MAX;
+        results[k] = -1;  // looked up by rank when applied
     };
-    for (size_t k = 0; k + 1 < n; ++k) set_pair(k);
+    for (size_t k = 0; k + 1 < n; ++k) {
+        const uint64_t m = byte_pair(s.bytes[k], s.bytes[k + 1]);
+        ranks[k] = m == kNoMerge ? INT_MAX : static_cast<int32_t>(m >> 32);
+        results[k] = static_cast<int32_t>(m & 0xFFFFFFFFu);
+    }
     for (;;) {
         size_t best = 0;
         int32_t best_rank = INT_MAX;
@@ -70,7 +97,7 @@ void Bpe::merge_small(BpeScratch& s, std::vector<int32_t>& out) const {
             }
         }
         if (best_rank == INT_MAX) break;
-        ids[best] = results[best];
+        ids[best] = results[best] >= 0 ? results[best] : merges_.result(best_rank);
         // Drop symbol best+1 and the pair that started at it.
         for (size_t k = best + 1; k + 1 < n; ++k) {
             ids[k] = ids[k + 1];
@@ -101,12 +128,17 @@ void Bpe::merge_heap(BpeScratch& s, std::vector<int32_t>& out) const {
     const auto push_pair = [&](int32_t k) {
         const int32_t r = s.next[k];
         if (r < 0) return;
-        if (const MergeTable::Entry* e = merges_.find(ids[k], ids[r])) {
-            heap.push_back((static_cast<uint64_t>(e->rank) << 32) | static_cast<uint32_t>(k));
+        const int32_t rank = merges_.rank(ids[k], ids[r]);
+        if (rank >= 0) {
+            heap.push_back((static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(k));
             std::push_heap(heap.begin(), heap.end(), std::greater<>());
         }
     };
-    for (int32_t k = 0; k + 1 < n; ++k) push_pair(k);
+    for (int32_t k = 0; k + 1 < n; ++k) {
+        const uint64_t m = byte_pair(s.bytes[k], s.bytes[k + 1]);
+        if (m != kNoMerge) heap.push_back((m & ~uint64_t{0xFFFFFFFFu}) | static_cast<uint32_t>(k));
+    }
+    std::make_heap(heap.begin(), heap.end(), std::greater<>());
     while (!heap.empty()) {
         std::pop_heap(heap.begin(), heap.end(), std::greater<>());
         const uint64_t top = heap.back();
@@ -116,9 +148,8 @@ void Bpe::merge_heap(BpeScratch& s, std::vector<int32_t>& out) const {
         if (ids[k] < 0) continue;
         const int32_t r = s.next[k];
         if (r < 0) continue;
-        const MergeTable::Entry* e = merges_.find(ids[k], ids[r]);
-        if (!e || e->rank != rank) continue;  // stale: a rank names exactly one pair
-        ids[k] = e->result;
+        if (merges_.rank(ids[k], ids[r]) != rank) continue;  // stale: a rank names exactly one pair
+        ids[k] = merges_.result(rank);
         ids[r] = -1;
         s.next[k] = s.next[r];
         if (s.next[r] >= 0) s.prev[s.next[r]] = k;

@@ -35,7 +35,8 @@ public:
     std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
     void encode_append(std::string_view text, std::vector<int32_t>& out, bool parse_special = true) const;
     // The same ids as encode, with the text cut only where no piece, added token or NFC
-    // composition can span (pretokenize.h, is_safe_cut) and the parts encoded on n_threads threads.
+    // composition can span (pretokenize.h, is_safe_cut: after '\n', before non-space) and the
+    // parts encoded on n_threads threads. Texts under 32 KiB, or with no such cut, run serially.
     std::vector<int32_t> encode_parallel(std::string_view text, int n_threads, bool parse_special = true) const;
 
     // Valid UTF-8. Throws strata::Error for an id outside the vocabulary.
@@ -55,11 +56,10 @@ public:
     PreTokenizer pre_tokenizer() const { return vocab_.pre; }
     bool valid(int32_t id) const { return id >= 0 && id < vocab_.size(); }
 
+private:
     // Start of the longest added token at the leftmost position in text[from, ...), with its id;
     // {text.size(), -1} when there is none.
     std::pair<size_t, int32_t> find_added(std::string_view text, size_t from) const;
-
-private:
     void encode_plain(std::string_view text, std::vector<int32_t>& out, BpeScratch& scratch, std::string& nfc_storage) const;
     void check_id(int32_t id) const;
 

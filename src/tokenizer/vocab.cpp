@@ -1,7 +1,6 @@
 #include "tokenizer/vocab.h"
 
 #include <string_view>
-#include <unordered_map>
 
 #include "gguf/gguf.h"
 #include "tokenizer/utf8.h"
@@ -53,6 +52,47 @@ std::string decode_byte_level(std::string_view token) {
     return out;
 }
 
+// Token string -> id over the strings as stored, for resolving merges: open addressing on a
+// 64-bit FNV-1a hash (std::unordered_map spends most of a 151k-token load chasing nodes).
+class StringIds {
+public:
+    explicit StringIds(const std::vector<std::string>& strings) : strings_(strings) {
+        size_t capacity = 16;
+        while (capacity < strings.size() * 2) capacity <<= 1;
+        slots_.assign(capacity, Slot{0, -1});
+        mask_ = capacity - 1;
+        for (size_t id = 0; id < strings.size(); ++id) {
+            const uint64_t h = hash(strings[id]);
+            size_t i = h & mask_;
+            for (; slots_[i].id >= 0; i = (i + 1) & mask_) {
+                if (slots_[i].hash == h && strings_[slots_[i].id] == strings[id]) break;  // a repeat keeps the first id
+            }
+            if (slots_[i].id < 0) slots_[i] = Slot{h, static_cast<int32_t>(id)};
+        }
+    }
+
+    int32_t find(std::string_view s) const {
+        const uint64_t h = hash(s);
+        for (size_t i = h & mask_; slots_[i].id >= 0; i = (i + 1) & mask_)
+            if (slots_[i].hash == h && strings_[slots_[i].id] == s) return slots_[i].id;
+        return -1;
+    }
+
+private:
+    struct Slot {
+        uint64_t hash;
+        int32_t id;  // -1: free
+    };
+    static uint64_t hash(std::string_view s) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+        return h ^ (h >> 29);
+    }
+    const std::vector<std::string>& strings_;
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+};
+
 int32_t optional_id(const gguf::File& f, std::string_view key, int32_t n_vocab) {
     const auto v = f.opt_u32(key);
     if (!v) return -1;
@@ -83,8 +123,9 @@ Vocab load_vocab(const gguf::File& f) {
     v.pre = *pre;
     const std::vector<std::string>& tokens = f.get_array("tokenizer.ggml.tokens", gguf::ValueType::STRING).arr_s;
     if (tokens.empty()) throw Error(path + ": metadata key 'tokenizer.ggml.tokens' is an empty array");
-    if (tokens.size() > static_cast<size_t>(INT32_MAX))
-        throw Error(path + ": metadata key 'tokenizer.ggml.tokens' has too many entries");
+    if (tokens.size() > static_cast<size_t>(kMaxVocabSize))
+        throw Error(path + ": metadata key 'tokenizer.ggml.tokens' has " + std::to_string(tokens.size()) +
+                    " entries, more than the " + std::to_string(kMaxVocabSize) + " we support");
     const auto n_vocab = static_cast<int32_t>(tokens.size());
 
     v.types.assign(tokens.size(), TokenType::Normal);
@@ -102,8 +143,6 @@ Vocab load_vocab(const gguf::File& f) {
     }
 
     v.bytes.resize(tokens.size());
-    std::unordered_map<std::string_view, int32_t> by_string;  // token string as stored -> id
-    by_string.reserve(tokens.size());
     for (int32_t id = 0; id < n_vocab; ++id) {
         const std::string& t = tokens[id];
         switch (v.types[id]) {
@@ -112,15 +151,15 @@ Vocab load_vocab(const gguf::File& f) {
             case TokenType::Unused: break;
             default: v.bytes[id] = decode_byte_level(t); break;
         }
-        by_string.emplace(t, id);
     }
+    const StringIds by_string(tokens);
 
     v.byte_token.fill(-1);
     for (uint32_t b = 0; b < 256; ++b) {
         std::string s;
         utf8::append_code_point(s, byte_to_code_point(static_cast<uint8_t>(b)));
-        const auto it = by_string.find(s);
-        if (it != by_string.end() && !v.is_added(it->second)) v.byte_token[b] = it->second;
+        const int32_t id = by_string.find(s);
+        if (id >= 0 && !v.is_added(id)) v.byte_token[b] = id;
     }
 
     if (f.has("tokenizer.ggml.merges")) {
@@ -135,13 +174,13 @@ Vocab load_vocab(const gguf::File& f) {
             };
             if (space == std::string::npos || space == 0 || space + 1 == m.size()) throw bad("is not 'LEFT RIGHT'");
             const std::string_view left(m.data(), space), right(m.data() + space + 1, m.size() - space - 1);
-            const auto l = by_string.find(left), r = by_string.find(right);
-            if (l == by_string.end() || r == by_string.end()) throw bad("names a token that is not in the vocabulary");
+            const int32_t l = by_string.find(left), r = by_string.find(right);
+            if (l < 0 || r < 0) throw bad("names a token that is not in the vocabulary");
             joined.assign(left);
             joined.append(right);
-            const auto result = by_string.find(joined);
-            if (result == by_string.end()) throw bad("makes a token that is not in the vocabulary");
-            v.merges.push_back({l->second, r->second, result->second});
+            const int32_t result = by_string.find(joined);
+            if (result < 0) throw bad("makes a token that is not in the vocabulary");
+            v.merges.push_back({l, r, result});
         }
     }
 

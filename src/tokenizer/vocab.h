@@ -29,6 +29,9 @@ enum class TokenType : int32_t {
     Byte = 6,
 };
 
+// Ids are packed into 20 bits in the merge table (bpe.h); larger vocabularies are refused at load.
+inline constexpr int32_t kMaxVocabSize = (1 << 20) - 1;
+
 struct Merge {
     int32_t left, right, result;
 };

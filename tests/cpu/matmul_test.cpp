@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "cpu_test_util.h"
@@ -103,6 +104,22 @@ TEST(Matmul, JobsWithRowRangesColumnSubsetsAndStrides) {
     }
 }
 
+TEST(Activations, PoolAndSerialQuantisationAgree) {
+    cpu::ThreadPool pool(3);
+    const int64_t n = 1024, batch = 40;  // large enough to be spread over the pool
+    const auto x = random_floats(static_cast<size_t>(n * batch), 11);
+    for (auto fmt : {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {
+        cpu::Activations serial, parallel;
+        serial.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n);
+        parallel.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n, &pool);
+        ASSERT_EQ(serial.batch(), batch);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(parallel.row(1)) % 64, 0u);
+        for (int64_t b = 0; b < batch; ++b) {
+            EXPECT_EQ(0, std::memcmp(serial.row(b), parallel.row(b), cpu::act_row_bytes(fmt, n))) << cpu::act_format_name(fmt) << " row " << b;
+        }
+    }
+}
+
 TEST(Matmul, RejectsMismatchedActivations) {
     const auto data = make_weights(Type::Q4_K, 4, 256, 1);
     const cpu::WeightMatrix w{Type::Q4_K, data.data(), 4, 256};
@@ -114,6 +131,12 @@ TEST(Matmul, RejectsMismatchedActivations) {
     job.w = w;
     job.x = &acts;
     job.y = y.data();
+    EXPECT_THROW(cpu::matmul_jobs(&job, 1, nullptr), Error);
+    const int32_t bad_col = 3;  // only 1 activation row
+    job.x = &acts;
+    acts.quantize(cpu::default_kernels(), cpu::ActFormat::Q8_K, x.data(), 256, 1, 256);
+    job.cols = &bad_col;
+    job.n_cols = 1;
     EXPECT_THROW(cpu::matmul_jobs(&job, 1, nullptr), Error);
     const cpu::WeightMatrix bad{Type::Q4_1, data.data(), 4, 256};
     EXPECT_THROW(cpu::matmul(bad, x.data(), 256, 1, y.data(), 4, nullptr), Error);

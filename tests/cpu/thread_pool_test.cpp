@@ -47,6 +47,23 @@ TEST(ThreadPool, ManySmallCalls) {
     }
 }
 
+TEST(ThreadPool, WorkersTakePart) {
+    // Task 0 waits (up to 5 s) until another thread has run a task: passes only if a worker
+    // joined, however busy the machine is.
+    ThreadPool pool(2);
+    for (int round = 0; round < 3; ++round) {
+        std::atomic<bool> other_ran{false};
+        pool.parallel_for(8, [&](int64_t task, int thread) {
+            if (thread != 0) other_ran = true;
+            if (task == 0) {
+                const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (!other_ran && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+            }
+        });
+        EXPECT_TRUE(other_ran.load()) << "round " << round;
+    }
+}
+
 TEST(ThreadPool, WakesSleepingWorkers) {
     ThreadPool pool(3, /*spin_us=*/1);
     for (int round = 0; round < 20; ++round) {

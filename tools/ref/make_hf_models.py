@@ -130,10 +130,11 @@ def main():
             else:
                 p.normal_(1.0 if "norm" in pname else 0.0, 0.1)
             p.copy_(p.to(torch.bfloat16).to(torch.float32))
-        model.save_pretrained(out, safe_serialization=True)
-        if spec["dtype"] == "bfloat16":
-            model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-            model.float()
+        # Save bf16 copies of the parameters only: model.to(bfloat16) would also round the rotary
+        # inv_freq buffer, and a reference computed after that has bf16 RoPE frequencies.
+        dtype = torch.bfloat16 if spec["dtype"] == "bfloat16" else torch.float32
+        state = {k: v.to(dtype) for k, v in model.state_dict().items()}
+        model.save_pretrained(out, state_dict=state, safe_serialization=True)
         g = torch.Generator().manual_seed(7 + seed)
         lengths = [5, 70, 150]  # 70 and 150: past the 64-token GDN chunk
         prompts = [torch.randint(0, VOCAB - N_ADDED, (n,), generator=g).tolist() for n in lengths]
@@ -142,7 +143,9 @@ def main():
             ids = torch.tensor([toks])
             logits = model(ids).logits[0].double()
             top = torch.topk(logits, 5, dim=-1)
-            greedy = model.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)[0, len(toks):].tolist()
+            # An explicit mask: without it generate() would treat every token 0 as padding.
+            greedy = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False,
+                                    pad_token_id=0)[0, len(toks):].tolist()
             ref["prompts"].append({
                 "tokens": toks,
                 "argmax": logits.argmax(-1).tolist(),

