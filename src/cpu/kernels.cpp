@@ -44,8 +44,8 @@ size_t act_row_bytes(ActFormat f, int64_t n) {
 std::optional<ActFormat> act_format_for(Type t) {
     switch (t) {
         case Type::F32:
-        case Type::F16: return ActFormat::F32;
-        case Type::BF16: return ActFormat::BF16;
+        case Type::F16:
+        case Type::BF16: return ActFormat::F32;
         case Type::Q8_0:
         case Type::Q4_0:
         case Type::IQ4_NL:

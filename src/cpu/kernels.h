@@ -6,9 +6,11 @@
 // Activation formats (what x is turned into before the dot products):
 //   Q8_0 (32 int8 + f16 scale)           for Q8_0, Q4_0, IQ4_NL, MXFP4 weights
 //   Q8_K (256 int8 + f32 scale + 16 sums) for the k-quants and the 256-block i-quants
-//   F32                                   for F32 and F16 weights (f16 -> f32 in registers, FMA)
-//   BF16                                  for BF16 weights (vdpbf16ps with AVX-512 BF16, else
-//                                         both sides widened to f32 and multiplied exactly)
+//   F32                                   for F32, F16 and BF16 weights (widened to f32 in
+//                                         registers, FMA): a bf16 or f16 model computes like its
+//                                         f32 reference (bf16-rounded activations would cost ~1e-3
+//                                         in the logits)
+//   BF16                                  a quantiser only; no weight type consumes it today
 // Integer kernels multiply 8-bit activations exactly; their only rounding is the f32 scaling
 // and summation of per-block integer sums, so every level gives the scalar result up to float
 // summation order.

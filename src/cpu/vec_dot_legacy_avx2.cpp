@@ -47,10 +47,6 @@ struct F32A {
     static __m256 load(const uint8_t* a, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(a) + i); }
     static float one(const uint8_t* a, int64_t i) { return load_f32(a + 4 * i); }
 };
-struct BF16A {
-    static __m256 load(const uint8_t* a, int64_t i) { return bf16x8_to_f32(a + 2 * i); }
-    static float one(const uint8_t* a, int64_t i) { return bf16_one(a + 2 * i); }
-};
 
 // Float rows: U x 8 values per step with U independent accumulators per column (U = 4 for one
 // column to cover FMA latency, 2 when several columns already give independent chains).
@@ -245,7 +241,7 @@ void dot_block32(const DotTile& t) {
 
 constexpr DotKernelEntry kDots[] = {
     {Type::F32, dot_float<F32W, F32A>, false},   {Type::F16, dot_float<F16W, F32A>, false},
-    {Type::BF16, dot_float<BF16W, BF16A>, false}, {Type::Q8_0, dot_block32<Q8_0W>, false},
+    {Type::BF16, dot_float<BF16W, F32A>, false}, {Type::Q8_0, dot_block32<Q8_0W>, false},
     {Type::Q4_0, dot_block32<Q4_0W>, false},     {Type::IQ4_NL, dot_block32<IQ4_NLW>, false},
     {Type::MXFP4, dot_block32<MXFP4W>, false},
 };

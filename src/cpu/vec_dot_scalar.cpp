@@ -49,10 +49,11 @@ float dot_f16(int64_t n, const uint8_t* w, const uint8_t* a) {
 float dot_bf16(int64_t n, const uint8_t* w, const uint8_t* a) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) {
-        uint16_t wi, ai;
+        uint16_t wi;
+        float ai;
         std::memcpy(&wi, w + 2 * i, 2);
-        std::memcpy(&ai, a + 2 * i, 2);
-        sum += static_cast<double>(bf16_to_f32(wi)) * bf16_to_f32(ai);
+        std::memcpy(&ai, a + 4 * i, 4);
+        sum += static_cast<double>(bf16_to_f32(wi)) * ai;
     }
     return static_cast<float>(sum);
 }

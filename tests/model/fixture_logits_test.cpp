@@ -49,7 +49,7 @@ TEST_P(FixtureLogits, MatchesTransformers) {
     for (size_t k = 0; k < ref["prompts"].size(); ++k) {
         const auto& p = ref["prompts"][k];
         const auto tokens = p["tokens"].get<std::vector<int32_t>>();
-        auto seq = m->new_sequence(256);
+        auto seq = m->new_sequence(512);
         Batch b;
         for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, true);
         std::vector<float> logits(tokens.size() * static_cast<size_t>(n_vocab));
@@ -71,6 +71,33 @@ TEST_P(FixtureLogits, MatchesTransformers) {
                     tokens.size(), err, max_top5_err);
         EXPECT_LT(err, 1e-4) << arch << " prompt " << k;
         EXPECT_LT(max_top5_err, 1e-3) << arch << " prompt " << k;
+
+        // Greedy continuation, one decode step at a time after the prompt. A step is compared
+        // when our own top-1/top-2 margin exceeds 1e-4 (100x the error measured above); after
+        // the first such mismatch nothing further would be comparable, so it fails there.
+        const auto greedy = p["greedy"].get<std::vector<int32_t>>();
+        std::vector<float> row(logits.end() - n_vocab, logits.end());
+        int compared = 0;
+        for (size_t step = 0; step < greedy.size(); ++step) {
+            int64_t best = 0, second = -1;
+            for (int64_t i = 1; i < n_vocab; ++i) {
+                if (row[i] > row[best]) {
+                    second = best;
+                    best = i;
+                } else if (second < 0 || row[i] > row[second]) {
+                    second = i;
+                }
+            }
+            if (row[best] - row[second] > 1e-4f) {
+                ++compared;
+                ASSERT_EQ(best, greedy[step]) << arch << " prompt " << k << " greedy step " << step;
+            }
+            b.clear();
+            b.add(greedy[step], static_cast<int32_t>(tokens.size() + step), 0, true);
+            m->forward(b, {&s, 1}, row.data());
+        }
+        std::printf("%s prompt %zu: greedy %d/%zu steps compared, all equal\n", arch.c_str(), k, compared, greedy.size());
+        EXPECT_GT(compared, static_cast<int>(greedy.size()) / 2);
     }
 }
 
