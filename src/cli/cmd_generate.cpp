@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -27,6 +28,8 @@ struct GenerateArgs {
     float temp = 0.0f;
     uint64_t seed = 0;
     bool json = false;
+    bool chat = false;
+    bool think = false;
     int threads = 2;
     int64_t ctx = 0;
 };
@@ -80,7 +83,17 @@ int run_generate(const GenerateArgs& a) {
                  static_cast<long long>(cfg.n_expert_used), static_cast<double>(model->weight_bytes()) / (1 << 20),
                  std::chrono::duration<double, std::milli>(clock::now() - t_load).count());
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
-    std::vector<int32_t> prompt = a.tokens.empty() ? tok->encode(a.prompt) : parse_token_list(a.tokens);
+    if (a.chat && a.prompt.empty()) throw Error("--chat needs --prompt");
+    std::string text_in = a.prompt;
+    if (a.chat) {
+        // The prompt becomes one user message rendered by the model's own chat template.
+        const auto tmpl = tmpl::ChatTemplate::from_gguf(model->file());
+        nlohmann::ordered_json request = {{"messages", {{{"role", "user"}, {"content", a.prompt}}}},
+                                          {"add_generation_prompt", true},
+                                          {"enable_thinking", a.think}};
+        text_in = tmpl.render(request);
+    }
+    std::vector<int32_t> prompt = a.tokens.empty() ? tok->encode(text_in) : parse_token_list(a.tokens);
     if (prompt.empty()) throw Error("the prompt encodes to no tokens");
     for (int32_t t : prompt)
         if (t >= cfg.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(cfg.n_vocab) + ")");
@@ -152,6 +165,8 @@ void add_generate_command(CLI::App& app, Runner& run) {
     cmd->add_option("--seed", a->seed, "random seed for sampling")->capture_default_str();
     cmd->add_option("--dump-logits", a->dump_logits, "write the last prompt position's logits (f32 LE)");
     cmd->add_flag("--json", a->json, "print {\"tokens\", \"text\"} as one JSON object");
+    cmd->add_flag("--chat", a->chat, "wrap --prompt as a user message in the model's chat template");
+    cmd->add_flag("--think", a->think, "with --chat: enable_thinking=true (default false)");
     cmd->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
     cmd->add_option("--ctx", a->ctx, "sequence capacity (default: prompt + n)");
     cmd->callback([&run, a] { run = [a] { return run_generate(*a); }; });

@@ -131,10 +131,7 @@ struct Agreement {
 // tokens teacher-forced along the reference continuation. The reference records no margins
 // past the prompt, so a greedy step counts when our own top1 - top2 margin exceeds
 // `tie_margin` (far above our numeric error): a near-tie may legitimately pick either token.
-//
-// The reference continuations come from transformers' generate(..., pad_token_id=0), which
-// treats any token 0 in the prompt as padding: masked out, later positions shifted down. The
-// greedy check reproduces that by leaving such tokens out of the prompt.
+
 inline Agreement compare_with_reference(model::Model& m, const fs::path& ref_dir, size_t k, double tie_margin = 1e-3) {
     const auto ref = read_json(ref_dir / "reference.json");
     const auto& p = ref["prompts"][k];
@@ -152,14 +149,11 @@ inline Agreement compare_with_reference(model::Model& m, const fs::path& ref_dir
     EXPECT_EQ(last.size(), static_cast<size_t>(n_vocab));
     a.last_rel_l2 = rel_l2(logits.data() + (tokens.size() - 1) * static_cast<size_t>(n_vocab), last.data(), last.size());
 
-    std::vector<int32_t> unpadded;
-    for (int32_t t : tokens)
-        if (t != 0) unpadded.push_back(t);
     const auto greedy = p["greedy"].get<std::vector<int32_t>>();
-    auto seq = m.new_sequence(static_cast<int64_t>(unpadded.size() + greedy.size()));
+    auto seq = m.new_sequence(static_cast<int64_t>(tokens.size() + greedy.size()));
     model::SequenceState* s = seq.get();
     model::Batch b;
-    for (size_t i = 0; i < unpadded.size(); ++i) b.add(unpadded[i], static_cast<int32_t>(i), 0, i + 1 == unpadded.size());
+    for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], static_cast<int32_t>(i), 0, i + 1 == tokens.size());
     std::vector<float> row(static_cast<size_t>(n_vocab));
     m.forward(b, {&s, 1}, row.data());
     for (size_t step = 0; step < greedy.size(); ++step) {
@@ -179,7 +173,7 @@ inline Agreement compare_with_reference(model::Model& m, const fs::path& ref_dir
         }
         if (step + 1 == greedy.size()) break;
         b.clear();
-        b.add(greedy[step], static_cast<int32_t>(unpadded.size() + step), 0, true);
+        b.add(greedy[step], static_cast<int32_t>(tokens.size() + step), 0, true);
         m.forward(b, {&s, 1}, row.data());
     }
     return a;
