@@ -165,12 +165,14 @@ void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int6
 void CpuBackend::attention(const AttentionArgs& a) {
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t k_row = a.n_head_kv * a.head_dim_k, v_row = a.n_head_kv * a.head_dim_v;
-    pool_.parallel_for(a.n_tokens * a.n_head, [&](int64_t task, int) {
+    attn_scores_.resize(static_cast<size_t>(pool_.size()));
+    pool_.parallel_for(a.n_tokens * a.n_head, [&](int64_t task, int thread) {
         const int64_t t = task / a.n_head, h = task % a.n_head, hk = h / group;
         const KvCacheView& c = *a.kv[t];
         const float* q = a.q + (t * a.n_head + h) * a.head_dim_k;
         const int64_t n_ctx = a.pos[t] + 1;
-        std::vector<float> scores(static_cast<size_t>(n_ctx));
+        std::vector<float>& scores = attn_scores_[static_cast<size_t>(thread)];
+        scores.resize(static_cast<size_t>(n_ctx));
         float mx = -INFINITY;
         for (int64_t j = 0; j < n_ctx; ++j) {
             const float* kj = c.k + j * k_row + hk * a.head_dim_k;
@@ -231,11 +233,12 @@ void CpuBackend::moe(const MoeArgs& a) {
     for (int64_t e = 0; e < n_expert; ++e) moe_offsets_[static_cast<size_t>(e + 1)] += moe_offsets_[static_cast<size_t>(e)];
     moe_pairs_.resize(static_cast<size_t>(n_pairs));
     {
-        std::vector<int32_t> fill(moe_offsets_.begin(), moe_offsets_.end() - 1);
-        for (int64_t i = 0; i < n_pairs; ++i) moe_pairs_[static_cast<size_t>(fill[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
+        moe_fill_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
+        for (int64_t i = 0; i < n_pairs; ++i) moe_pairs_[static_cast<size_t>(moe_fill_[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
     }
     // Token index of each grouped pair: the activation row it reads.
-    std::vector<int32_t> token_of(static_cast<size_t>(n_pairs));
+    std::vector<int32_t>& token_of = moe_token_of_;
+    token_of.resize(static_cast<size_t>(n_pairs));
     for (int64_t i = 0; i < n_pairs; ++i) token_of[static_cast<size_t>(i)] = moe_pairs_[static_cast<size_t>(i)] / static_cast<int32_t>(a.k);
 
     // gate and up for every pair: hidden [n_pairs][2][n_ff] in grouped order.
@@ -270,7 +273,8 @@ void CpuBackend::moe(const MoeArgs& a) {
     acts_[1].quantize(kernels_, *down_fmt, moe_hidden_.data(), n_ff, n_pairs, 2 * n_ff, &pool_);
     moe_out_.resize(static_cast<size_t>(n_pairs * n_embd));
     // Down reads the hidden rows in grouped order: expert e uses rows offsets[e] .. offsets[e+1).
-    std::vector<int32_t> grouped_rows(static_cast<size_t>(n_pairs));
+    std::vector<int32_t>& grouped_rows = moe_rows_;
+    grouped_rows.resize(static_cast<size_t>(n_pairs));
     std::iota(grouped_rows.begin(), grouped_rows.end(), 0);
     jobs_.clear();
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -288,7 +292,8 @@ void CpuBackend::moe(const MoeArgs& a) {
     cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
 
     // Weighted sum back per token, in slot order so the result does not depend on grouping.
-    std::vector<int32_t> grouped_of(static_cast<size_t>(n_pairs));
+    std::vector<int32_t>& grouped_of = moe_slot_of_;
+    grouped_of.resize(static_cast<size_t>(n_pairs));
     for (int64_t i = 0; i < n_pairs; ++i) grouped_of[static_cast<size_t>(moe_pairs_[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
         float* o = a.out + t * n_embd;

@@ -57,9 +57,11 @@ struct ForwardPass {
     };
     std::vector<Run> runs;
 
-    // Scratch in backend memory, grown as needed and reused across calls.
+    // Scratch in backend memory, grown as needed and kept by the Model across calls (a decode
+    // step must not allocate). Slots: blocks 0..15, architectures 16..31, Gated DeltaNet 32..47,
+    // Model::forward 48 and up.
     backend::Buffer& scratch(size_t slot, size_t n_floats);
-    std::vector<backend::Buffer> buffers;
+    std::vector<backend::Buffer>* buffers = nullptr;
 
     void set_layer_kv(int64_t layer);  // fills kv_of_token for one attention layer
 };

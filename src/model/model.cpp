@@ -18,9 +18,10 @@ void Batch::clear() {
 }
 
 backend::Buffer& ForwardPass::scratch(size_t slot, size_t n_floats) {
-    if (buffers.size() <= slot) buffers.resize(slot + 1);
-    buffers[slot].ensure(be, std::max<size_t>(n_floats, 1));
-    return buffers[slot];
+    std::vector<backend::Buffer>& b = *buffers;
+    if (b.size() <= slot) b.resize(slot + 1);
+    b[slot].ensure(be, std::max<size_t>(n_floats, 1));
+    return b[slot];
 }
 
 void ForwardPass::set_layer_kv(int64_t layer) {
@@ -89,6 +90,7 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
     fp.batch = &b;
     fp.seqs = seqs;
     fp.n_tokens = n;
+    fp.buffers = &scratch_;
     // Check the batch and find the runs of consecutive tokens of one sequence.
     for (int64_t t = 0; t < n; ++t) {
         const int32_t s = b.seq[static_cast<size_t>(t)];
@@ -107,20 +109,21 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
         }
     }
 
-    backend::Buffer hidden(&backend_, static_cast<size_t>(n * c.n_embd));
+    enum Slot : size_t { kHidden = 48, kHeadIn, kHeadOut };
+    backend::Buffer& hidden = fp.scratch(kHidden, static_cast<size_t>(n * c.n_embd));
     backend_.get_rows(arch_->token_embd(), b.tokens.data(), n, hidden.data());
     arch_->forward(fp, hidden.data());
 
     // Output head only on the rows that want logits.
     const int64_t n_out = b.n_logits();
     if (n_out > 0) {
-        backend::Buffer rows(&backend_, static_cast<size_t>(n_out * c.n_embd));
+        backend::Buffer& rows = fp.scratch(kHeadIn, static_cast<size_t>(n_out * c.n_embd));
         int64_t k = 0;
         for (int64_t t = 0; t < n; ++t)
             if (b.want_logits[static_cast<size_t>(t)])
                 backend_.copy(hidden.data() + t * c.n_embd, rows.data() + (k++) * c.n_embd, static_cast<size_t>(c.n_embd));
         backend_.rms_norm(rows.data(), &arch_->output_norm(), n_out, c.n_embd, c.rms_eps, rows.data());
-        backend::Buffer out(&backend_, static_cast<size_t>(n_out * c.n_vocab));
+        backend::Buffer& out = fp.scratch(kHeadOut, static_cast<size_t>(n_out * c.n_vocab));
         const backend::MatmulArgs head[] = {{&arch_->output(), rows.data(), n_out, out.data()}};
         backend_.matmul(head);
         backend_.copy_to_host(out.data(), logits, static_cast<size_t>(n_out * c.n_vocab));

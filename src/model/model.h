@@ -103,6 +103,7 @@ private:
     ModelConfig config_;
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;
+    std::vector<backend::Buffer> scratch_;  // forward-pass activations, reused across calls
 };
 
 }  // namespace strata::model
