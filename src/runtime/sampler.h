@@ -1,0 +1,136 @@
+// Token sampling: turns the logits of one position into the next token id.
+//
+// sample() processes the logits in this order (docs/sampling.md has the details):
+//   1. logit_bias        logit[id] += bias
+//   2. penalties         repetition (CTRL-style, over prompt + generated tokens):
+//                          logit > 0 ? logit / r : logit * r
+//                        then presence/frequency (OpenAI, over generated tokens only):
+//                          logit -= presence * (count > 0) + frequency * count
+//   3. mask              tokens the constraint disallows get -inf
+//   4. logprobs          log-softmax of these adjusted logits at temperature 1, over the whole
+//                        vocabulary, no truncation: this is what is reported
+//   5. greedy            temperature < 1e-5: argmax, ties to the lower id; stop here
+//   6. temperature       p ∝ exp((logit - max) / T)
+//   7. top-k             the k most likely tokens
+//   8. top-p             the smallest set of most likely tokens whose mass is >= top_p of what
+//                        top-k left (renormalised)
+//   9. min-p             tokens with p >= min_p * p_max
+//  10. draw              one uniform number per sampled token picks from what is left
+//
+// "Most likely" orders tokens by adjusted logit, ties to the lower id, so every truncation keeps
+// a prefix of one fixed order and the result does not depend on how the steps are computed.
+// Nothing here sorts the vocabulary: top-k selects with a heap, top-p finds its boundary through
+// a histogram of the probabilities and a mass quickselect inside one histogram bucket.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/rng.h"
+
+namespace strata::runtime {
+
+struct SamplingParams {
+    float temperature = 1.0f;          // 0 (or < 1e-5): greedy (argmax, ties to the lower id)
+    int32_t top_k = 0;                 // 0: off
+    float top_p = 1.0f;                // 1: off
+    float min_p = 0.0f;                // 0: off; keep tokens with p >= min_p * p_max
+    float repetition_penalty = 1.0f;   // 1: off; CTRL-style over prompt + generated tokens: logit>0 ? logit/r : logit*r
+    float presence_penalty = 0.0f;     // OpenAI semantics, over generated tokens only: logit -= presence * (count>0)
+    float frequency_penalty = 0.0f;    //   ... logit -= frequency * count
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of that id (repeated ids add up)
+    std::optional<uint64_t> seed;      // same seed + same logits => same tokens, whatever else the engine runs
+    int32_t top_logprobs = 0;          // 0..20 alternatives to report with each token
+    bool logprobs = false;             // report the chosen token's logprob
+
+    static constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy
+    static constexpr int32_t kMaxTopLogprobs = 20;
+    static constexpr float kMaxAbsPenalty = 2.0f;     // presence/frequency range, as OpenAI's API
+    static constexpr float kMaxAbsLogitBias = 100.0f;  // logit_bias value range, as OpenAI's API
+
+    bool greedy() const { return temperature < kGreedyTemperature; }
+    bool wants_logprobs() const { return logprobs || top_logprobs > 0; }
+    bool has_penalties() const {
+        return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+    }
+
+    // Throws strata::Error naming the field in the client's terms ("top_p must be in (0, 1]").
+    void validate(int32_t n_vocab) const;
+};
+
+struct TokenLogprob {
+    int32_t token;
+    float logprob;
+};
+
+struct SampleResult {
+    int32_t token = -1;
+    float logprob = 0;                // of the chosen token (when params.logprobs or top_logprobs > 0)
+    std::vector<TokenLogprob> top;    // top_logprobs alternatives, most likely first (disallowed tokens left out)
+};
+
+// An allowed-token set from a constraint: bit i of words[i/64] set => token i allowed.
+// Bits at or past n_vocab are ignored.
+struct TokenMask {
+    std::vector<uint64_t> words;
+
+    static TokenMask allowing_none(int32_t n_vocab) { return {std::vector<uint64_t>(word_count(n_vocab), 0)}; }
+    static TokenMask allowing_all(int32_t n_vocab) { return {std::vector<uint64_t>(word_count(n_vocab), ~uint64_t{0})}; }
+    static size_t word_count(int32_t n_vocab) { return (static_cast<size_t>(n_vocab) + 63) / 64; }
+
+    bool allows(int32_t id) const {
+        const size_t w = static_cast<size_t>(id) >> 6;
+        return id >= 0 && w < words.size() && ((words[w] >> (id & 63)) & 1) != 0;
+    }
+    void allow(int32_t id) { words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+    void disallow(int32_t id) { words[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63)); }
+    // Allowed tokens among ids [0, n_vocab).
+    int32_t count_allowed(int32_t n_vocab) const;
+};
+
+// One per sequence; not thread-safe; cheap to construct (scratch grows on first use).
+class Sampler {
+public:
+    // Validates params (strata::Error). Without a seed, seeded from std::random_device.
+    Sampler(SamplingParams params, int32_t n_vocab);
+
+    // History for penalties: prompt tokens (generated=false) and each sampled token (generated=true).
+    // Throws strata::Error for an id outside the vocabulary.
+    void accept(int32_t token, bool generated);
+
+    // Picks the next token from logits [n_vocab] (modified in place as scratch: afterwards they
+    // hold the adjusted logits of steps 1-3). mask: null or the allowed set; disallowed tokens
+    // can never be picked. If the mask allows nothing, or every allowed token has logit -inf,
+    // throws strata::Error. NaN logits count as -inf. Draws one uniform number unless greedy.
+    SampleResult sample(float* logits, const TokenMask* mask = nullptr);
+
+    const SamplingParams& params() const { return params_; }
+    int32_t n_vocab() const { return n_vocab_; }
+
+    // Steps 1-3 alone, in place (what sample() starts with).
+    void adjust_logits(float* logits, const TokenMask* mask) const;
+
+    // For tests and diagnostics: runs steps 1-9 and returns the ids sample() would draw from,
+    // ascending (greedy: the argmax alone). Tokens whose probability underflows to 0 are not
+    // in it. Consumes no random number.
+    std::vector<int32_t> candidates(float* logits, const TokenMask* mask = nullptr);
+
+private:
+    struct HistoryCount {
+        int32_t id;
+        int32_t generated;  // times sampled; a prompt token only counts as present (repetition penalty)
+    };
+
+    Rng rng_;
+    SamplingParams params_;
+    int32_t n_vocab_;
+    std::vector<HistoryCount> history_;                   // one entry per distinct token seen
+    std::unordered_map<int32_t, int32_t> history_index_;  // id -> index in history_
+    // The selection scratch (up to a few MB at 151,936 tokens) is per thread, not per sampler:
+    // see sampler.cpp.
+};
+
+}  // namespace strata::runtime
