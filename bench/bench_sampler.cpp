@@ -1,16 +1,20 @@
 // Sampler cost per token: bench_sampler [--runs N] [--vocab V] [--scale S]
+// (STRATA_ISA=scalar: the baseline exp kernels instead of AVX2.)
 // Times Sampler::sample on V (default 151,936) random normal logits of standard deviation S
 // (default 2) for greedy, temperature alone, top_p 0.9, top_k 40, min_p 0.05 and combinations,
-// and prints the median over N runs (default 15) of the mean of a batch of calls. No bias,
-// penalties or mask, so sample() does not write the logits and one array serves every call.
+// and prints the median over N runs (default 15) of the mean of a batch of 50 calls, as wall
+// time and as the thread's CPU time (steadier on a shared machine). No bias, penalties or mask,
+// so sample() does not write the logits and one array serves every call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "runtime/sampler.h"
 #include "util/error.h"
 
@@ -19,6 +23,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using strata::runtime::Sampler;
 using strata::runtime::SamplingParams;
+
+double thread_cpu_us() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
 
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -73,18 +83,21 @@ int main(int argc, char** argv) {
             {"T 0.8 + top_p 0.9 + min_p 0.05", params(0.8f, 0, 0.9f, 0.05f)},
             {"T 0.8 + top_p 0.9 + logprobs", params(0.8f, 0, 0.9f, 0.0f, true)},
         };
-        std::printf("sampler, %d logits ~ N(0, %.1f), median of %d runs\n", vocab, static_cast<double>(scale), runs);
+        std::printf("sampler, %d logits ~ N(0, %.1f), median of %d runs, exp kernels: %s\n", vocab,
+                    static_cast<double>(scale), runs, strata::cpu::isa_name(strata::cpu::best_isa()));
         for (const Case& c : cases) {
             Sampler sampler(c.params, vocab);
             const int batch = 50;
             for (int i = 0; i < batch; ++i) sampler.sample(logits.data());  // warm-up: scratch, caches
-            std::vector<double> per_call_us;
+            std::vector<double> wall_us, cpu_us;
             for (int r = 0; r < runs; ++r) {
                 const auto t0 = Clock::now();
+                const double c0 = thread_cpu_us();
                 for (int i = 0; i < batch; ++i) sampler.sample(logits.data());
-                per_call_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
+                cpu_us.push_back((thread_cpu_us() - c0) / batch);
+                wall_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch);
             }
-            std::printf("  %-34s %8.1f us/token\n", c.name, median(per_call_us));
+            std::printf("  %-34s %8.1f us/token wall  %8.1f us/token cpu\n", c.name, median(wall_us), median(cpu_us));
         }
     } catch (const strata::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

@@ -21,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "cpu/cpu_features.h"
 #include "util/error.h"
 
 namespace strata::runtime {
@@ -223,8 +224,15 @@ void for_each_equal(const uint16_t* v, int32_t n, uint16_t value, Fn&& fn) {
         if (v[i] == value) fn(i);
 }
 
+// The exp passes, written once as inline loops and compiled twice: for baseline x86-64 (SSE2)
+// and, through the target attribute, for AVX2, picked at run time (cpu::best_isa, so
+// STRATA_ISA=scalar selects the baseline). The AVX2 target does not include FMA, so the
+// compiler cannot fuse a multiply-add and both give the same bits: a seed draws the same tokens
+// on every machine (tests/runtime checks the two against each other).
+
 // w[i] = exp((logits[i] - max) * inv_t).
-void scaled_exp(const float* __restrict logits, float* __restrict w, int32_t n, float max, float inv_t) {
+inline __attribute__((always_inline)) void scaled_exp_loop(const float* __restrict logits, float* __restrict w,
+                                                           int32_t n, float max, float inv_t) {
     for (int32_t i = 0; i < n; ++i) w[i] = exp_nonpositive((logits[i] - max) * inv_t);
 }
 
@@ -235,9 +243,11 @@ constexpr float kBucketsPerNat = 32.0f;
 constexpr float kBucketNats = 88.0f;
 constexpr size_t kBuckets = static_cast<size_t>(kBucketNats * kBucketsPerNat) + 1;
 
-// For top-p: w[i] as in scaled_exp, and each token's histogram bucket.
-void scaled_exp_and_buckets(const float* __restrict logits, float* __restrict w, uint16_t* __restrict bucket,
-                            int32_t n, float max, float inv_t) {
+// For top-p: w[i] as in scaled_exp_loop, and each token's histogram bucket.
+inline __attribute__((always_inline)) void scaled_exp_and_buckets_loop(const float* __restrict logits,
+                                                                       float* __restrict w,
+                                                                       uint16_t* __restrict bucket, int32_t n,
+                                                                       float max, float inv_t) {
     for (int32_t i = 0; i < n; ++i) {
         const float scaled = (logits[i] - max) * inv_t;  // <= 0, or NaN
         w[i] = exp_nonpositive(scaled);
@@ -246,6 +256,48 @@ void scaled_exp_and_buckets(const float* __restrict logits, float* __restrict w,
         const uint32_t at = std::bit_cast<uint32_t>(scaled * -kBucketsPerNat + 8388608.0f) - 0x4b000000u;
         bucket[i] = static_cast<uint16_t>(at < kBuckets - 1 ? at : kBuckets - 1);
     }
+}
+
+struct ExpKernels {
+    void (*scaled_exp)(const float*, float*, int32_t, float, float);
+    void (*scaled_exp_and_buckets)(const float*, float*, uint16_t*, int32_t, float, float);
+};
+
+void scaled_exp_baseline(const float* logits, float* w, int32_t n, float max, float inv_t) {
+    scaled_exp_loop(logits, w, n, max, inv_t);
+}
+void scaled_exp_and_buckets_baseline(const float* logits, float* w, uint16_t* bucket, int32_t n, float max,
+                                     float inv_t) {
+    scaled_exp_and_buckets_loop(logits, w, bucket, n, max, inv_t);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define STRATA_SAMPLER_AVX2 1
+__attribute__((target("avx2"))) void scaled_exp_avx2(const float* logits, float* w, int32_t n, float max,
+                                                     float inv_t) {
+    scaled_exp_loop(logits, w, n, max, inv_t);
+}
+__attribute__((target("avx2"))) void scaled_exp_and_buckets_avx2(const float* logits, float* w, uint16_t* bucket,
+                                                                 int32_t n, float max, float inv_t) {
+    scaled_exp_and_buckets_loop(logits, w, bucket, n, max, inv_t);
+}
+#endif
+
+ExpKernels exp_kernels_for(bool avx2) {
+#ifdef STRATA_SAMPLER_AVX2
+    if (avx2) return {scaled_exp_avx2, scaled_exp_and_buckets_avx2};
+#endif
+    (void)avx2;
+    return {scaled_exp_baseline, scaled_exp_and_buckets_baseline};
+}
+
+const ExpKernels& exp_kernels() {
+    static const ExpKernels kernels = exp_kernels_for(cpu::best_isa() >= cpu::Isa::Avx2);
+    return kernels;
+}
+
+void scaled_exp(const float* logits, float* w, int32_t n, float max, float inv_t) {
+    exp_kernels().scaled_exp(logits, w, n, max, inv_t);
 }
 
 // The draw: weights are summed in blocks (4 double lanes each, so the sum vectorises and
@@ -490,17 +542,28 @@ private:
         const size_t n = static_cast<size_t>(n_);
         s_.weights.resize(n);
         s_.buckets.resize(n);
-        s_.histogram.assign(kBuckets, 0.0);
+        s_.histogram.assign(2 * kBuckets, 0.0);
         float* w = s_.weights.data();
         uint16_t* bucket = s_.buckets.data();
         double* hist = s_.histogram.data();
+        double* hist2 = hist + kBuckets;
         for (int32_t b = 0; b < n_; b += static_cast<int32_t>(kDrawBlock)) {  // blocks stay in L1 between the loops
             const int32_t len = std::min(static_cast<int32_t>(kDrawBlock), n_ - b);
-            scaled_exp_and_buckets(logits + b, w + b, bucket + b, len, max, inv_t_);
-            for (int32_t i = b; i < b + len; ++i) hist[bucket[i]] += static_cast<double>(w[i]);
+            exp_kernels().scaled_exp_and_buckets(logits + b, w + b, bucket + b, len, max, inv_t_);
+            // Two histograms for alternate tokens: neighbours in the same bucket do not wait on
+            // each other's store.
+            int32_t i = b;
+            for (; i + 2 <= b + len; i += 2) {
+                hist[bucket[i]] += static_cast<double>(w[i]);
+                hist2[bucket[i + 1]] += static_cast<double>(w[i + 1]);
+            }
+            for (; i < b + len; ++i) hist[bucket[i]] += static_cast<double>(w[i]);
         }
         double total = 0;
-        for (size_t b = 0; b < kBuckets; ++b) total += hist[b];
+        for (size_t b = 0; b < kBuckets; ++b) {
+            hist[b] += hist2[b];
+            total += hist[b];
+        }
         const double need = static_cast<double>(p_.top_p) * total;
         size_t boundary = 0;
         double above = 0;  // mass of the buckets before `boundary`
@@ -525,12 +588,20 @@ private:
         const size_t r = take_most_likely_mass(sel.data(), sel.size(), need - above);
         for (size_t j = r; j < sel.size(); ++j) w[sel[j].id] = 0.0f;  // the boundary bucket's excluded tail
 
+        // Zero what is out (buckets past the boundary, min-p) and sum the blocks while they are in L1.
         const float min_weight = p_.min_p;
-        for (size_t i = 0; i < n; ++i) {
-            const bool keep = bucket[i] <= boundary_bucket && w[i] >= min_weight;
-            w[i] = keep ? w[i] : 0.0f;
+        s_.block_sums.clear();
+        s_.total = 0;
+        for (size_t b = 0; b < n; b += kDrawBlock) {
+            const size_t end = std::min(b + kDrawBlock, n);
+            for (size_t i = b; i < end; ++i) {
+                const bool keep = bucket[i] <= boundary_bucket && w[i] >= min_weight;
+                w[i] = keep ? w[i] : 0.0f;
+            }
+            s_.block_sums.push_back(block_sum(w + b, end - b));
+            s_.total += s_.block_sums.back();
         }
-        sum_vocabulary_weights();
+        s_.over_vocabulary = true;
     }
 
     const SamplingParams& p_;
@@ -540,6 +611,17 @@ private:
 };
 
 }  // namespace
+
+bool detail::run_exp_pass(const float* logits, int32_t n, float max, float inv_t, bool avx2, float* w,
+                          uint16_t* bucket) {
+#ifdef STRATA_SAMPLER_AVX2
+    if (avx2 && !cpu::isa_supported(cpu::Isa::Avx2)) return false;
+#else
+    if (avx2) return false;
+#endif
+    exp_kernels_for(avx2).scaled_exp_and_buckets(logits, w, bucket, n, max, inv_t);
+    return true;
+}
 
 int32_t TokenMask::count_allowed(int32_t n_vocab) const {
     int32_t count = 0;
@@ -652,7 +734,7 @@ SampleResult Sampler::sample(float* logits, const TokenMask* mask) {
     return result;
 }
 
-std::vector<int32_t> Sampler::candidates(float* logits, const TokenMask* mask) {
+std::vector<int32_t> Sampler::candidates(float* logits, const TokenMask* mask) const {
     adjust_logits(logits, mask);
     const float max_logit = finite_max(logits, n_vocab_);
     if (params_.greedy()) return {static_cast<int32_t>(std::find(logits, logits + n_vocab_, max_logit) - logits)};

@@ -116,7 +116,7 @@ public:
     // For tests and diagnostics: runs steps 1-9 and returns the ids sample() would draw from,
     // ascending (greedy: the argmax alone). Tokens whose probability underflows to 0 are not
     // in it. Consumes no random number.
-    std::vector<int32_t> candidates(float* logits, const TokenMask* mask = nullptr);
+    std::vector<int32_t> candidates(float* logits, const TokenMask* mask = nullptr) const;
 
 private:
     struct HistoryCount {
@@ -132,5 +132,12 @@ private:
     // The selection scratch (up to a few MB at 151,936 tokens) is per thread, not per sampler:
     // see sampler.cpp.
 };
+
+namespace detail {
+// For tests: the sampler's exp pass, w[i] = exp((logits[i] - max) * inv_t) (0 below -87) and
+// each token's top-p histogram bucket, from the baseline build or (avx2 = true) the AVX2 one.
+// Returns false, writing nothing, when AVX2 is asked for and this CPU or build lacks it.
+bool run_exp_pass(const float* logits, int32_t n, float max, float inv_t, bool avx2, float* w, uint16_t* bucket);
+}  // namespace detail
 
 }  // namespace strata::runtime

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -314,6 +315,45 @@ TEST(SamplerGreedy, LargeVocabulary) {
         Sampler s(with(0.0f), kQwenVocab);
         std::vector<float> x = logits;
         EXPECT_EQ(s.sample(x.data()).token, expected);
+    }
+}
+
+// ---- the exp pass ----
+
+// The exp pass is the sampler's own polynomial: close to exp, exactly 0 below -87, and the same
+// bits from the baseline and the AVX2 build (else a seed would draw differently across machines).
+TEST(SamplerExp, AccurateAndTheSameOnEveryInstructionSet) {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> scaled(-95.0f, 0.0f);
+    const int32_t n = 100003;
+    std::vector<float> logits(static_cast<size_t>(n));
+    const float max = 7.25f, inv_t = 1.0f / 0.8f;
+    for (float& x : logits) x = max + scaled(rng) * 0.8f;
+    logits[0] = max;
+    logits[1] = -kInf;
+    logits[2] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> w(static_cast<size_t>(n)), w_avx2(static_cast<size_t>(n));
+    std::vector<uint16_t> bucket(static_cast<size_t>(n)), bucket_avx2(static_cast<size_t>(n));
+    ASSERT_TRUE(detail::run_exp_pass(logits.data(), n, max, inv_t, false, w.data(), bucket.data()));
+    EXPECT_EQ(w[0], 1.0f);
+    EXPECT_EQ(w[1], 0.0f);
+    EXPECT_EQ(w[2], 0.0f);
+    for (int32_t i = 3; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        const float s = (logits[k] - max) * inv_t;
+        if (s < -87.0f) {
+            ASSERT_EQ(w[k], 0.0f);
+            continue;
+        }
+        const double ref = std::exp(static_cast<double>(s));
+        ASSERT_NEAR(w[k], ref, 2.5e-7 * ref) << s;
+        ASSERT_EQ(bucket[k], std::min(2816, static_cast<int>(std::nearbyint(-s * 32.0f)))) << s;
+    }
+    if (!detail::run_exp_pass(logits.data(), n, max, inv_t, true, w_avx2.data(), bucket_avx2.data()))
+        GTEST_SKIP() << "no AVX2 here: only the baseline build was checked";
+    for (size_t k = 0; k < w.size(); ++k) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(w[k]), std::bit_cast<uint32_t>(w_avx2[k])) << "at " << k;
+        ASSERT_EQ(bucket[k], bucket_avx2[k]) << "at " << k;
     }
 }
 
@@ -630,6 +670,23 @@ TEST(SamplerErrors, NanLogitsAreNeverPicked) {
             EXPECT_TRUE(std::isfinite(r.logprob));
         }
     }
+}
+
+TEST(SamplerErrors, InfiniteLogitsWin) {
+    std::vector<float> logits = normal_logits(40, 15, 1.0f);
+    logits[9] = kInf;
+    logits[31] = kInf;
+    SamplingParams greedy = with(0.0f);
+    Sampler g(greedy, 40);
+    std::vector<float> x = logits;
+    EXPECT_EQ(g.sample(x.data()).token, 9);
+    SamplingParams p = with(1.0f);
+    p.seed = 4;
+    p.logprobs = true;
+    const std::vector<int64_t> counts = draw_counts(logits, p, {}, nullptr, 2000);
+    EXPECT_EQ(counts[9] + counts[31], 2000);
+    EXPECT_GT(counts[9], 800);  // the two share the draws evenly
+    EXPECT_GT(counts[31], 800);
 }
 
 // ---- the candidate set on a real-size vocabulary ----
