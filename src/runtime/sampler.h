@@ -91,7 +91,7 @@ struct TokenMask {
     int32_t count_allowed(int32_t n_vocab) const;
 };
 
-// One per sequence; not thread-safe; cheap to construct (scratch grows on first use).
+// One per sequence; not thread-safe; cheap to construct (the selection scratch is per thread).
 class Sampler {
 public:
     // Validates params (strata::Error). Without a seed, seeded from std::random_device.
