@@ -31,8 +31,7 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::
     : index_(std::move(index)), matcher_(std::move(grammar)) {
     if (!index_) throw Error("json constraint: no token index");
     const size_t depth = index_->max_token_bytes() + 1;
-    depth_states_.resize(depth + 1);
-    for (JsonParseState& s : depth_states_) s.frames.reserve(64);
+    depth_states_.resize(depth + 1);  // grown on first use: a walk rarely goes deeper than a few bytes
     cursors_.resize(depth + 1);
     key_marks_.resize(depth + 1);
     reset();
@@ -79,7 +78,7 @@ void JsonConstraint::allowed(TokenMask& mask) {
         const int64_t room = matcher_.string_room(begin, end);
         if (room >= 0) {
             index_->add_plain(mask, room);
-            walk(index_->non_plain_tokens(), *start, mask);
+            walk(matcher_.in_unbounded_string(begin, end) ? index_->non_plain_rests() : index_->non_plain_tokens(), *start, mask);
         } else {
             walk(index_->all_tokens(), *start, mask);
         }

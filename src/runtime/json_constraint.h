@@ -9,7 +9,8 @@
 // The mask comes from a depth-first walk of the vocabulary's byte trie with the recogniser
 // (json_matcher.h): one recogniser step per trie node, a subtree skipped at the first byte the
 // recogniser refuses. Inside strings, plain text tokens are added as a ready bitmap and only
-// the rest of the vocabulary is walked. The last few masks are kept by recogniser state, so a
+// the rest of the vocabulary is walked (in a string without length bounds, only what follows
+// each token's plain-text prefix: TokenIndex::non_plain_rests). The last few masks are kept by recogniser state, so a
 // state seen again (the middle of a long string) costs a copy.
 #pragma once
 

@@ -810,7 +810,13 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_ordered_schema(const nlohma
 }
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const nlohmann::json& schema, const JsonGrammarOptions& options) {
-    return from_ordered_schema(nlohmann::ordered_json::parse(schema.dump()), options);
+    std::string text;
+    try {
+        text = schema.dump();
+    } catch (const nlohmann::json::exception&) {
+        throw Error(where("") + "contains a string that is not valid UTF-8");
+    }
+    return from_ordered_schema(nlohmann::ordered_json::parse(text), options);
 }
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema_text(std::string_view text, const JsonGrammarOptions& options) {

@@ -215,6 +215,13 @@ int64_t JsonMatcher::string_room(const MatchFrame* begin, const MatchFrame* end)
     return static_cast<int64_t>(a.max_length) - top.a;
 }
 
+bool JsonMatcher::in_unbounded_string(const MatchFrame* begin, const MatchFrame* end) const {
+    const MatchFrame& top = end[-1];
+    if (end == begin || top.kind != MatchFrame::String || top.d || top.phase != kStrChar || (top.flags & 3)) return false;
+    const Alt& a = alts_[top.alt];
+    return a.min_length == 0 && a.max_length == JsonGrammar::kUnlimited;
+}
+
 bool JsonMatcher::fits(uint32_t depth, int32_t node) const {
     return node >= 0 && depth + static_cast<uint32_t>(nodes_[node].min_depth) <= max_depth_;
 }

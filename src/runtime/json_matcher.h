@@ -94,6 +94,9 @@ public:
     // value string, or a key that may be an extra property): how many more code points the
     // string may take (JsonGrammar::kUnlimited when unbounded). -1 otherwise.
     int64_t string_room(const MatchFrame* begin, const MatchFrame* end) const;
+    // The thread stands between characters of a value string without length bounds, where
+    // plain text leaves the state exactly as it is.
+    bool in_unbounded_string(const MatchFrame* begin, const MatchFrame* end) const;
     std::vector<ExtraKey>& extra_keys() { return keys_; }
 
     static constexpr size_t kMaxThreads = 32;  // more live parses are dropped (never seen with real schemas)

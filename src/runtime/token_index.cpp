@@ -10,16 +10,16 @@ namespace strata::runtime {
 
 namespace {
 
-// Code points of text that may stand inside a JSON string as it is: complete, well-formed UTF-8
-// (no overlongs, surrogates or values past U+10FFFF) without '"', '\' or bytes below 0x20.
-// -1 otherwise.
-int32_t plain_string_chars(std::string_view s) {
-    if (s.empty()) return -1;
+// The longest prefix of s that may stand inside a JSON string as it is: complete, well-formed
+// UTF-8 (no overlongs, surrogates or values past U+10FFFF) without '"', '\' or bytes below
+// 0x20. Returns its length in bytes; chars gets its code points.
+size_t plain_prefix(std::string_view s, int32_t& chars) {
     int32_t n = 0;
-    for (size_t i = 0; i < s.size();) {
+    size_t i = 0;
+    while (i < s.size()) {
         const auto b = static_cast<uint8_t>(s[i]);
         if (b < 0x80) {
-            if (b < 0x20 || b == '"' || b == '\\') return -1;
+            if (b < 0x20 || b == '"' || b == '\\') break;
             ++i;
             ++n;
             continue;
@@ -33,16 +33,25 @@ int32_t plain_string_chars(std::string_view s) {
         else if (b == 0xF0) len = 4, lo = 0x90;
         else if (b >= 0xF1 && b <= 0xF3) len = 4;
         else if (b == 0xF4) len = 4, hi = 0x8F;
-        else return -1;
-        if (i + static_cast<size_t>(len) > s.size()) return -1;
-        for (int k = 1; k < len; ++k) {
+        else break;
+        if (i + static_cast<size_t>(len) > s.size()) break;
+        bool whole = true;
+        for (int k = 1; k < len && whole; ++k) {
             const auto c = static_cast<uint8_t>(s[i + static_cast<size_t>(k)]);
-            if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return -1;
+            whole = c >= (k == 1 ? lo : 0x80) && c <= (k == 1 ? hi : 0xBF);
         }
+        if (!whole) break;
         i += static_cast<size_t>(len);
         ++n;
     }
-    return n;
+    chars = n;
+    return i;
+}
+
+// Code points of a token that is plain string text as a whole; -1 otherwise.
+int32_t plain_string_chars(std::string_view s) {
+    int32_t chars = 0;
+    return !s.empty() && plain_prefix(s, chars) == s.size() ? chars : -1;
 }
 
 }  // namespace
@@ -116,7 +125,7 @@ TokenIndex::TokenIndex(std::vector<std::string> token_bytes, std::vector<int32_t
 void TokenIndex::build() {
     for (const int32_t id : end_tokens_) flags_[static_cast<size_t>(id)] |= kEnd;
     plain_chars_.assign(bytes_.size(), -1);
-    std::vector<std::pair<std::string_view, int32_t>> all, non_plain;
+    std::vector<std::pair<std::string_view, int32_t>> all, non_plain, rests;
     for (size_t i = 0; i < bytes_.size(); ++i) {
         const auto id = static_cast<int32_t>(i);
         if ((flags_[i] & (kEnd | kExcluded)) || bytes_[i].empty()) continue;
@@ -124,11 +133,16 @@ void TokenIndex::build() {
         max_token_bytes_ = std::max(max_token_bytes_, bytes_[i].size());
         all.emplace_back(bytes_[i], id);
         plain_chars_[i] = plain_string_chars(bytes_[i]);
-        if (plain_chars_[i] < 0) non_plain.emplace_back(bytes_[i], id);
+        if (plain_chars_[i] < 0) {
+            non_plain.emplace_back(bytes_[i], id);
+            int32_t prefix_chars = 0;
+            rests.emplace_back(std::string_view(bytes_[i]).substr(plain_prefix(bytes_[i], prefix_chars)), id);
+        }
         max_plain_chars_ = std::max(max_plain_chars_, plain_chars_[i]);
     }
     all_.build(std::move(all));
     non_plain_.build(std::move(non_plain));
+    rests_.build(std::move(rests));
 
     plain_up_to_.assign(kPlainTable, TokenMask{});
     for (TokenMask& m : plain_up_to_) m.reset(n_vocab(), false);

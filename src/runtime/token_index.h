@@ -6,6 +6,10 @@
 //                      a JSON string (between characters) every one of them is allowed, as far
 //                      as a maxLength leaves room: they are OR-ed in as ready bitmaps by code
 //                      point count, and only the other tokens (non_plain_tokens) are walked.
+//   rest trie          the other tokens keyed by what follows their longest plain-text prefix
+//                      ("abc\"," by "\","). In a string without length bounds plain text leaves
+//                      the recogniser state as it was, so walking the rests gives the same
+//                      answer as walking the tokens, and tokens that share a rest share the walk.
 //
 // Special (control) tokens such as <|im_start|> are never part of a document; tokens that
 // decode to no bytes are refused too (they would let a model loop without progress).
@@ -65,6 +69,7 @@ public:
 
     const TokenTrie& all_tokens() const { return all_; }            // the candidates
     const TokenTrie& non_plain_tokens() const { return non_plain_; }  // candidates that are not plain string text
+    const TokenTrie& non_plain_rests() const { return rests_; }        // the same tokens, by what follows their plain prefix
     // Code points of a plain-string-text token; -1 for other tokens.
     int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
     // ORs into mask the plain-string-text tokens of at most max_chars code points.
@@ -82,7 +87,7 @@ private:
     std::vector<int32_t> plain_chars_;
     size_t max_token_bytes_ = 0;
     int32_t max_plain_chars_ = 0;
-    TokenTrie all_, non_plain_;
+    TokenTrie all_, non_plain_, rests_;
     std::vector<TokenMask> plain_up_to_;                    // [k]: plain tokens of at most k code points
     TokenMask plain_all_;
     std::vector<std::pair<int32_t, int32_t>> long_plain_;  // (code points, id) of longer plain tokens, ascending

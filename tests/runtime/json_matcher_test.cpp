@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 #include <string>
 
 #include "runtime/json_grammar.h"
@@ -242,6 +245,106 @@ TEST(JsonMatcher, CompleteAndContinue) {
     EXPECT_FALSE(o.can_continue());
     EXPECT_FALSE(o.feed(std::string_view("x")));
     EXPECT_TRUE(o.complete());  // a refused feed changes nothing
+}
+
+// ---- differential checks against nlohmann::json ----
+
+nlohmann::json random_value(std::mt19937& rng, int depth) {
+    const int kind = static_cast<int>(rng() % (depth > 0 ? 8 : 6));
+    switch (kind) {
+    case 0: return nullptr;
+    case 1: return rng() % 2 == 0;
+    case 2: return static_cast<int64_t>(rng() % 2000001) - 1000000;
+    case 3: return std::ldexp(static_cast<double>(static_cast<int32_t>(rng())), static_cast<int>(rng() % 80) - 60);
+    case 4:
+    case 5: {
+        static const char* const pieces[] = {"a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f", "\x7f",
+                                             "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\x9f\xbf", "\xef\xbf\xbf"};
+        std::string s;
+        for (size_t n = rng() % 6; n > 0; --n) s += pieces[rng() % std::size(pieces)];
+        return s;
+    }
+    case 6: {
+        nlohmann::json a = nlohmann::json::array();
+        for (size_t n = rng() % 4; n > 0; --n) a.push_back(random_value(rng, depth - 1));
+        return a;
+    }
+    default: {
+        nlohmann::json o = nlohmann::json::object();
+        for (size_t n = rng() % 4; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, depth - 1);
+        return o;
+    }
+    }
+}
+
+bool has_duplicate_keys(const std::string& text) {
+    struct Handler : nlohmann::json::json_sax_t {
+        std::vector<std::set<std::string>> open;
+        bool duplicate = false;
+        bool null() override { return true; }
+        bool boolean(bool) override { return true; }
+        bool number_integer(number_integer_t) override { return true; }
+        bool number_unsigned(number_unsigned_t) override { return true; }
+        bool number_float(number_float_t, const string_t&) override { return true; }
+        bool string(string_t&) override { return true; }
+        bool binary(binary_t&) override { return true; }
+        bool start_object(std::size_t) override { return open.emplace_back(), true; }
+        bool key(string_t& k) override { return duplicate = duplicate || !open.back().insert(k).second, true; }
+        bool end_object() override { return open.pop_back(), true; }
+        bool start_array(std::size_t) override { return true; }
+        bool end_array() override { return true; }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+    } handler;
+    nlohmann::json::sax_parse(text, &handler);
+    return handler.duplicate;
+}
+
+TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
+    const auto g = JsonGrammar::any_json_object();
+    std::mt19937 rng(3);
+    for (int i = 0; i < 3000; ++i) {
+        nlohmann::json o = nlohmann::json::object();
+        for (size_t n = rng() % 5; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, 4);
+        const std::string compact = o.dump();
+        EXPECT_TRUE(matches(g, compact)) << compact;
+        // json.dumps style: ", " and ": " (a one-byte whitespace run).
+        std::string spaced;
+        bool in_string = false;
+        for (size_t k = 0; k < compact.size(); ++k) {
+            const char ch = compact[k];
+            spaced += ch;
+            if (ch == '"' && (k == 0 || compact[k - 1] != '\\' || (k >= 2 && compact[k - 2] == '\\'))) in_string = !in_string;
+            if (!in_string && (ch == ',' || ch == ':')) spaced += ' ';
+        }
+        EXPECT_TRUE(matches(g, spaced)) << spaced;
+    }
+}
+
+TEST(JsonMatcher, WhatItCompletesParsesWithUniqueKeys) {
+    // Single-byte mutations of valid documents: whatever the recogniser takes as a complete
+    // document, nlohmann::json must parse as an object with unique keys.
+    const auto g = JsonGrammar::any_json_object();
+    std::mt19937 rng(4);
+    const std::string alphabet = "{}[]\",:0123456789-+.eE \n\\/tunrfalsebu\x01\xc3\xa9\x80\xff";
+    int completed = 0;
+    for (int i = 0; i < 3000; ++i) {
+        nlohmann::json o = nlohmann::json::object();
+        for (size_t n = 1 + rng() % 4; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, 3);
+        std::string doc = o.dump();
+        const size_t pos = rng() % doc.size();
+        switch (rng() % 3) {
+        case 0: doc[pos] = alphabet[rng() % alphabet.size()]; break;
+        case 1: doc.erase(pos, 1); break;
+        default: doc.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+        }
+        if (!matches(g, doc)) continue;
+        ++completed;
+        nlohmann::json parsed;
+        ASSERT_NO_THROW(parsed = nlohmann::json::parse(doc)) << doc;
+        EXPECT_TRUE(parsed.is_object()) << doc;
+        EXPECT_FALSE(has_duplicate_keys(doc)) << doc;
+    }
+    EXPECT_GT(completed, 300);
 }
 
 }  // namespace
