@@ -27,11 +27,16 @@ struct RopeParams {
     bool freqs_bf16 = false;            // round the frequencies to bf16 (model::LoadOptions::rope_freqs_bf16)
 };
 
-// One attention layer's cache for one sequence: rows are positions.
+// One attention layer's cache for one sequence, in blocks of block_size positions: position p
+// lives in row p % block_size of block blocks[p / block_size] of the layer's pool. A contiguous
+// cache is one block of block_size = capacity.
 struct KvCacheView {
-    float* k = nullptr;     // [capacity][n_head_kv][head_dim_k]
-    float* v = nullptr;     // [capacity][n_head_kv][head_dim_v]
-    int64_t capacity = 0;   // positions it can hold
+    float* k = nullptr;               // pool [n_pool_blocks][block_size][n_head_kv][head_dim_k]
+    float* v = nullptr;               // pool [n_pool_blocks][block_size][n_head_kv][head_dim_v]
+    const int32_t* blocks = nullptr;  // [n_blocks] block table of the sequence (host memory)
+    int64_t n_blocks = 0;
+    int64_t block_size = 0;
+    int64_t capacity() const { return n_blocks * block_size; }  // positions it can hold now
 };
 
 struct AttentionArgs {

@@ -1,5 +1,7 @@
 #include "backend/cpu_backend.h"
 
+#include "backend/cpu_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -155,42 +157,45 @@ void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int6
                           int64_t k_row, const float* v, int64_t v_row) {
     for (int64_t t = 0; t < n_tokens; ++t) {
         const KvCacheView& c = *kv[t];
-        if (pos[t] < 0 || pos[t] >= c.capacity)
-            throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity) + ")");
-        std::memcpy(c.k + pos[t] * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
-        std::memcpy(c.v + pos[t] * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
+        if (pos[t] < 0 || pos[t] >= c.capacity())
+            throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
+        const int64_t row = c.blocks[pos[t] / c.block_size] * c.block_size + pos[t] % c.block_size;
+        std::memcpy(c.k + row * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
+        std::memcpy(c.v + row * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
     }
 }
 
 void CpuBackend::attention(const AttentionArgs& a) {
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t k_row = a.n_head_kv * a.head_dim_k, v_row = a.n_head_kv * a.head_dim_v;
+    // Tasks: (token, KV head, up to kMaxAttentionGroup of the query heads reading it).
+    const int64_t parts = (group + kMaxAttentionGroup - 1) / kMaxAttentionGroup;
+    const AttentionGroupFn kernel = attention_group_kernel(kernels_.isa);
     attn_scores_.resize(static_cast<size_t>(pool_.size()));
-    pool_.parallel_for(a.n_tokens * a.n_head, [&](int64_t task, int thread) {
-        const int64_t t = task / a.n_head, h = task % a.n_head, hk = h / group;
-        const KvCacheView& c = *a.kv[t];
-        const float* q = a.q + (t * a.n_head + h) * a.head_dim_k;
-        const int64_t n_ctx = a.pos[t] + 1;
+    // KV head outermost: consecutive tasks (one thread's share) read the same keys and values,
+    // which then stay in cache across the tokens of a long prompt.
+    pool_.parallel_for(a.n_tokens * a.n_head_kv * parts, [&](int64_t task, int thread) {
+        const int64_t hk = task / (a.n_tokens * parts), t = task / parts % a.n_tokens, part = task % parts;
+        const int64_t h0 = hk * group + part * kMaxAttentionGroup;
+        AttentionGroupTask g;
+        g.group = std::min(kMaxAttentionGroup, group - part * kMaxAttentionGroup);
+        g.q = a.q + (t * a.n_head + h0) * a.head_dim_k;
+        g.q_stride = a.head_dim_k;
+        g.out = a.out + (t * a.n_head + h0) * a.head_dim_v;
+        g.out_stride = a.head_dim_v;
+        g.head_dim_k = a.head_dim_k;
+        g.head_dim_v = a.head_dim_v;
+        g.kv = a.kv[t];
+        g.k_offset = hk * a.head_dim_k;
+        g.v_offset = hk * a.head_dim_v;
+        g.k_row = k_row;
+        g.v_row = v_row;
+        g.n_ctx = a.pos[t] + 1;
+        g.scale = a.scale;
         std::vector<float>& scores = attn_scores_[static_cast<size_t>(thread)];
-        scores.resize(static_cast<size_t>(n_ctx));
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < n_ctx; ++j) {
-            const float* kj = c.k + j * k_row + hk * a.head_dim_k;
-            float s = 0;
-            for (int64_t d = 0; d < a.head_dim_k; ++d) s += q[d] * kj[d];
-            s *= a.scale;
-            scores[static_cast<size_t>(j)] = s;
-            mx = std::max(mx, s);
-        }
-        float sum = 0;
-        for (float& s : scores) sum += (s = std::exp(s - mx));
-        float* o = a.out + (t * a.n_head + h) * a.head_dim_v;
-        std::fill(o, o + a.head_dim_v, 0.0f);
-        for (int64_t j = 0; j < n_ctx; ++j) {
-            const float p = scores[static_cast<size_t>(j)] / sum;
-            const float* vj = c.v + j * v_row + hk * a.head_dim_v;
-            for (int64_t d = 0; d < a.head_dim_v; ++d) o[d] += p * vj[d];
-        }
+        scores.resize(static_cast<size_t>(g.group * g.n_ctx));
+        g.scores = scores.data();
+        kernel(g);
     });
 }
 

@@ -27,4 +27,7 @@ void add_model_tool_commands(CLI::App& app, Runner& run);
 // `strata convert HF_DIR OUT.gguf [--outtype ...]`
 void add_convert_command(CLI::App& app, Runner& run);
 
+// `strata engine -m MODEL ...`: the engine process (docs/protocol.md)
+void add_engine_command(CLI::App& app, Runner& run);
+
 }  // namespace strata::cli

@@ -48,33 +48,61 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     return m;
 }
 
+SequenceState::SequenceState(int64_t n_layer)
+    : kv_(static_cast<size_t>(n_layer)), conv_(static_cast<size_t>(n_layer), nullptr), ssm_(static_cast<size_t>(n_layer), nullptr) {}
+
+void SequenceState::set_layer_kv(int64_t layer, float* k_pool, float* v_pool) {
+    backend::KvCacheView& v = kv_.at(static_cast<size_t>(layer));
+    v.k = k_pool;
+    v.v = v_pool;
+    refresh_views();
+}
+
+void SequenceState::set_layer_recurrent(int64_t layer, float* conv, float* ssm) {
+    conv_.at(static_cast<size_t>(layer)) = conv;
+    ssm_.at(static_cast<size_t>(layer)) = ssm;
+}
+
+void SequenceState::refresh_views() {
+    for (backend::KvCacheView& v : kv_) {
+        if (v.k == nullptr) continue;
+        v.blocks = blocks_.data();
+        v.n_blocks = static_cast<int64_t>(blocks_.size());
+        v.block_size = block_size_;
+    }
+}
+
+int64_t recurrent_conv_floats(const ModelConfig& c) {
+    // conv over the q, k, v channels: [kernel - 1][channels]
+    return (c.ssm_conv_kernel - 1) * (2 * c.ssm_n_group * c.ssm_d_state + c.ssm_d_inner);
+}
+
+int64_t recurrent_state_floats(const ModelConfig& c) {
+    // per value head [d_k][d_v]
+    return c.ssm_dt_rank * c.ssm_d_state * (c.ssm_d_inner / std::max<int64_t>(c.ssm_dt_rank, 1));
+}
+
 std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
     if (capacity <= 0) throw Error("sequence capacity must be positive");
     const ModelConfig& c = config_;
-    auto s = std::make_unique<SequenceState>();
-    s->capacity_ = capacity;
-    s->kv_.resize(static_cast<size_t>(c.n_layer));
-    s->conv_.assign(static_cast<size_t>(c.n_layer), nullptr);
-    s->ssm_.assign(static_cast<size_t>(c.n_layer), nullptr);
-    auto alloc = [&](size_t n) {
-        s->buffers_.emplace_back(&backend_, n);
-        s->bytes_ += n * sizeof(float);
+    auto s = std::make_unique<SequenceState>(c.n_layer);
+    auto alloc = [&](int64_t n) {
+        s->buffers_.emplace_back(&backend_, static_cast<size_t>(n));
+        s->bytes_ += static_cast<size_t>(n) * sizeof(float);
         return s->buffers_.back().data();
     };
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) {
-            backend::KvCacheView& v = s->kv_[static_cast<size_t>(il)];
-            v.capacity = capacity;
-            v.k = alloc(static_cast<size_t>(capacity * c.n_head_kv * c.head_dim_k));
-            v.v = alloc(static_cast<size_t>(capacity * c.n_head_kv * c.head_dim_v));
+            float* k = alloc(capacity * c.n_head_kv * c.head_dim_k);
+            float* v = alloc(capacity * c.n_head_kv * c.head_dim_v);
+            s->set_layer_kv(il, k, v);
         } else {
-            // conv over q, k, v channels; state per value head [d_k][d_v].
-            const int64_t channels = 2 * c.ssm_n_group * c.ssm_d_state + c.ssm_d_inner;
-            s->conv_[static_cast<size_t>(il)] = alloc(static_cast<size_t>((c.ssm_conv_kernel - 1) * channels));
-            s->ssm_[static_cast<size_t>(il)] =
-                alloc(static_cast<size_t>(c.ssm_dt_rank * c.ssm_d_state * (c.ssm_d_inner / c.ssm_dt_rank)));
+            float* conv = alloc(recurrent_conv_floats(c));
+            s->set_layer_recurrent(il, conv, alloc(recurrent_state_floats(c)));
         }
     }
+    s->set_block_size(capacity);
+    s->set_blocks({0});
     return s;
 }
 

@@ -45,25 +45,45 @@ struct Batch {
 };
 
 // Per-sequence state in backend memory: a KV cache for each attention layer, conv and
-// recurrent state for each Gated DeltaNet layer.
+// recurrent state for each Gated DeltaNet layer. Either self-contained (Model::new_sequence:
+// one contiguous block per layer, owned here) or views into pools owned elsewhere (kv::KvPool:
+// paged KV through a block table shared by all attention layers, and a state slot).
 class SequenceState {
 public:
-    int64_t capacity() const { return capacity_; }
+    explicit SequenceState(int64_t n_layer);
+
+    int64_t capacity() const { return static_cast<int64_t>(blocks_.size()) * block_size_; }  // positions addressable now
     int64_t n_past() const { return n_past_; }  // positions already processed
     void set_n_past(int64_t n) { n_past_ = n; }
     const backend::KvCacheView& kv(int64_t layer) const { return kv_[static_cast<size_t>(layer)]; }
     float* conv_state(int64_t layer) const { return conv_[static_cast<size_t>(layer)]; }
     float* ssm_state(int64_t layer) const { return ssm_[static_cast<size_t>(layer)]; }
-    size_t bytes() const { return bytes_; }
+    size_t bytes() const { return bytes_; }  // memory owned by this object (0 for views into pools)
+
+    // Wiring (used by Model::new_sequence and kv::KvPool).
+    void set_layer_kv(int64_t layer, float* k_pool, float* v_pool);
+    void set_layer_recurrent(int64_t layer, float* conv, float* ssm);
+    void set_block_size(int64_t n) { block_size_ = n; refresh_views(); }
+    int64_t block_size() const { return block_size_; }
+    const std::vector<int32_t>& blocks() const { return blocks_; }
+    void set_blocks(std::vector<int32_t> blocks) { blocks_ = std::move(blocks); refresh_views(); }
+    void append_block(int32_t b) { blocks_.push_back(b); refresh_views(); }
 
 private:
     friend class Model;
-    int64_t capacity_ = 0, n_past_ = 0;
+    void refresh_views();
+
+    int64_t n_past_ = 0, block_size_ = 0;
     size_t bytes_ = 0;
-    std::vector<backend::Buffer> buffers_;
+    std::vector<backend::Buffer> buffers_;  // owned memory (self-contained states only)
+    std::vector<int32_t> blocks_;           // block table shared by every attention layer
     std::vector<backend::KvCacheView> kv_;  // [n_layer]; empty views for non-attention layers
     std::vector<float*> conv_, ssm_;        // [n_layer]; null for attention layers
 };
+
+// Floats of one Gated DeltaNet layer's conv state and recurrent state for one sequence.
+int64_t recurrent_conv_floats(const ModelConfig& c);
+int64_t recurrent_state_floats(const ModelConfig& c);
 
 class Architecture;
 

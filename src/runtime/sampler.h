@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "runtime/rng.h"
+#include "runtime/token_mask.h"
 
 namespace strata::runtime {
 
@@ -70,25 +71,6 @@ struct SampleResult {
     int32_t token = -1;
     float logprob = 0;                // of the chosen token (when params.logprobs or top_logprobs > 0)
     std::vector<TokenLogprob> top;    // top_logprobs alternatives, most likely first (disallowed tokens left out)
-};
-
-// An allowed-token set from a constraint: bit i of words[i/64] set => token i allowed.
-// Bits at or past n_vocab are ignored.
-struct TokenMask {
-    std::vector<uint64_t> words;
-
-    static TokenMask allowing_none(int32_t n_vocab) { return {std::vector<uint64_t>(word_count(n_vocab), 0)}; }
-    static TokenMask allowing_all(int32_t n_vocab) { return {std::vector<uint64_t>(word_count(n_vocab), ~uint64_t{0})}; }
-    static size_t word_count(int32_t n_vocab) { return (static_cast<size_t>(n_vocab) + 63) / 64; }
-
-    bool allows(int32_t id) const {
-        const size_t w = static_cast<size_t>(id) >> 6;
-        return id >= 0 && w < words.size() && ((words[w] >> (id & 63)) & 1) != 0;
-    }
-    void allow(int32_t id) { words[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
-    void disallow(int32_t id) { words[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63)); }
-    // Allowed tokens among ids [0, n_vocab).
-    int32_t count_allowed(int32_t n_vocab) const;
 };
 
 // One per sequence; not thread-safe; cheap to construct (the selection scratch is per thread).

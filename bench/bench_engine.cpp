@@ -1,0 +1,222 @@
+// The engine runtime under load, through the scheduler (the code `strata engine` runs):
+//
+//   bench_engine -m MODEL decode [-c 1,4,16,64] [-n 32] [-t 2]
+//       aggregate decode tokens/s with c concurrent sequences (after every prompt is in): each
+//       step decodes one token of every sequence; also the ratio to the single-stream rate.
+//   bench_engine -m MODEL ttft [--prefix 8192] [--suffix 64] [-t 2]
+//       time to first token for prefix + suffix: with an empty cache, then for a second request
+//       sharing the prefix (a prefix-cache hit), median of 3 each.
+//   bench_engine -m MODEL constraint [-n 64] [-t 2]
+//       time per decode step, unconstrained vs under a JSON schema, one sequence, same seed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu_backend.h"
+#include "model/model.h"
+#include "runtime/json_constraint.h"
+#include "runtime/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace strata;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double secs_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+struct CountingSink : runtime::EventSink {
+    std::map<std::string, int64_t> tokens;
+    std::map<std::string, bool> done;
+    std::map<std::string, runtime::Usage> usage;
+    void on_tokens(const std::string& id, const std::vector<runtime::GeneratedToken>& t, const std::string&) override {
+        tokens[id] += static_cast<int64_t>(t.size());
+    }
+    void on_done(const std::string& id, runtime::FinishReason, const runtime::Usage& u, const std::string&) override {
+        done[id] = true;
+        usage[id] = u;
+    }
+};
+
+std::vector<int32_t> prompt_of(size_t n, uint32_t seed, int32_t n_vocab) {
+    std::vector<int32_t> p(n);
+    uint32_t x = seed * 2654435761u + 12345;
+    for (auto& t : p) {
+        x = x * 1664525u + 1013904223u;
+        t = static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(std::min(n_vocab, 30000)));
+    }
+    return p;
+}
+
+runtime::Request request(const std::string& id, std::vector<int32_t> prompt, int32_t max_tokens) {
+    runtime::Request r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.sampling.temperature = 0;
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;
+    return r;
+}
+
+std::vector<int> parse_list(const char* s) {
+    std::vector<int> v;
+    for (const char* p = s; *p != 0;) {
+        v.push_back(std::atoi(p));
+        const char* c = std::strchr(p, ',');
+        if (c == nullptr) break;
+        p = c + 1;
+    }
+    return v;
+}
+
+// Decode tokens/s with c sequences: prompts of 32 tokens are prefilled first (not timed), then
+// n steps of pure decode are timed.
+double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int n) {
+    runtime::SchedulerOptions o;
+    o.max_running = c;
+    o.max_batched_tokens = std::max(512, c + 64);
+    o.kv.kv_bytes = int64_t{1} << 30;
+    runtime::Scheduler s(m, tok, o);
+    CountingSink sink;
+    for (int i = 0; i < c; ++i) s.submit(request("d" + std::to_string(i), prompt_of(32, static_cast<uint32_t>(i), m.config().n_vocab), n + 2), &sink);
+    // Until every sequence has its first token (prefill done).
+    while (true) {
+        int ready = 0;
+        for (int i = 0; i < c; ++i) ready += sink.tokens["d" + std::to_string(i)] > 0 ? 1 : 0;
+        if (ready == c) break;
+        s.step();
+    }
+    const int64_t before = s.stats().generated_tokens;
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < n; ++i) s.step();
+    const double dt = secs_since(t0);
+    return static_cast<double>(s.stats().generated_tokens - before) / dt;
+}
+
+double time_to_first_token(runtime::Scheduler& s, const std::string& id, std::vector<int32_t> prompt, int64_t* cached) {
+    CountingSink sink;
+    const auto t0 = clock_type::now();
+    s.submit(request(id, std::move(prompt), 1), &sink);
+    while (!sink.done[id]) s.step();
+    *cached = sink.usage[id].cached_tokens;
+    return secs_since(t0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string path, mode;
+    std::vector<int> conc = {1, 4, 16, 64};
+    int n = 32, threads = 2;
+    int64_t prefix = 8192, suffix = 64;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> const char* {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "%s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "-m") path = next();
+        else if (a == "-c") conc = parse_list(next());
+        else if (a == "-n") n = std::atoi(next());
+        else if (a == "-t") threads = std::atoi(next());
+        else if (a == "--prefix") prefix = std::atoll(next());
+        else if (a == "--suffix") suffix = std::atoll(next());
+        else if (mode.empty() && a[0] != '-') mode = a;
+        else {
+            std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+            return 2;
+        }
+    }
+    if (path.empty() || (mode != "decode" && mode != "ttft" && mode != "constraint")) {
+        std::fprintf(stderr, "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] | ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2]\n");
+        return 2;
+    }
+    backend::CpuBackend be(threads);
+    auto m = model::Model::load(path, be);
+    const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
+    std::printf("model %s (%s, %lld layers), %d threads\n", path.c_str(), m->config().arch_name.c_str(),
+                static_cast<long long>(m->config().n_layer), threads);
+
+    if (mode == "decode") {
+        double single = 0;
+        std::printf("| concurrent sequences | aggregate decode tok/s | vs 1 sequence |\n|---:|---:|---:|\n");
+        for (int c : conc) {
+            const double r = decode_rate(*m, *tok, c, n);
+            if (c == 1) single = r;
+            std::printf("| %d | %.2f | %s |\n", c, r, single > 0 ? (std::to_string(r / single).substr(0, 5) + "x").c_str() : "-");
+            std::fflush(stdout);
+        }
+    } else if (mode == "ttft") {
+        const auto shared = prompt_of(static_cast<size_t>(prefix), 1, m->config().n_vocab);
+        std::vector<double> cold, warm;
+        int64_t cached_cold = 0, cached_warm = 0;
+        for (int rep = 0; rep < 3; ++rep) {
+            runtime::SchedulerOptions o;
+            o.max_context = prefix + suffix + 16;
+            o.kv.kv_bytes = int64_t{4} << 30;
+            runtime::Scheduler s(*m, *tok, o);
+            auto with = [&](uint32_t seed) {
+                auto p = shared;
+                const auto t = prompt_of(static_cast<size_t>(suffix), seed + 100, m->config().n_vocab);
+                p.insert(p.end(), t.begin(), t.end());
+                return p;
+            };
+            cold.push_back(time_to_first_token(s, "cold", with(static_cast<uint32_t>(rep)), &cached_cold));
+            warm.push_back(time_to_first_token(s, "warm", with(static_cast<uint32_t>(rep + 50)), &cached_warm));
+        }
+        const double c = median(cold), w = median(warm);
+        std::printf("| prompt | TTFT, empty cache | TTFT, shared prefix cached | cached tokens | speed-up |\n|---|---:|---:|---:|---:|\n");
+        std::printf("| %lld shared + %lld new tokens | %.3f s | %.3f s | %lld | %.1fx |\n", static_cast<long long>(prefix),
+                    static_cast<long long>(suffix), c, w, static_cast<long long>(cached_warm), c / w);
+        (void)cached_cold;
+    } else {
+        const nlohmann::json schema = nlohmann::json::parse(R"({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                           "units": {"enum": ["metric", "imperial"]},
+                           "stops": {"type": "array", "items": {"type": "object",
+                               "properties": {"name": {"type": "string"}, "hours": {"type": "number"}},
+                               "required": ["name", "hours"]}}},
+            "required": ["city", "days", "units", "stops"]})");
+        auto run = [&](bool constrained) {
+            std::vector<double> per_step;
+            runtime::SchedulerOptions o;
+            runtime::Scheduler s(*m, *tok, o);
+            CountingSink sink;
+            runtime::Request r = request("c", prompt_of(16, 9, m->config().n_vocab), n + 1);
+            r.sampling.temperature = 0.8f;
+            r.sampling.seed = 5;
+            if (constrained) r.grammar = runtime::JsonGrammar::from_schema(schema);
+            s.token_index();  // built once per vocabulary at startup, not per request
+            s.submit(r, &sink);
+            s.step();  // prefill
+            while (s.has_work()) {
+                const auto t0 = clock_type::now();
+                s.step();
+                per_step.push_back(secs_since(t0));
+            }
+            return std::make_pair(median(per_step), sink.tokens["c"]);
+        };
+        const auto [free_s, free_n] = run(false);
+        const auto [con_s, con_n] = run(true);
+        std::printf("| decode step (median) | unconstrained | JSON schema | overhead |\n|---|---:|---:|---:|\n");
+        std::printf("| one sequence, %lld / %lld tokens | %.2f ms | %.2f ms | %+.1f%% |\n", static_cast<long long>(free_n),
+                    static_cast<long long>(con_n), free_s * 1e3, con_s * 1e3, (con_s / free_s - 1) * 100);
+    }
+    return 0;
+}

@@ -1,0 +1,304 @@
+#include "runtime/engine_protocol.h"
+
+#include <cmath>
+
+#include "runtime/json_constraint.h"
+#include "runtime/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::runtime {
+
+// Ordered: a schema's properties keep the order the client wrote them in (the constraint emits
+// them in that order).
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr size_t kMaxIdBytes = 256;
+constexpr size_t kMaxLogitBias = 1024;
+constexpr size_t kMaxStopTokenIds = 64;
+
+const json* field(const json& j, const char* name) {
+    const auto it = j.find(name);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string get_string(const json& j, const char* name) {
+    const json* f = field(j, name);
+    if (f == nullptr) return {};
+    if (!f->is_string()) throw Error(std::string("'") + name + "' must be a string");
+    return f->get<std::string>();
+}
+
+double get_number(const json& j, const char* name, double def) {
+    const json* f = field(j, name);
+    if (f == nullptr) return def;
+    if (!f->is_number()) throw Error(std::string("'") + name + "' must be a number");
+    const double v = f->get<double>();
+    if (!std::isfinite(v)) throw Error(std::string("'") + name + "' must be finite");
+    return v;
+}
+
+int64_t get_int(const json& j, const char* name, int64_t def, int64_t lo, int64_t hi) {
+    const json* f = field(j, name);
+    if (f == nullptr) return def;
+    if (!f->is_number_integer()) throw Error(std::string("'") + name + "' must be an integer");
+    const int64_t v = f->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(f->get<uint64_t>(), INT64_MAX)) : f->get<int64_t>();
+    if (v < lo || v > hi) throw Error(std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+}
+
+bool get_bool(const json& j, const char* name, bool def) {
+    const json* f = field(j, name);
+    if (f == nullptr) return def;
+    if (!f->is_boolean()) throw Error(std::string("'") + name + "' must be true or false");
+    return f->get<bool>();
+}
+
+std::vector<int32_t> get_ids(const json& j, const char* name, size_t max_count, int32_t n_vocab) {
+    const json* f = field(j, name);
+    if (f == nullptr) return {};
+    if (!f->is_array()) throw Error(std::string("'") + name + "' must be an array of token ids");
+    if (f->size() > max_count) throw Error(std::string("'") + name + "' has more than " + std::to_string(max_count) + " entries");
+    std::vector<int32_t> out;
+    out.reserve(f->size());
+    for (const json& e : *f) {
+        if (!e.is_number_integer()) throw Error(std::string("'") + name + "' must contain integer token ids");
+        const int64_t v = e.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(e.get<uint64_t>(), INT64_MAX)) : e.get<int64_t>();
+        if (v < 0 || v >= n_vocab)
+            throw Error("token id " + std::to_string(v) + " in '" + name + "' is outside the vocabulary (" + std::to_string(n_vocab) + ")");
+        out.push_back(static_cast<int32_t>(v));
+    }
+    return out;
+}
+
+Request parse_submit(const json& j, Scheduler& sched) {
+    const tokenizer::Tokenizer& tok = sched.tokenizer();
+    Request r;
+    r.id = get_string(j, "id");
+    const json* prompt = field(j, "prompt");
+    const json* text = field(j, "text");
+    if ((prompt == nullptr) == (text == nullptr)) throw Error("submit needs exactly one of 'prompt' (token ids) or 'text'");
+    const size_t max_prompt = static_cast<size_t>(sched.options().max_context);
+    if (prompt != nullptr) {
+        r.prompt = get_ids(j, "prompt", max_prompt, tok.n_vocab());
+    } else {
+        if (!text->is_string()) throw Error("'text' must be a string");
+        const std::string& t = text->get_ref<const std::string&>();
+        if (t.size() > 8 * max_prompt + 1024) throw Error("'text' is longer than the context can hold");
+        r.prompt = tok.encode(t, get_bool(j, "parse_special", true));
+    }
+    r.max_tokens = static_cast<int32_t>(get_int(j, "max_tokens", -1, -1, INT32_MAX));
+
+    SamplingParams& p = r.sampling;
+    p.temperature = static_cast<float>(get_number(j, "temperature", 1.0));
+    p.top_k = static_cast<int32_t>(get_int(j, "top_k", 0, -1, INT32_MAX));
+    if (p.top_k < 0) p.top_k = 0;  // -1: off, as in vLLM
+    p.top_p = static_cast<float>(get_number(j, "top_p", 1.0));
+    p.min_p = static_cast<float>(get_number(j, "min_p", 0.0));
+    p.repetition_penalty = static_cast<float>(get_number(j, "repetition_penalty", 1.0));
+    p.presence_penalty = static_cast<float>(get_number(j, "presence_penalty", 0.0));
+    p.frequency_penalty = static_cast<float>(get_number(j, "frequency_penalty", 0.0));
+    if (const json* f = field(j, "seed")) {
+        if (!f->is_number_integer()) throw Error("'seed' must be an integer");
+        p.seed = f->is_number_unsigned() ? f->get<uint64_t>() : static_cast<uint64_t>(f->get<int64_t>());
+    }
+    p.logprobs = get_bool(j, "logprobs", false);
+    p.top_logprobs = static_cast<int32_t>(get_int(j, "top_logprobs", 0, 0, 20));
+    if (const json* f = field(j, "logit_bias")) {
+        if (!f->is_object()) throw Error("'logit_bias' must be an object of token id -> bias");
+        if (f->size() > kMaxLogitBias) throw Error("'logit_bias' has more than " + std::to_string(kMaxLogitBias) + " entries");
+        for (const auto& [k, v] : f->items()) {
+            size_t used = 0;
+            long long id = -1;
+            try {
+                id = std::stoll(k, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used != k.size() || k.empty()) throw Error("'logit_bias' key '" + k.substr(0, 32) + "' is not a token id");
+            if (!v.is_number() || !std::isfinite(v.get<double>())) throw Error("'logit_bias' values must be finite numbers");
+            if (id < 0 || id >= tok.n_vocab()) throw Error("logit_bias token id " + k + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) + ")");
+            p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(v.get<double>()));
+        }
+    }
+    if (const json* f = field(j, "stop")) {
+        if (f->is_string()) {
+            r.stop.push_back(f->get<std::string>());
+        } else if (f->is_array()) {
+            for (const json& e : *f) {
+                if (!e.is_string()) throw Error("'stop' must be a string or an array of strings");
+                r.stop.push_back(e.get<std::string>());
+            }
+        } else {
+            throw Error("'stop' must be a string or an array of strings");
+        }
+    }
+    StopStringMatcher::validate(r.stop);
+    r.stop_token_ids = get_ids(j, "stop_token_ids", kMaxStopTokenIds, tok.n_vocab());
+    r.ignore_eos = get_bool(j, "ignore_eos", false);
+    if (const json* f = field(j, "response_format")) {
+        if (!f->is_object()) throw Error("'response_format' must be an object");
+        const std::string type = get_string(*f, "type");
+        if (type == "json_object") {
+            r.grammar = JsonGrammar::any_json_object();
+        } else if (type == "json_schema") {
+            const json* schema = field(*f, "schema");
+            if (schema == nullptr) throw Error("'response_format' of type json_schema needs 'schema'");
+            r.grammar = JsonGrammar::from_ordered_schema(*schema);
+        } else if (type != "text" && !type.empty()) {
+            throw Error("'response_format.type' must be text, json_object or json_schema");
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
+ParsedLine parse_command(std::string_view line, Scheduler& sched) {
+    ParsedLine out;
+    if (line.size() > kMaxLineBytes) {
+        out.error = "command line longer than " + std::to_string(kMaxLineBytes >> 20) + " MiB";
+        return out;
+    }
+    json j;
+    try {
+        // Depth is bounded before anything recursive touches the value.
+        j = json::parse(line, [](int depth, json::parse_event_t, json&) {
+            if (depth > kMaxJsonDepth) throw Error("command nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+            return true;
+        });
+    } catch (const Error& e) {
+        out.error = e.what();
+        return out;
+    } catch (const json::exception& e) {
+        out.error = std::string("not valid JSON: ") + e.what();
+        return out;
+    }
+    try {
+        if (!j.is_object()) throw Error("a command must be a JSON object");
+        if (const json* id = field(j, "id"); id != nullptr && id->is_string()) {
+            out.id = id->get<std::string>();
+            if (out.id.size() > kMaxIdBytes) {
+                out.id.clear();
+                throw Error("'id' is longer than " + std::to_string(kMaxIdBytes) + " bytes");
+            }
+        }
+        const std::string op = get_string(j, "op");
+        Command c;
+        c.id = out.id;
+        if (op == "submit") {
+            if (out.id.empty()) throw Error("submit needs a non-empty string 'id'");
+            c.op = Command::Op::Submit;
+            c.request = parse_submit(j, sched);
+        } else if (op == "cancel") {
+            if (out.id.empty()) throw Error("cancel needs the 'id' of a request");
+            c.op = Command::Op::Cancel;
+        } else if (op == "stats") {
+            c.op = Command::Op::Stats;
+        } else if (op == "shutdown") {
+            c.op = Command::Op::Shutdown;
+        } else {
+            throw Error(op.empty() ? "a command needs 'op'" : "unknown op '" + op.substr(0, 64) + "' (submit, cancel, stats, shutdown)");
+        }
+        out.command = std::move(c);
+    } catch (const Error& e) {
+        out.error = e.what();
+    } catch (const json::exception& e) {
+        out.error = std::string("bad command: ") + e.what();
+    }
+    return out;
+}
+
+namespace {
+
+json token_bytes_json(const tokenizer::Tokenizer& tok, int32_t id) {
+    json b = json::array();
+    for (unsigned char c : tok.token_bytes(id)) b.push_back(static_cast<int>(c));
+    return b;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace
+
+std::string ready_event(const Scheduler& s) {
+    const model::ModelConfig& c = s.model().config();
+    const tokenizer::Tokenizer& tok = s.tokenizer();
+    const SchedulerOptions& o = s.options();
+    json j = {{"event", "ready"},
+              {"protocol", kProtocolVersion},
+              {"model",
+               {{"architecture", c.arch_name},
+                {"n_vocab", c.n_vocab},
+                {"n_ctx_train", c.n_ctx_train},
+                {"bos", tok.bos()},
+                {"eos", tok.eos()},
+                {"eot", tok.eot()}}},
+              {"limits",
+               {{"max_context", o.max_context},
+                {"max_running", o.max_running},
+                {"max_batched_tokens", o.max_batched_tokens},
+                {"prefill_chunk", o.prefill_chunk},
+                {"block_size", o.kv.block_size}}}};
+    return dump(j);
+}
+
+std::string tokens_event(const tokenizer::Tokenizer& tok, const std::string& id, const std::vector<GeneratedToken>& toks,
+                         const std::string& text, bool with_logprobs) {
+    json ids = json::array();
+    for (const GeneratedToken& g : toks) ids.push_back(g.id);
+    json j = {{"event", "tokens"}, {"id", id}, {"text", text}, {"tokens", ids}};
+    if (with_logprobs) {
+        json lp = json::array();
+        for (const GeneratedToken& g : toks) {
+            json top = json::array();
+            for (const TokenLogprob& t : g.top) top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes_json(tok, t.token)}});
+            lp.push_back({{"token", g.id}, {"logprob", g.logprob}, {"bytes", token_bytes_json(tok, g.id)}, {"top", top}});
+        }
+        j["logprobs"] = lp;
+    }
+    return dump(j);
+}
+
+std::string done_event(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) {
+    json j = {{"event", "done"},
+              {"id", id},
+              {"finish_reason", finish_reason_name(reason)},
+              {"usage",
+               {{"prompt_tokens", usage.prompt_tokens}, {"cached_tokens", usage.cached_tokens}, {"completion_tokens", usage.completion_tokens}}}};
+    if (reason == FinishReason::Stop && !detail.empty()) j["stop"] = detail;
+    if (reason == FinishReason::Error) j["message"] = detail;
+    return dump(j);
+}
+
+std::string error_event(const std::string& id, const std::string& message) {
+    json j = {{"event", "error"}, {"message", message}};
+    if (!id.empty()) j["id"] = id;
+    return dump(j);
+}
+
+std::string stats_event(const SchedulerStats& s, const std::string& id) {
+    json j = {{"event", "stats"},
+              {"running", s.running},
+              {"waiting", s.waiting},
+              {"finished", s.finished},
+              {"steps", s.steps},
+              {"prompt_tokens", s.prompt_tokens},
+              {"prefill_tokens", s.prefill_tokens},
+              {"generated_tokens", s.generated_tokens},
+              {"prefix_cache",
+               {{"lookups", s.prefix_lookups},
+                {"hits", s.prefix_hits},
+                {"reused_tokens", s.reused_tokens},
+                {"cached_blocks", s.kv_blocks_cached},
+                {"snapshots", s.snapshots},
+                {"snapshot_capacity", s.snapshot_capacity}}},
+              {"kv", {{"blocks", s.kv_blocks}, {"in_use", s.kv_blocks_in_use}, {"block_size", s.block_size}}},
+              {"preemptions", s.preemptions}};
+    if (!id.empty()) j["id"] = id;
+    return dump(j);
+}
+
+}  // namespace strata::runtime

@@ -1,0 +1,54 @@
+// What a client asks the engine for, and what the engine tells it back. The same types serve
+// the in-process API (Scheduler) and the line protocol of `strata engine` (docs/protocol.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace strata::runtime {
+
+class JsonGrammar;
+
+struct Request {
+    std::string id;                       // unique among the requests in flight
+    std::vector<int32_t> prompt;          // token ids, at least one
+    SamplingParams sampling;
+    int32_t max_tokens = -1;              // completion tokens; -1: until the context is full
+    std::vector<std::string> stop;        // stop strings (not included in the output)
+    std::vector<int32_t> stop_token_ids;  // extra ids that end generation (besides eos/eot)
+    bool ignore_eos = false;              // keep going past eos/eot (benchmarks)
+    std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
+};
+
+struct Usage {
+    int64_t prompt_tokens = 0;
+    int64_t cached_tokens = 0;  // prompt tokens whose KV (and recurrent state) came from the prefix cache
+    int64_t completion_tokens = 0;
+};
+
+// One generated token as reported to the client.
+struct GeneratedToken {
+    int32_t id = -1;
+    float logprob = 0;              // valid when the request asked for logprobs
+    std::vector<TokenLogprob> top;  // top_logprobs alternatives
+};
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+// Receives a request's output. Called on the engine's thread; must not block for long.
+class EventSink {
+public:
+    virtual ~EventSink() = default;
+    // New tokens of one step and the text they made safe to emit (may be empty: held back as a
+    // possible stop string or an unfinished UTF-8 character).
+    virtual void on_tokens(const std::string& id, const std::vector<GeneratedToken>& tokens, const std::string& text) = 0;
+    // The last event of a request. stop_reason: the stop string or token that ended it, if any.
+    virtual void on_done(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) = 0;
+};
+
+}  // namespace strata::runtime

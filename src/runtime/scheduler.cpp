@@ -1,0 +1,444 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "model/gated_delta_net.h"
+#include "runtime/json_constraint.h"
+#include "runtime/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::runtime {
+
+const char* finish_reason_name(FinishReason r) {
+    switch (r) {
+        case FinishReason::Stop: return "stop";
+        case FinishReason::Length: return "length";
+        case FinishReason::Cancelled: return "cancelled";
+        case FinishReason::Error: return "error";
+    }
+    return "error";
+}
+
+struct Scheduler::Sequence {
+    Sequence(Request r, EventSink* s, const tokenizer::Tokenizer& tok)
+        : req(std::move(r)), sink(s), sampler(req.sampling, tok.n_vocab()), decoder(tok), stops(req.stop) {}
+
+    Request req;
+    EventSink* sink;
+    std::vector<int32_t> tokens;  // prompt, then every generated token
+    int64_t n_prompt = 0;
+    int64_t n_computed = 0;       // tokens whose KV / recurrent state is in memory
+    int64_t n_committed = 0;      // leading blocks committed to the prefix cache
+    enum class Phase { Waiting, Prefill, Decode, Finished } phase = Phase::Waiting;
+    std::unique_ptr<model::SequenceState> state;
+    int32_t slot = -1;
+    uint64_t admitted = 0;
+    bool ever_admitted = false;
+    Usage usage;
+    Sampler sampler;
+    tokenizer::StreamDecoder decoder;
+    StopStringMatcher stops;
+    std::unique_ptr<JsonConstraint> constraint;
+    TokenMask mask;
+    bool stop_matched = false;  // the output ended at a stop string: nothing more is emitted
+    // This step: tokens [step_begin, step_end) are in the batch; wants a logits row when
+    // step_end == tokens.size().
+    int64_t step_begin = 0, step_end = 0;
+};
+
+Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opts)
+    : model_(model), tok_(tok), opts_(std::move(opts)) {
+    const model::ModelConfig& c = model.config();
+    if (opts_.max_running <= 0) throw Error("max running sequences must be positive");
+    if (opts_.max_batched_tokens <= 0) throw Error("max batched tokens must be positive");
+    opts_.kv.n_slots = opts_.max_running;
+    mem_ = std::make_unique<kv::KvMemory>(model, opts_.kv);
+    const int64_t bs = opts_.kv.block_size;
+    if (mem_->has_recurrent()) align_ = std::lcm<int64_t>(model::kDeltaRuleChunk, bs);
+    if (opts_.prefill_chunk < align_) opts_.prefill_chunk = static_cast<int32_t>(align_);
+    opts_.prefill_chunk = static_cast<int32_t>(opts_.prefill_chunk / align_ * align_);
+    if (opts_.max_batched_tokens < opts_.max_running + align_)
+        throw Error("max batched tokens (" + std::to_string(opts_.max_batched_tokens) + ") must be at least max running sequences + " +
+                    std::to_string(align_) + " so prompts always progress");
+    if (opts_.snapshot_interval % align_ != 0)
+        opts_.snapshot_interval = static_cast<int32_t>((opts_.snapshot_interval + align_ - 1) / align_ * align_);
+    const int64_t pool_positions = static_cast<int64_t>(mem_->blocks().n_blocks()) * bs;
+    int64_t ctx = opts_.max_context > 0 ? opts_.max_context : (c.n_ctx_train > 0 ? c.n_ctx_train : pool_positions);
+    opts_.max_context = std::min(ctx, pool_positions);
+    stats_.max_context = opts_.max_context;
+}
+
+Scheduler::~Scheduler() = default;
+
+std::shared_ptr<const TokenIndex> Scheduler::token_index() {
+    if (!token_index_) token_index_ = std::make_shared<const TokenIndex>(tok_);
+    return token_index_;
+}
+
+void Scheduler::submit(Request req, EventSink* sink) {
+    if (req.id.empty()) throw Error("request id must not be empty");
+    if (by_id_.count(req.id) != 0) throw Error("a request with id '" + req.id + "' is already in flight");
+    if (req.prompt.empty()) throw Error("prompt must contain at least one token");
+    for (int32_t t : req.prompt)
+        if (!tok_.valid(t)) throw Error("prompt token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok_.n_vocab()) + ")");
+    for (int32_t t : req.stop_token_ids)
+        if (!tok_.valid(t)) throw Error("stop token id " + std::to_string(t) + " is outside the vocabulary");
+    if (static_cast<int64_t>(req.prompt.size()) >= opts_.max_context)
+        throw Error("prompt of " + std::to_string(req.prompt.size()) + " tokens leaves no room in the context of " +
+                    std::to_string(opts_.max_context) + " tokens");
+    req.sampling.validate(tok_.n_vocab());
+    StopStringMatcher::validate(req.stop);
+    auto s = std::make_unique<Sequence>(std::move(req), sink, tok_);
+    s->tokens = s->req.prompt;
+    s->n_prompt = static_cast<int64_t>(s->tokens.size());
+    s->usage.prompt_tokens = s->n_prompt;
+    for (int32_t t : s->tokens) s->sampler.accept(t, false);
+    if (s->req.grammar) s->constraint = std::make_unique<JsonConstraint>(s->req.grammar, token_index());
+    stats_.prompt_tokens += s->n_prompt;
+    waiting_.push_back(s.get());
+    by_id_.emplace(s->req.id, std::move(s));
+}
+
+bool Scheduler::cancel(const std::string& id) {
+    const auto it = by_id_.find(id);
+    if (it == by_id_.end() || it->second->phase == Sequence::Phase::Finished) return false;
+    finish(*it->second, FinishReason::Cancelled, "");
+    reap();
+    return true;
+}
+
+void Scheduler::cancel_all(FinishReason reason, const std::string& detail) {
+    for (auto& [id, s] : by_id_)
+        if (s->phase != Sequence::Phase::Finished) finish(*s, reason, detail);
+    reap();
+}
+
+void Scheduler::release_memory(Sequence& s) {
+    if (s.state) {
+        // Last block first: a prefix's tail becomes the least recently used part.
+        const std::vector<int32_t> blocks = s.state->blocks();
+        for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) mem_->blocks().release(*it);
+        s.state.reset();
+    }
+    mem_->release_slot(s.slot);
+    s.slot = -1;
+    s.n_computed = 0;
+    s.n_committed = 0;
+}
+
+void Scheduler::preempt(Sequence& s) {
+    release_memory(s);
+    running_.erase(std::find(running_.begin(), running_.end(), &s));
+    s.phase = Sequence::Phase::Waiting;
+    waiting_.push_front(&s);
+    ++stats_.preemptions;
+}
+
+Scheduler::Sequence* Scheduler::youngest_running() {
+    Sequence* y = nullptr;
+    for (Sequence* s : running_)
+        if (y == nullptr || s->admitted > y->admitted) y = s;
+    return y;
+}
+
+bool Scheduler::try_admit(Sequence& s) {
+    kv::BlockPool& pool = mem_->blocks();
+    const int64_t bs = pool.block_size();
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    // The longest cached prefix, leaving at least one token to compute (its logits are needed).
+    std::vector<int32_t> hit;
+    if (opts_.prefix_cache) {
+        ++stats_.prefix_lookups;
+        hit = pool.match(s.tokens, (n - 1) / bs);
+        if (mem_->has_recurrent()) {
+            // A hybrid model also needs the recurrent state after the prefix: the longest
+            // matched boundary with a snapshot.
+            while (!hit.empty() && !(static_cast<int64_t>(hit.size()) * bs % align_ == 0 && mem_->has_snapshot(hit.back()))) hit.pop_back();
+        }
+    }
+    const int64_t cached = static_cast<int64_t>(hit.size()) * bs;
+    // Blocks for the rest of the prompt must be free (cached blocks being reused don't count).
+    const int64_t need = (n + 1 + bs - 1) / bs - static_cast<int64_t>(hit.size());
+    int64_t reusable_free = 0;
+    for (int32_t b : hit)
+        if (pool.ref_count(b) == 0) ++reusable_free;
+    if (need > pool.n_available() - reusable_free) {
+        if (running_.empty() && need > pool.n_blocks()) {
+            finish(s, FinishReason::Error, "the prompt needs more KV memory than the engine has");
+            return true;
+        }
+        return false;
+    }
+    int32_t slot = -1;
+    if (mem_->has_recurrent()) {
+        slot = mem_->acquire_slot();
+        if (slot < 0) return false;
+    }
+    for (int32_t b : hit) pool.retain(b);
+    s.slot = slot;
+    s.state = mem_->make_sequence(slot);
+    s.state->set_blocks(hit);
+    if (slot >= 0 && !hit.empty()) mem_->load_snapshot(hit.back(), slot);
+    s.n_computed = cached;
+    s.n_committed = static_cast<int64_t>(hit.size());
+    s.state->set_n_past(cached);
+    if (!hit.empty()) ++stats_.prefix_hits;
+    stats_.reused_tokens += cached;
+    if (!s.ever_admitted) s.usage.cached_tokens = std::min(cached, s.n_prompt);
+    s.ever_admitted = true;
+    s.admitted = ++admit_counter_;
+    s.phase = Sequence::Phase::Prefill;
+    running_.push_back(&s);
+    return true;
+}
+
+void Scheduler::admit() {
+    while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < opts_.max_running) {
+        Sequence* s = waiting_.front();
+        if (!try_admit(*s)) break;
+        if (!waiting_.empty() && waiting_.front() == s) waiting_.pop_front();
+    }
+    reap();
+}
+
+bool Scheduler::ensure_blocks(Sequence& s, int64_t end) {
+    const int64_t bs = mem_->blocks().block_size();
+    while (static_cast<int64_t>(s.state->blocks().size()) * bs < end) {
+        const int32_t b = mem_->blocks().allocate();
+        if (b < 0) return false;
+        s.state->append_block(b);
+    }
+    return true;
+}
+
+int64_t Scheduler::prefill_end(const Sequence& s, int64_t budget) const {
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    int64_t end = std::min(n, s.n_computed + std::min<int64_t>(budget, opts_.prefill_chunk));
+    if (align_ > 1) {
+        if (end < n) end = end / align_ * align_;
+        // Stop at the next snapshot boundary: the last aligned boundary before the prompt's
+        // final token, and every snapshot_interval tokens.
+        const int64_t last = (n - 1) / align_ * align_;
+        int64_t next = last > s.n_computed ? last : n;
+        if (opts_.snapshot_interval > 0) {
+            const int64_t iv = opts_.snapshot_interval;
+            const int64_t k = (s.n_computed / iv + 1) * iv;
+            if (k < next) next = k;
+        }
+        end = std::min(end, std::max(next, s.n_computed));
+    }
+    return end;
+}
+
+void Scheduler::step() {
+    admit();
+    if (running_.empty()) return;
+    kv::BlockPool& pool = mem_->blocks();
+    const int64_t bs = pool.block_size();
+
+    // Decodes first: one token per running sequence that has finished its prompt. A sequence
+    // that needs a block when none is free preempts the youngest running sequence.
+    std::vector<Sequence*> decodes, prefills;
+    const std::vector<Sequence*> order = running_;
+    for (Sequence* s : order) {
+        if (s->phase != Sequence::Phase::Decode) continue;  // prefilling, or preempted just now
+        while (!ensure_blocks(*s, s->n_computed + 1)) {
+            Sequence* victim = youngest_running();
+            preempt(*victim);
+            if (victim == s) break;
+        }
+        if (s->phase == Sequence::Phase::Decode) decodes.push_back(s);
+    }
+    // A sequence taken earlier may have been preempted for a later one.
+    decodes.erase(std::remove_if(decodes.begin(), decodes.end(), [](Sequence* s) { return s->phase != Sequence::Phase::Decode; }),
+                  decodes.end());
+    int64_t budget = opts_.max_batched_tokens - static_cast<int64_t>(decodes.size());
+    for (Sequence* s : running_) {
+        if (s->phase != Sequence::Phase::Prefill || budget <= 0) continue;
+        int64_t end = prefill_end(*s, budget);
+        if (end <= s->n_computed) continue;
+        if (!ensure_blocks(*s, end)) {
+            // Take what fits (aligned); the rest waits for memory.
+            const int64_t have = static_cast<int64_t>(s->state->blocks().size()) * bs;
+            end = std::min(end, have);
+            if (end < static_cast<int64_t>(s->tokens.size())) end = end / align_ * align_;
+            if (end <= s->n_computed) continue;
+        }
+        s->step_begin = s->n_computed;
+        s->step_end = end;
+        budget -= end - s->n_computed;
+        prefills.push_back(s);
+    }
+    if (decodes.empty() && prefills.empty()) {
+        // Every running sequence is stuck on memory held by the others: free the youngest.
+        if (running_.size() > 1) preempt(*youngest_running());
+        else if (running_.size() == 1) finish(*running_.front(), FinishReason::Error, "out of KV memory");
+        reap();
+        return;
+    }
+
+    batch_.clear();
+    batch_seqs_.clear();
+    for (Sequence* s : decodes) {
+        s->step_begin = s->n_computed;
+        s->step_end = s->n_computed + 1;
+    }
+    std::vector<Sequence*> in_batch = decodes;
+    in_batch.insert(in_batch.end(), prefills.begin(), prefills.end());
+    int64_t n_logits = 0;
+    for (Sequence* s : in_batch) {
+        const int32_t idx = static_cast<int32_t>(batch_seqs_.size());
+        batch_seqs_.push_back(s->state.get());
+        const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
+        for (int64_t p = s->step_begin; p < s->step_end; ++p)
+            batch_.add(s->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), idx, last && p == s->step_end - 1);
+        n_logits += last ? 1 : 0;
+        if (s->phase == Sequence::Phase::Prefill) stats_.prefill_tokens += s->step_end - s->step_begin;
+    }
+    logits_.resize(static_cast<size_t>(n_logits * model_.config().n_vocab));
+    model_.forward(batch_, batch_seqs_, logits_.data());
+    ++stats_.steps;
+
+    int64_t row = 0;
+    for (Sequence* s : in_batch) {
+        const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
+        float* l = last ? logits_.data() + row++ * model_.config().n_vocab : nullptr;
+        after_forward(*s, l);
+    }
+    reap();
+}
+
+void Scheduler::commit_blocks(Sequence& s) {
+    kv::BlockPool& pool = mem_->blocks();
+    const int64_t bs = pool.block_size();
+    std::vector<int32_t> blocks = s.state->blocks();
+    bool changed = false;
+    while ((s.n_committed + 1) * bs <= s.n_computed) {
+        const size_t i = static_cast<size_t>(s.n_committed);
+        const int32_t parent = i == 0 ? -1 : blocks[i - 1];
+        const std::span<const int32_t> toks(s.tokens.data() + i * static_cast<size_t>(bs), static_cast<size_t>(bs));
+        const int32_t canonical = pool.commit(blocks[i], parent, toks);
+        if (canonical != blocks[i]) {
+            // The same prefix is cached already: share it, free ours.
+            pool.retain(canonical);
+            pool.release(blocks[i]);
+            blocks[i] = canonical;
+            changed = true;
+        }
+        ++s.n_committed;
+    }
+    if (changed) s.state->set_blocks(std::move(blocks));
+}
+
+void Scheduler::after_forward(Sequence& s, const float* logits) {
+    const bool was_prefill = s.phase == Sequence::Phase::Prefill;
+    s.n_computed = s.step_end;
+    if (opts_.prefix_cache) {
+        commit_blocks(s);
+        // Hybrid models: snapshot the recurrent state at the boundaries prefill_end stops at.
+        if (mem_->has_recurrent() && s.n_computed % align_ == 0 && s.n_computed > 0) {
+            const int64_t n = static_cast<int64_t>(s.tokens.size());
+            const bool prompt_end = was_prefill && s.n_computed == (n - 1) / align_ * align_;
+            const bool interval = opts_.snapshot_interval > 0 && s.n_computed % opts_.snapshot_interval == 0;
+            if (prompt_end || interval) {
+                const int32_t block = s.state->blocks()[static_cast<size_t>(s.n_computed / mem_->blocks().block_size() - 1)];
+                mem_->save_snapshot(s.slot, block);
+            }
+        }
+    }
+    if (logits == nullptr) return;
+    s.phase = Sequence::Phase::Decode;
+    sample_next(s, const_cast<float*>(logits));
+}
+
+void Scheduler::sample_next(Sequence& s, float* logits) {
+    const TokenMask* mask = nullptr;
+    if (s.constraint) {
+        s.constraint->allowed(s.mask);
+        mask = &s.mask;
+    }
+    SampleResult r;
+    try {
+        r = s.sampler.sample(logits, mask);
+    } catch (const Error& e) {
+        finish(s, FinishReason::Error, e.what());
+        return;
+    }
+    const int32_t t = r.token;
+    s.tokens.push_back(t);
+    s.sampler.accept(t, true);
+    ++s.usage.completion_tokens;
+    ++stats_.generated_tokens;
+
+    const bool is_end = (!s.req.ignore_eos && (t == tok_.eos() || t == tok_.eot())) ||
+                        std::find(s.req.stop_token_ids.begin(), s.req.stop_token_ids.end(), t) != s.req.stop_token_ids.end();
+    if (is_end) {
+        finish(s, FinishReason::Stop, tok_.token_bytes(t));
+        return;
+    }
+    if (s.constraint) s.constraint->accept(t);
+    GeneratedToken g{t, r.logprob, std::move(r.top)};
+    // Control tokens are not text (what a "skip special tokens" decode omits).
+    std::string piece = tok_.is_special(t) ? std::string() : s.decoder.push(t);
+    const StopStringMatcher::Result m = s.stops.push(piece);
+    emit(s, {std::move(g)}, m.emit);
+    if (m.stopped) {
+        s.stop_matched = true;
+        finish(s, FinishReason::Stop, s.req.stop[static_cast<size_t>(m.which)]);
+        return;
+    }
+    if (s.constraint && s.constraint->must_end()) {
+        finish(s, FinishReason::Stop, "");
+        return;
+    }
+    if ((s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens) ||
+        static_cast<int64_t>(s.tokens.size()) >= opts_.max_context) {
+        finish(s, FinishReason::Length, "");
+        return;
+    }
+}
+
+void Scheduler::emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece) {
+    if (s.sink != nullptr && (!toks.empty() || !piece.empty())) s.sink->on_tokens(s.req.id, toks, piece);
+}
+
+void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& detail) {
+    if (s.phase == Sequence::Phase::Finished) return;
+    if ((reason == FinishReason::Stop || reason == FinishReason::Length) && !s.stop_matched) {
+        // Whatever text is still held back (no stop string followed it) belongs to the output.
+        std::string tail = s.stops.push(s.decoder.flush()).emit;
+        tail += s.stops.flush();
+        emit(s, {}, tail);
+    }
+    release_memory(s);
+    if (const auto it = std::find(running_.begin(), running_.end(), &s); it != running_.end()) running_.erase(it);
+    if (const auto it = std::find(waiting_.begin(), waiting_.end(), &s); it != waiting_.end()) waiting_.erase(it);
+    s.phase = Sequence::Phase::Finished;
+    ++stats_.finished;
+    if (s.sink != nullptr) s.sink->on_done(s.req.id, reason, s.usage, detail);
+}
+
+void Scheduler::reap() {
+    for (auto it = by_id_.begin(); it != by_id_.end();) {
+        if (it->second->phase == Sequence::Phase::Finished) it = by_id_.erase(it);
+        else ++it;
+    }
+}
+
+SchedulerStats Scheduler::stats() const {
+    SchedulerStats s = stats_;
+    s.running = static_cast<int64_t>(running_.size());
+    s.waiting = static_cast<int64_t>(waiting_.size());
+    const kv::BlockPool& pool = mem_->blocks();
+    s.kv_blocks = pool.n_blocks();
+    s.kv_blocks_in_use = pool.n_in_use();
+    s.kv_blocks_cached = pool.n_cached();
+    s.block_size = pool.block_size();
+    s.snapshots = mem_->n_snapshots();
+    s.snapshot_capacity = mem_->snapshot_capacity();
+    return s;
+}
+
+}  // namespace strata::runtime

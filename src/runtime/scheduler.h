@@ -1,0 +1,116 @@
+// Continuous batching over one model: every step() runs one forward pass holding a decode token
+// of every running sequence plus chunks of prompts still being prefilled, under named limits.
+//
+// Lifecycle of a request: waiting (FIFO queue; nothing is refused for being busy) -> admitted
+// when a running slot, a recurrent-state slot (hybrid models) and KV blocks for its uncached
+// prompt are free; the longest cached prefix is reused -> prefill in chunks -> decode one token
+// per step -> finished (stop, length, cancelled, error), its blocks released to the prefix cache.
+//
+// Memory pressure: when a running sequence needs a KV block and none is free, the most recently
+// admitted sequence is preempted: its blocks are released (they stay in the prefix cache while
+// memory allows), and it goes back to the head of the queue with its prompt and the tokens it
+// has generated; on readmission it recomputes (mostly from the prefix cache) and continues.
+// Nothing already sent to the client changes; its sampler keeps its random stream.
+//
+// Batch invariance: a sequence's logits do not depend on its batch companions (every kernel
+// computes a token's row the same way whatever else is in the batch), and for hybrid models
+// prefill chunks end only at multiples of the Gated DeltaNet chunk (64 tokens), so the chunked
+// delta rule sees the same chunks however the prompt was split across steps.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_memory.h"
+#include "model/model.h"
+#include "runtime/request.h"
+
+namespace strata::tokenizer {
+class Tokenizer;
+}
+
+namespace strata::runtime {
+
+class TokenIndex;
+
+struct SchedulerOptions {
+    int32_t max_batched_tokens = 512;  // tokens in one forward pass (decodes + prefill chunks)
+    int32_t max_running = 16;          // sequences admitted at once
+    int32_t prefill_chunk = 256;       // most prompt tokens of one sequence per step
+    int64_t max_context = 0;           // positions per sequence; 0: the model's, capped by the KV pool
+    // Hybrid models: besides the end of each prompt, snapshot the recurrent state every this
+    // many tokens (a multiple of 64 and of the block size), so requests sharing only part of a
+    // prompt (a system prompt, earlier turns) reuse it. 0: only at prompt ends.
+    int32_t snapshot_interval = 1024;
+    bool prefix_cache = true;
+    kv::KvMemoryOptions kv;
+};
+
+struct SchedulerStats {
+    int64_t steps = 0, running = 0, waiting = 0, finished = 0;
+    int64_t prompt_tokens = 0, prefill_tokens = 0, generated_tokens = 0;
+    int64_t prefix_lookups = 0, prefix_hits = 0, reused_tokens = 0;
+    int64_t preemptions = 0;
+    int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
+    int32_t snapshots = 0, snapshot_capacity = 0;
+    int64_t max_context = 0;
+};
+
+class Scheduler {
+public:
+    Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opts);
+    ~Scheduler();
+
+    // Queues a request. Throws strata::Error (in the client's terms) for an invalid one: empty
+    // prompt, duplicate id, token outside the vocabulary, prompt longer than the context.
+    void submit(Request req, EventSink* sink);
+    // Ends a request at once (memory freed now, done event "cancelled"). False if unknown.
+    bool cancel(const std::string& id);
+    // Ends every request in flight with done events of `reason` (shutdown).
+    void cancel_all(FinishReason reason, const std::string& detail);
+    bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+    // One forward pass and the sampling after it. No-op without work.
+    void step();
+    SchedulerStats stats() const;
+    const SchedulerOptions& options() const { return opts_; }
+    const tokenizer::Tokenizer& tokenizer() const { return tok_; }
+    const model::Model& model() const { return model_; }
+    std::shared_ptr<const TokenIndex> token_index();  // built on first use
+
+private:
+    struct Sequence;
+    void admit();
+    bool try_admit(Sequence& s);
+    bool ensure_blocks(Sequence& s, int64_t end);  // blocks for positions [0, end)
+    void release_memory(Sequence& s);
+    void preempt(Sequence& s);
+    Sequence* youngest_running();
+    int64_t prefill_end(const Sequence& s, int64_t budget) const;
+    void commit_blocks(Sequence& s);
+    void after_forward(Sequence& s, const float* logits);
+    void sample_next(Sequence& s, float* logits);
+    void finish(Sequence& s, FinishReason reason, const std::string& detail);
+    void emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece);
+    void reap();
+
+    model::Model& model_;
+    const tokenizer::Tokenizer& tok_;
+    SchedulerOptions opts_;
+    std::unique_ptr<kv::KvMemory> mem_;
+    int64_t align_ = 1;  // prefill split granularity (hybrid: multiple of the delta-rule chunk and block)
+    std::unordered_map<std::string, std::unique_ptr<Sequence>> by_id_;
+    std::deque<Sequence*> waiting_;
+    std::vector<Sequence*> running_;  // admission order
+    uint64_t admit_counter_ = 0;
+    SchedulerStats stats_;
+    std::shared_ptr<const TokenIndex> token_index_;
+    model::Batch batch_;
+    std::vector<model::SequenceState*> batch_seqs_;
+    std::vector<float> logits_;
+};
+
+}  // namespace strata::runtime
