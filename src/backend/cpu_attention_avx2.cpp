@@ -3,6 +3,6 @@
 
 namespace strata::backend {
 
-void attention_group_avx2(const AttentionGroupTask& t) { detail::attention_group(t); }
+void attention_tile_avx2(const AttentionTileTask& t) { detail::attention_tile(t); }
 
 }  // namespace strata::backend

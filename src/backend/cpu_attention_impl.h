@@ -25,44 +25,66 @@ static inline float dot_lanes(const float* __restrict a, const float* __restrict
     return s;
 }
 
-static inline void axpy(float* __restrict y, float a, const float* __restrict x, int64_t n) {
-    for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
+static inline void scale_add(float* __restrict y, float c, float a, const float* __restrict x, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) y[d] = y[d] * c + a * x[d];
 }
 
-static inline void attention_group(const AttentionGroupTask& t) {
+static inline void attention_tile(const AttentionTileTask& t) {
     const KvCacheView& c = *t.kv;
     const int64_t bs = c.block_size;
-    // Scores, block by block of the table (rows of a block are contiguous).
-    for (int64_t j0 = 0; j0 < t.n_ctx; j0 += bs) {
-        const int64_t n = std::min(bs, t.n_ctx - j0);
-        const float* kb = c.k + c.blocks[j0 / bs] * bs * t.k_row + t.k_offset;
-        for (int64_t i = 0; i < n; ++i) {
-            const float* kj = kb + i * t.k_row;
-            for (int64_t h = 0; h < t.group; ++h)
-                t.scores[h * t.n_ctx + j0 + i] = dot_lanes(t.q + h * t.q_stride, kj, t.head_dim_k) * t.scale;
+    const int64_t n_rows = t.n_queries * t.group;
+    // Running max and sum of exp per (query, head); outputs accumulate unnormalised.
+    float run_max[kAttentionTile * kMaxAttentionGroup], run_sum[kAttentionTile * kMaxAttentionGroup];
+    for (int64_t r = 0; r < n_rows; ++r) {
+        run_max[r] = -INFINITY;
+        run_sum[r] = 0;
+    }
+    for (int64_t i = 0; i < t.n_queries; ++i)
+        for (int64_t h = 0; h < t.group; ++h) std::fill_n(t.out + i * t.out_token_stride + h * t.head_dim_v, t.head_dim_v, 0.0f);
+    int32_t last = 0;
+    for (int64_t i = 0; i < t.n_queries; ++i) last = std::max(last, t.pos[i]);
+
+    // Keys in chunks that never cross a cache block (rows of a block are contiguous).
+    constexpr int64_t kChunk = 256;
+    float s[kChunk];
+    for (int64_t j0 = 0; j0 <= last;) {
+        const int64_t in_block = j0 % bs;
+        const int64_t n_chunk = std::min<int64_t>({bs - in_block, kChunk, last + 1 - j0});
+        const int64_t row0 = static_cast<int64_t>(c.blocks[j0 / bs]) * bs + in_block;
+        const float* kb = c.k + row0 * t.k_row + t.k_offset;
+        const float* vb = c.v + row0 * t.v_row + t.v_offset;
+        for (int64_t i = 0; i < t.n_queries; ++i) {
+            const int64_t n = std::min<int64_t>(n_chunk, t.pos[i] - j0 + 1);  // causal
+            if (n <= 0) continue;
+            for (int64_t h = 0; h < t.group; ++h) {
+                const float* q = t.q + i * t.q_token_stride + h * t.head_dim_k;
+                float* o = t.out + i * t.out_token_stride + h * t.head_dim_v;
+                const int64_t r = i * t.group + h;
+                float mx = run_max[r];
+                for (int64_t j = 0; j < n; ++j) {
+                    s[j] = dot_lanes(q, kb + j * t.k_row, t.head_dim_k) * t.scale;
+                    mx = std::max(mx, s[j]);
+                }
+                // Rescale what was accumulated under the old max.
+                const float corr = std::exp(run_max[r] - mx);
+                float sum = run_sum[r] * corr;
+                for (int64_t j = 0; j < n; ++j) {
+                    const float p = std::exp(s[j] - mx);
+                    sum += p;
+                    scale_add(o, j == 0 ? corr : 1.0f, p, vb + j * t.v_row, t.head_dim_v);
+                }
+                run_max[r] = mx;
+                run_sum[r] = sum;
+            }
         }
+        j0 += n_chunk;
     }
-    // Softmax per head; the 1/sum is applied to the output once.
-    float inv_sum[kMaxAttentionGroup];
-    for (int64_t h = 0; h < t.group; ++h) {
-        float* s = t.scores + h * t.n_ctx;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < t.n_ctx; ++j) mx = std::max(mx, s[j]);
-        float sum = 0;
-        for (int64_t j = 0; j < t.n_ctx; ++j) sum += (s[j] = std::exp(s[j] - mx));
-        inv_sum[h] = 1.0f / sum;
-        std::fill(t.out + h * t.out_stride, t.out + h * t.out_stride + t.head_dim_v, 0.0f);
-    }
-    for (int64_t j0 = 0; j0 < t.n_ctx; j0 += bs) {
-        const int64_t n = std::min(bs, t.n_ctx - j0);
-        const float* vb = c.v + c.blocks[j0 / bs] * bs * t.v_row + t.v_offset;
-        for (int64_t i = 0; i < n; ++i) {
-            const float* vj = vb + i * t.v_row;
-            for (int64_t h = 0; h < t.group; ++h) axpy(t.out + h * t.out_stride, t.scores[h * t.n_ctx + j0 + i], vj, t.head_dim_v);
+    for (int64_t i = 0; i < t.n_queries; ++i)
+        for (int64_t h = 0; h < t.group; ++h) {
+            float* o = t.out + i * t.out_token_stride + h * t.head_dim_v;
+            const float inv = 1.0f / run_sum[i * t.group + h];
+            for (int64_t d = 0; d < t.head_dim_v; ++d) o[d] *= inv;
         }
-    }
-    for (int64_t h = 0; h < t.group; ++h)
-        for (int64_t d = 0; d < t.head_dim_v; ++d) t.out[h * t.out_stride + d] *= inv_sum[h];
 }
 
 }  // namespace strata::backend::detail

@@ -168,33 +168,42 @@ void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int6
 void CpuBackend::attention(const AttentionArgs& a) {
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t k_row = a.n_head_kv * a.head_dim_k, v_row = a.n_head_kv * a.head_dim_v;
-    // Tasks: (token, KV head, up to kMaxAttentionGroup of the query heads reading it).
+    // Tiles: runs of up to kAttentionTile consecutive tokens of one sequence (same cache,
+    // consecutive positions); a task is (KV head, tile, up to kMaxAttentionGroup query heads).
+    attn_tiles_.clear();
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+        if (!attn_tiles_.empty()) {
+            auto& [begin, end] = attn_tiles_.back();
+            if (end - begin < kAttentionTile && a.kv[t] == a.kv[end - 1] && a.pos[t] == a.pos[end - 1] + 1) {
+                ++end;
+                continue;
+            }
+        }
+        attn_tiles_.push_back({t, t + 1});
+    }
     const int64_t parts = (group + kMaxAttentionGroup - 1) / kMaxAttentionGroup;
-    const AttentionGroupFn kernel = attention_group_kernel(kernels_.isa);
-    attn_scores_.resize(static_cast<size_t>(pool_.size()));
-    // KV head outermost: consecutive tasks (one thread's share) read the same keys and values,
-    // which then stay in cache across the tokens of a long prompt.
-    pool_.parallel_for(a.n_tokens * a.n_head_kv * parts, [&](int64_t task, int thread) {
-        const int64_t hk = task / (a.n_tokens * parts), t = task / parts % a.n_tokens, part = task % parts;
+    const int64_t n_tiles = static_cast<int64_t>(attn_tiles_.size());
+    const AttentionTileFn kernel = attention_tile_kernel(kernels_.isa);
+    pool_.parallel_for(a.n_head_kv * n_tiles * parts, [&](int64_t task, int) {
+        const int64_t hk = task / (n_tiles * parts), tile = task / parts % n_tiles, part = task % parts;
+        const auto [t0, t1] = attn_tiles_[static_cast<size_t>(tile)];
         const int64_t h0 = hk * group + part * kMaxAttentionGroup;
-        AttentionGroupTask g;
+        AttentionTileTask g;
         g.group = std::min(kMaxAttentionGroup, group - part * kMaxAttentionGroup);
-        g.q = a.q + (t * a.n_head + h0) * a.head_dim_k;
-        g.q_stride = a.head_dim_k;
-        g.out = a.out + (t * a.n_head + h0) * a.head_dim_v;
-        g.out_stride = a.head_dim_v;
+        g.q = a.q + (t0 * a.n_head + h0) * a.head_dim_k;
+        g.q_token_stride = a.n_head * a.head_dim_k;
+        g.out = a.out + (t0 * a.n_head + h0) * a.head_dim_v;
+        g.out_token_stride = a.n_head * a.head_dim_v;
+        g.pos = a.pos + t0;
+        g.n_queries = t1 - t0;
         g.head_dim_k = a.head_dim_k;
         g.head_dim_v = a.head_dim_v;
-        g.kv = a.kv[t];
+        g.kv = a.kv[t0];
         g.k_offset = hk * a.head_dim_k;
         g.v_offset = hk * a.head_dim_v;
         g.k_row = k_row;
         g.v_row = v_row;
-        g.n_ctx = a.pos[t] + 1;
         g.scale = a.scale;
-        std::vector<float>& scores = attn_scores_[static_cast<size_t>(thread)];
-        scores.resize(static_cast<size_t>(g.group * g.n_ctx));
-        g.scores = scores.data();
         kernel(g);
     });
 }

@@ -55,7 +55,7 @@ private:
     std::vector<cpu::MatmulJob> jobs_;
     std::vector<float> moe_hidden_, moe_out_;
     std::vector<int32_t> moe_pairs_, moe_offsets_, moe_fill_, moe_token_of_, moe_rows_, moe_slot_of_;
-    std::vector<std::vector<float>> attn_scores_;  // per pool thread
+    std::vector<std::pair<int64_t, int64_t>> attn_tiles_;  // [begin, end) token runs of one attention call
 };
 
 }  // namespace strata::backend

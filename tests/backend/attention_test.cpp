@@ -1,6 +1,7 @@
 // CPU attention through paged KV (random block tables) at every instruction-set level against
-// a plain double-precision reference on random data; also a contiguous cache and the backend's
-// whole attention op (GQA groups, causal positions per token).
+// a plain double-precision reference on random data: a tile of queries at consecutive positions,
+// a query alone equal bit for bit to the same query in a tile, and the backend's whole attention
+// op (GQA groups, two sequences, causal positions per token).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,14 +40,13 @@ std::vector<double> reference(const float* q, const std::vector<float>& k, const
 
 class AttentionKernels : public testing::TestWithParam<Case> {};
 
-TEST_P(AttentionKernels, PagedGroupMatchesReferenceAtEveryLevel) {
+TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
     const Case c = GetParam();
     const int64_t group = c.n_head / c.n_head_kv, k_row = c.n_head_kv * c.dk, v_row = c.n_head_kv * c.dv;
     const int64_t n_blocks = (c.n_ctx + c.block_size - 1) / c.block_size;
     // Logical rows (contiguous, for the reference) and a shuffled physical placement.
     const auto k = test::random_floats(static_cast<size_t>(n_blocks * c.block_size * k_row), 1);
     const auto v = test::random_floats(static_cast<size_t>(n_blocks * c.block_size * v_row), 2);
-    const auto q = test::random_floats(static_cast<size_t>(c.n_head * c.dk), 3);
     std::vector<int32_t> table(static_cast<size_t>(n_blocks));
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(4));
@@ -60,18 +60,25 @@ TEST_P(AttentionKernels, PagedGroupMatchesReferenceAtEveryLevel) {
     }
     KvCacheView view{kp.data(), vp.data(), table.data(), n_blocks, c.block_size};
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+    // A tile of queries at the last positions (up to kAttentionTile), each attending causally.
+    const int64_t n_q = std::min<int64_t>(c.n_ctx, 5);
+    std::vector<int32_t> pos(static_cast<size_t>(n_q));
+    for (int64_t i = 0; i < n_q; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(c.n_ctx - n_q + i);
+    const auto qs = test::random_floats(static_cast<size_t>(n_q * c.n_head * c.dk), 3);
     for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
         if (!cpu::isa_supported(isa)) {
             std::printf("  (%s not supported here: skipped)\n", cpu::isa_name(isa));
             continue;
         }
         for (int64_t hk = 0; hk < c.n_head_kv; ++hk) {
-            std::vector<float> out(static_cast<size_t>(group * c.dv), -1.0f), scores(static_cast<size_t>(group * c.n_ctx));
-            AttentionGroupTask t;
-            t.q = q.data() + hk * group * c.dk;
-            t.q_stride = c.dk;
-            t.out = out.data();
-            t.out_stride = c.dv;
+            std::vector<float> out(static_cast<size_t>(n_q * c.n_head * c.dv), -1.0f);
+            AttentionTileTask t;
+            t.q = qs.data() + hk * group * c.dk;
+            t.q_token_stride = c.n_head * c.dk;
+            t.out = out.data() + hk * group * c.dv;
+            t.out_token_stride = c.n_head * c.dv;
+            t.pos = pos.data();
+            t.n_queries = n_q;
             t.group = group;
             t.head_dim_k = c.dk;
             t.head_dim_v = c.dv;
@@ -80,20 +87,32 @@ TEST_P(AttentionKernels, PagedGroupMatchesReferenceAtEveryLevel) {
             t.v_offset = hk * c.dv;
             t.k_row = k_row;
             t.v_row = v_row;
-            t.n_ctx = c.n_ctx;
             t.scale = scale;
-            t.scores = scores.data();
-            attention_group_kernel(isa)(t);
-            for (int64_t h = 0; h < group; ++h) {
-                const auto ref = reference(t.q + h * c.dk, k, v, k_row, v_row, hk * c.dk, hk * c.dv, c.dk, c.dv, c.n_ctx, scale);
-                double num = 0, den = 0;
-                for (int64_t i = 0; i < c.dv; ++i) {
-                    const double d = out[static_cast<size_t>(h * c.dv + i)] - ref[static_cast<size_t>(i)];
-                    num += d * d;
-                    den += ref[static_cast<size_t>(i)] * ref[static_cast<size_t>(i)];
+            attention_tile_kernel(isa)(t);
+            for (int64_t i = 0; i < n_q; ++i)
+                for (int64_t h = 0; h < group; ++h) {
+                    const float* qh = t.q + i * t.q_token_stride + h * c.dk;
+                    const auto ref = reference(qh, k, v, k_row, v_row, hk * c.dk, hk * c.dv, c.dk, c.dv, pos[static_cast<size_t>(i)] + 1, scale);
+                    const float* o = t.out + i * t.out_token_stride + h * c.dv;
+                    double num = 0, den = 0;
+                    for (int64_t d = 0; d < c.dv; ++d) {
+                        const double e = o[d] - ref[static_cast<size_t>(d)];
+                        num += e * e;
+                        den += ref[static_cast<size_t>(d)] * ref[static_cast<size_t>(d)];
+                    }
+                    EXPECT_LT(std::sqrt(num / den), 1e-5) << cpu::isa_name(isa) << " kv head " << hk << " query " << i << " head " << h;
                 }
-                EXPECT_LT(std::sqrt(num / den), 1e-5) << cpu::isa_name(isa) << " kv head " << hk << " head " << h;
-            }
+            // A query alone gives bit-identical output to the same query inside the tile.
+            const int64_t pick = n_q > 1 ? 1 : 0;
+            std::vector<float> alone(static_cast<size_t>(c.n_head * c.dv), -1.0f);
+            AttentionTileTask one = t;
+            one.q = t.q + pick * t.q_token_stride;
+            one.pos = pos.data() + pick;
+            one.out = alone.data() + hk * group * c.dv;
+            one.n_queries = 1;
+            attention_tile_kernel(isa)(one);
+            const float* in_tile = out.data() + pick * c.n_head * c.dv + hk * group * c.dv;
+            for (int64_t d = 0; d < group * c.dv; ++d) ASSERT_EQ(one.out[d], in_tile[d]) << "batch invariance";
         }
     }
 }
