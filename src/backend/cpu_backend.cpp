@@ -2,6 +2,8 @@
 
 #include "backend/cpu_attention.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -46,13 +48,34 @@ CpuBackend::~CpuBackend() = default;
 
 float* CpuBackend::alloc_floats(size_t n) {
     const size_t bytes = std::max<size_t>(64, (n * sizeof(float) + 63) / 64 * 64);
+    if (bytes >= kLargeAllocation) {
+        // Large buffers (KV pools, states) come from the kernel already zeroed, page by page on
+        // first touch: a 2 GiB KV pool costs no time and no memory until it is used.
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) throw Error("out of memory mapping " + std::to_string(bytes >> 20) + " MiB");
+        std::lock_guard<std::mutex> lock(large_mu_);
+        large_[p] = bytes;
+        return static_cast<float*>(p);
+    }
     void* p = std::aligned_alloc(64, bytes);
     if (p == nullptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes of activations");
     std::memset(p, 0, bytes);
     return static_cast<float*>(p);
 }
 
-void CpuBackend::free_floats(float* p) { std::free(p); }
+void CpuBackend::free_floats(float* p) {
+    if (p == nullptr) return;
+    {
+        std::lock_guard<std::mutex> lock(large_mu_);
+        const auto it = large_.find(p);
+        if (it != large_.end()) {
+            ::munmap(p, it->second);
+            large_.erase(it);
+            return;
+        }
+    }
+    std::free(p);
+}
 
 void CpuBackend::copy_to_host(const float* src, float* host, size_t n) { std::memcpy(host, src, n * sizeof(float)); }
 void CpuBackend::copy_from_host(const float* host, float* dst, size_t n) { std::memcpy(dst, host, n * sizeof(float)); }

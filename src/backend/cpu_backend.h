@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -55,7 +57,10 @@ private:
     std::vector<cpu::MatmulJob> jobs_;
     std::vector<float> moe_hidden_, moe_out_;
     std::vector<int32_t> moe_pairs_, moe_offsets_, moe_fill_, moe_token_of_, moe_rows_, moe_slot_of_;
-    std::vector<std::pair<int64_t, int64_t>> attn_tiles_;  // [begin, end) token runs of one attention call
+    std::vector<std::pair<int64_t, int64_t>> attn_tiles_;
+    static constexpr size_t kLargeAllocation = size_t{1} << 20;
+    std::mutex large_mu_;
+    std::unordered_map<void*, size_t> large_;  // mmap'd buffers and their sizes  // [begin, end) token runs of one attention call
 };
 
 }  // namespace strata::backend

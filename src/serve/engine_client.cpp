@@ -1,0 +1,263 @@
+#include "serve/engine_client.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace strata::serve {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kMaxBackoff = std::chrono::milliseconds(8000);
+
+std::string exit_description(int status) {
+    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    return "stopped";
+}
+
+}  // namespace
+
+EngineClient::EngineClient(std::vector<std::string> argv) : argv_(std::move(argv)) {
+    if (argv_.empty()) throw Error("engine command line is empty");
+    ::signal(SIGPIPE, SIG_IGN);  // a dead engine must not kill the server through a write
+}
+
+EngineClient::~EngineClient() {
+    stopping_ = true;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (to_engine_ >= 0) {
+            write_line(R"({"op":"shutdown"})");
+            ::close(to_engine_);
+            to_engine_ = -1;
+        }
+    }
+    // Give the engine a moment to exit cleanly, then make sure it is gone.
+    const pid_t pid = pid_.load();
+    for (int i = 0; i < 100 && pid > 0 && ::kill(pid, 0) == 0 && pid_.load() == pid; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (pid_.load() > 0) ::kill(pid_.load(), SIGKILL);
+    if (reader_.joinable()) reader_.join();
+}
+
+void EngineClient::spawn() {
+    int in_pipe[2], out_pipe[2];
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create pipes for the engine: ") + std::strerror(errno));
+    std::vector<char*> args;
+    for (auto& a : argv_) args.push_back(a.data());
+    args.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("cannot start the engine: ") + std::strerror(errno));
+    if (pid == 0) {
+        // Child: stdin/stdout are the pipes (dup2 clears close-on-exec), stderr is shared.
+        ::dup2(in_pipe[0], 0);
+        ::dup2(out_pipe[1], 1);
+        ::execv(args[0], args.data());
+        // Only async-signal-safe calls between fork and exec (the server has threads).
+        static const char msg[] = "strata serve: cannot run the engine binary\n";
+        [[maybe_unused]] const ssize_t w = ::write(2, msg, sizeof msg - 1);
+        ::_exit(127);
+    }
+    ::close(in_pipe[0]);
+    ::close(out_pipe[1]);
+    to_engine_ = in_pipe[1];
+    from_engine_ = out_pipe[0];
+    pid_ = pid;
+}
+
+void EngineClient::start(std::chrono::milliseconds timeout) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        spawn();
+    }
+    reader_ = std::thread([this] { reader_loop(); });
+    std::unique_lock<std::mutex> lock(mu_);
+    // The first engine must come up: a bad model is a startup error, not something to retry.
+    if (!cv_.wait_for(lock, timeout, [&] { return ready_.load() || restarts_.load() > 0; }) || !ready_.load()) {
+        stopping_ = true;
+        throw Error("the engine did not start (" + argv_[0] + " engine ...): see its messages above");
+    }
+}
+
+bool EngineClient::write_line(const std::string& line) {
+    if (to_engine_ < 0) return false;
+    std::string buf = line;
+    buf.push_back('\n');
+    size_t off = 0;
+    while (off < buf.size()) {
+        const ssize_t n = ::write(to_engine_, buf.data() + off, buf.size() - off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return false;  // EPIPE: the engine is gone; the reader sees EOF and restarts it
+        }
+        off += static_cast<size_t>(n);
+    }
+    return true;
+}
+
+void EngineClient::submit(const std::string& id, json command, Handler handler) {
+    command["op"] = "submit";
+    command["id"] = id;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_.count(id) != 0) throw Error("request id '" + id + "' is already in flight");
+    Pending& p = pending_[id];
+    p.command = std::move(command);
+    p.handler = std::move(handler);
+    if (ready_) write_line(p.command.dump(-1, ' ', false, json::error_handler_t::replace));
+    // Not ready: sent when the (restarted) engine says ready.
+}
+
+void EngineClient::cancel(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    if (ready_) {
+        write_line(json{{"op", "cancel"}, {"id", id}}.dump());
+    } else {
+        // Never reached an engine: finish it here.
+        Handler h = std::move(it->second.handler);
+        pending_.erase(it);
+        h(json{{"event", "done"}, {"id", id}, {"finish_reason", "cancelled"},
+               {"usage", {{"prompt_tokens", 0}, {"cached_tokens", 0}, {"completion_tokens", 0}}}});
+    }
+}
+
+json EngineClient::stats(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!ready_) return json::object();
+    const uint64_t want = ++stats_seq_;
+    write_line(R"({"op":"stats"})");
+    if (!cv_.wait_for(lock, timeout, [&] { return stats_seen_ >= want || !ready_; }) || stats_seen_ < want) return json::object();
+    return last_stats_;
+}
+
+int64_t EngineClient::in_flight() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(pending_.size());
+}
+
+json EngineClient::ready_info() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_info_;
+}
+
+void EngineClient::reader_loop() {
+    std::string buf;
+    char chunk[65536];
+    while (true) {
+        int fd;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            fd = from_engine_;
+        }
+        const ssize_t n = fd < 0 ? 0 : ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n > 0) {
+            buf.append(chunk, static_cast<size_t>(n));
+            size_t start = 0, nl;
+            while ((nl = buf.find('\n', start)) != std::string::npos) {
+                handle_line(buf.substr(start, nl - start));
+                start = nl + 1;
+            }
+            buf.erase(0, start);
+            continue;
+        }
+        // EOF or error: the engine is gone.
+        buf.clear();
+        on_engine_exit();
+        if (stopping_) return;
+        std::this_thread::sleep_for(backoff_);
+        backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) return;
+        try {
+            spawn();
+            ++restarts_;
+        } catch (const Error& e) {
+            std::fprintf(stderr, "strata serve: %s\n", e.what());
+        }
+    }
+}
+
+void EngineClient::handle_line(const std::string& line) {
+    json ev;
+    try {
+        ev = json::parse(line);
+    } catch (const json::exception&) {
+        std::fprintf(stderr, "strata serve: engine wrote a line that is not JSON: %.200s\n", line.c_str());
+        return;
+    }
+    const std::string kind = ev.value("event", "");
+    if (kind == "ready") {
+        std::lock_guard<std::mutex> lock(mu_);
+        ready_info_ = ev;
+        ready_ = true;
+        backoff_ = std::chrono::milliseconds(250);
+        // Requests that never reached an engine (or waited in one that died) go now.
+        for (auto& [id, p] : pending_) write_line(p.command.dump(-1, ' ', false, json::error_handler_t::replace));
+        cv_.notify_all();
+        return;
+    }
+    if (kind == "stats") {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_stats_ = ev;
+        ++stats_seen_;
+        cv_.notify_all();
+        return;
+    }
+    if (kind == "bye") return;
+    const std::string id = ev.value("id", "");
+    Handler h;
+    bool last = kind == "done" || kind == "error";
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto it = pending_.find(id);
+        if (it == pending_.end()) {
+            if (kind == "error") std::fprintf(stderr, "strata serve: engine error: %s\n", ev.value("message", "").c_str());
+            return;
+        }
+        it->second.got_output = true;
+        h = last ? std::move(it->second.handler) : it->second.handler;
+        if (last) pending_.erase(it);
+    }
+    h(ev);
+}
+
+void EngineClient::on_engine_exit() {
+    std::vector<std::pair<std::string, Handler>> failed;
+    std::string why;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        const bool was_ready = ready_.exchange(false);
+        if (to_engine_ >= 0) ::close(to_engine_);
+        if (from_engine_ >= 0) ::close(from_engine_);
+        to_engine_ = from_engine_ = -1;
+        int status = 0;
+        const pid_t pid = pid_.exchange(-1);
+        if (pid > 0) ::waitpid(pid, &status, 0);
+        why = "the engine " + exit_description(status);
+        if (!stopping_) std::fprintf(stderr, "strata serve: %s%s; restarting it\n", why.c_str(), was_ready ? "" : " before it was ready");
+        // Streams already under way cannot be resumed: they end with an error. The rest wait.
+        for (auto it = pending_.begin(); it != pending_.end();) {
+            if (it->second.got_output || stopping_) {
+                failed.emplace_back(it->first, std::move(it->second.handler));
+                it = pending_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        cv_.notify_all();
+    }
+    for (auto& [id, h] : failed) h(json{{"event", "error"}, {"id", id}, {"message", why + " while answering this request"}});
+}
+
+}  // namespace strata::serve

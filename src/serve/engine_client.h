@@ -1,0 +1,86 @@
+// The serving side of the engine protocol (docs/protocol.md): starts `strata engine` as a child
+// process, writes commands to its stdin, routes the events on its stdout to the request they
+// name, and restarts the engine when it dies.
+//
+// When the engine dies (crash, OOM kill, kill -9), every request that has already received
+// output gets a final {"event":"error","id":...,"message":...} (its stream cannot be resumed
+// honestly); requests still waiting for their first event are resubmitted to the restarted
+// engine, so nothing is lost. Restarts back off (0.25 s doubling to 8 s while the engine keeps
+// dying before it is ready). healthy() is true only while an engine is ready.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace strata::serve {
+
+class EngineClient {
+public:
+    // Receives the events of one request, on the client's reader thread; the request is over
+    // after a "done" or "error" event. Must not block for long.
+    using Handler = std::function<void(const nlohmann::json& event)>;
+
+    // argv: the engine command line, e.g. {"/path/strata", "engine", "-m", "model.gguf"}.
+    explicit EngineClient(std::vector<std::string> argv);
+    ~EngineClient();  // stops the engine (shutdown, then SIGKILL after a grace period)
+    EngineClient(const EngineClient&) = delete;
+    EngineClient& operator=(const EngineClient&) = delete;
+
+    // Starts the engine and waits for its ready event; throws strata::Error with the engine's
+    // last stderr lines if it cannot start (bad model file, ...).
+    void start(std::chrono::milliseconds timeout = std::chrono::minutes(10));
+
+    // Sends a submit command: `command` holds the submit fields (op and id are set here).
+    // Throws strata::Error when the id is already in flight.
+    void submit(const std::string& id, nlohmann::json command, Handler handler);
+    // Cancels a request in flight (its done event still arrives). No-op for unknown ids.
+    void cancel(const std::string& id);
+    // Asks for a stats event and waits for it (empty object when the engine is down).
+    nlohmann::json stats(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+    bool healthy() const { return ready_.load(); }
+    int restarts() const { return restarts_.load(); }
+    int64_t in_flight() const;
+    nlohmann::json ready_info() const;  // the engine's ready event
+    pid_t engine_pid() const { return pid_.load(); }
+
+private:
+    struct Pending {
+        nlohmann::json command;
+        Handler handler;
+        bool got_output = false;
+    };
+    void spawn();                       // with mu_ held
+    void reader_loop();
+    void handle_line(const std::string& line);
+    void on_engine_exit();
+    bool write_line(const std::string& line);  // with mu_ held
+
+    std::vector<std::string> argv_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::map<std::string, Pending> pending_;
+    nlohmann::json ready_info_;
+    nlohmann::json last_stats_;
+    uint64_t stats_seq_ = 0, stats_seen_ = 0;
+    std::atomic<bool> ready_{false}, stopping_{false};
+    std::atomic<int> restarts_{0};
+    std::atomic<pid_t> pid_{-1};
+    int to_engine_ = -1, from_engine_ = -1;
+    std::thread reader_;
+    std::chrono::milliseconds backoff_{250};
+};
+
+}  // namespace strata::serve
