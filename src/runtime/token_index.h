@@ -74,13 +74,11 @@ class TokenIndex {
     const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
     size_t max_token_bytes() const { return max_token_bytes_; }
 
-    const TokenTrie& all_tokens() const { return all_; }  // the candidates
-    const TokenTrie& non_plain_tokens() const {
-        return non_plain_;
-    }  // candidates that are not plain string text
-    const TokenTrie& non_plain_rests() const {
-        return rests_;
-    }  // the same tokens, by what follows their plain prefix
+    // The candidates; those that are not plain string text; the same by what follows their
+    // plain-text prefix.
+    const TokenTrie& all_tokens() const { return all_; }
+    const TokenTrie& non_plain_tokens() const { return non_plain_; }
+    const TokenTrie& non_plain_rests() const { return rests_; }
     // Code points of a plain-string-text token; -1 for other tokens.
     int32_t plain_chars(int32_t id) const { return plain_chars_[static_cast<size_t>(id)]; }
     // ORs into mask the plain-string-text tokens of at most max_chars code points.
