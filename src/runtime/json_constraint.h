@@ -4,14 +4,15 @@
 //   auto grammar = JsonGrammar::from_schema(schema);              // once per schema
 //   auto index = std::make_shared<TokenIndex>(tokenizer);         // once per vocabulary
 //   JsonConstraint c(grammar, index);                             // per sequence
-//   loop: c.allowed(mask); id = sample(logits, mask); c.accept(id); stop when index->is_end(id) or c.must_end()
+//   loop: c.allowed(mask); id = sample(logits, mask); c.accept(id); stop when index->is_end(id) or
+//   c.must_end()
 //
 // The mask comes from a depth-first walk of the vocabulary's byte trie with the recogniser
 // (json_matcher.h): one recogniser step per trie node, a subtree skipped at the first byte the
 // recogniser refuses. Inside strings, plain text tokens are added as a ready bitmap and only
 // the rest of the vocabulary is walked (in a string without length bounds, only what follows
-// each token's plain-text prefix: TokenIndex::non_plain_rests). The last few masks are kept by recogniser state, so a
-// state seen again (the middle of a long string) costs a copy.
+// each token's plain-text prefix: TokenIndex::non_plain_rests). The last few masks are kept by recogniser
+// state, so a state seen again (the middle of a long string) costs a copy.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,7 @@
 namespace strata::runtime {
 
 class JsonConstraint {
-public:
+  public:
     JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenIndex> index);
 
     // Fills mask with the tokens that keep the output a valid prefix of a matching document.
@@ -53,7 +54,7 @@ public:
     // Masks kept by recogniser state (default 8; 0 turns the cache off).
     void set_mask_cache_size(size_t entries);
 
-private:
+  private:
     void walk(const TokenTrie& trie, const JsonParseState& start, TokenMask& mask);
 
     struct CachedMask {

@@ -24,21 +24,24 @@
 namespace strata::runtime {
 
 struct JsonGrammarOptions {
-    int max_depth = 32;           // nesting of objects and arrays, the top-level container counting 1
-    int max_whitespace_run = 2;   // whitespace bytes allowed in one gap between JSON tokens (0: compact JSON)
+    int max_depth = 32;          // nesting of objects and arrays, the top-level container counting 1
+    int max_whitespace_run = 2;  // whitespace bytes allowed in one gap between JSON tokens (0: compact JSON)
 };
 
 class JsonGrammar {
-public:
+  public:
     // response_format json_object: any JSON object (any keys, any values, keys unique).
     static std::shared_ptr<const JsonGrammar> any_json_object(const JsonGrammarOptions& options = {});
     // A JSON schema. nlohmann::json keeps object keys sorted, so properties are emitted in
     // alphabetical order; from_ordered_schema / from_schema_text keep the order written.
-    // Throws strata::Error naming the place, e.g. "schema at /properties/x: unsupported keyword 'patternProperties'".
-    static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema, const JsonGrammarOptions& options = {});
+    // Throws strata::Error naming the place, e.g. "schema at /properties/x: unsupported keyword
+    // 'patternProperties'".
+    static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema,
+                                                          const JsonGrammarOptions& options = {});
     static std::shared_ptr<const JsonGrammar> from_ordered_schema(const nlohmann::ordered_json& schema,
                                                                   const JsonGrammarOptions& options = {});
-    static std::shared_ptr<const JsonGrammar> from_schema_text(std::string_view text, const JsonGrammarOptions& options = {});
+    static std::shared_ptr<const JsonGrammar> from_schema_text(std::string_view text,
+                                                               const JsonGrammarOptions& options = {});
 
     // ---- the compiled form, read by the matcher (json_matcher.h) ----
 
@@ -51,7 +54,7 @@ public:
     enum class Kind : uint8_t { Object, Array, String, Number, Literals };
 
     struct Property {
-        std::string name;   // as decoded (what a JSON parser gives)
+        std::string name;  // as decoded (what a JSON parser gives)
         int32_t node = -1;
         bool required = false;
     };
@@ -70,10 +73,11 @@ public:
         // Object: properties in emission order; required ones must appear, optional ones may be
         // skipped; extra properties (extra_node >= 0) only after every required one.
         std::vector<Property> properties;
-        std::vector<uint32_t> next_required;  // [i]: first required property at index >= i (size() when none); size()+1 entries
+        std::vector<uint32_t>
+            next_required;  // [i]: first required property at index >= i (size() when none); size()+1 entries
         int32_t extra_node = -1;
-        uint32_t name_root = 0;               // name_trie node of the property names (canonical JSON encoding)
-        std::vector<uint64_t> name_hashes;    // key_hash of every property name, sorted
+        uint32_t name_root = 0;             // name_trie node of the property names (canonical JSON encoding)
+        std::vector<uint64_t> name_hashes;  // key_hash of every property name, sorted
         // Array: item i matches prefix_items[i], later ones items (-1: none).
         std::vector<int32_t> prefix_items;
         int32_t items = -1;
@@ -125,7 +129,7 @@ public:
     JsonGrammar(const JsonGrammar&) = delete;
     JsonGrammar& operator=(const JsonGrammar&) = delete;
 
-private:
+  private:
     JsonGrammar() = default;
     friend class SchemaCompiler;
 

@@ -14,8 +14,25 @@ enum ObjectPhase : uint8_t { kObjAfterOpen, kObjAfterKey, kObjAfterColon, kObjAf
 enum ArrayPhase : uint8_t { kArrAfterOpen, kArrAfterValue, kArrAfterComma };
 // String: between characters, after '\', four hex digits (2..5), then for a high surrogate
 // '\' (6), 'u' (7) and the low surrogate's four hex digits (8..11).
-enum StringPhase : uint8_t { kStrChar = 0, kStrEscape = 1, kStrHex = 2, kStrLowBackslash = 6, kStrLowU = 7, kStrLowHex = 8 };
-enum NumberPhase : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE, kNumESign, kNumExp };
+enum StringPhase : uint8_t {
+    kStrChar = 0,
+    kStrEscape = 1,
+    kStrHex = 2,
+    kStrLowBackslash = 6,
+    kStrLowU = 7,
+    kStrLowHex = 8
+};
+enum NumberPhase : uint8_t {
+    kNumStart,
+    kNumMinus,
+    kNumZero,
+    kNumInt,
+    kNumDot,
+    kNumFrac,
+    kNumE,
+    kNumESign,
+    kNumExp
+};
 
 constexpr uint32_t kNoName = 0xFFFFFFFFu;  // a key that has left the property-name trie
 constexpr uint32_t kMaxIntDigits = JsonGrammar::kMaxBoundedDigits;
@@ -173,7 +190,8 @@ void JsonMatcher::dedup(JsonParseState& s) {
         bool seen = out_threads >= kMaxThreads;
         for (size_t u = 0; u < out_threads && !seen; ++u) {
             const uint32_t ub = u == 0 ? 0 : s.ends[u - 1];
-            seen = s.ends[u] - ub == n && std::memcmp(&s.frames[ub], &s.frames[b], n * sizeof(MatchFrame)) == 0;
+            seen =
+                s.ends[u] - ub == n && std::memcmp(&s.frames[ub], &s.frames[b], n * sizeof(MatchFrame)) == 0;
         }
         if (seen) continue;
         if (out_frames != b) std::memmove(&s.frames[out_frames], &s.frames[b], n * sizeof(MatchFrame));
@@ -217,7 +235,8 @@ int64_t JsonMatcher::string_room(const MatchFrame* begin, const MatchFrame* end)
 
 bool JsonMatcher::in_unbounded_string(const MatchFrame* begin, const MatchFrame* end) const {
     const MatchFrame& top = end[-1];
-    if (end == begin || top.kind != MatchFrame::String || top.d || top.phase != kStrChar || (top.flags & 3)) return false;
+    if (end == begin || top.kind != MatchFrame::String || top.d || top.phase != kStrChar || (top.flags & 3))
+        return false;
     const Alt& a = alts_[top.alt];
     return a.min_length == 0 && a.max_length == JsonGrammar::kUnlimited;
 }
@@ -263,17 +282,17 @@ bool JsonMatcher::number_reachable(const Alt& a, int neg, int64_t magnitude, uin
 void JsonMatcher::child_done(std::vector<MatchFrame>& st) {
     MatchFrame& p = st.back();
     switch (p.kind) {
-    case MatchFrame::Document: p.phase = 1; break;
-    case MatchFrame::Array:
-        ++p.a;
-        p.phase = kArrAfterValue;
-        p.ws = 0;
-        break;
-    case MatchFrame::Object:
-        p.phase = kObjAfterValue;
-        p.ws = 0;
-        break;
-    default: break;
+        case MatchFrame::Document: p.phase = 1; break;
+        case MatchFrame::Array:
+            ++p.a;
+            p.phase = kArrAfterValue;
+            p.ws = 0;
+            break;
+        case MatchFrame::Object:
+            p.phase = kObjAfterValue;
+            p.ws = 0;
+            break;
+        default: break;
     }
 }
 
@@ -282,18 +301,18 @@ bool JsonMatcher::feed_thread(JsonParseState& dst, size_t begin, uint8_t c) {
     for (;;) {
         Step r = Step::Fail;
         switch (st.back().kind) {
-        case MatchFrame::Document: r = document_byte(st, c); break;
-        case MatchFrame::Object: r = object_byte(st, c); break;
-        case MatchFrame::Array: r = array_byte(st, c); break;
-        case MatchFrame::String: r = string_byte(st, c); break;
-        case MatchFrame::Number: r = number_byte(st, c); break;
-        case MatchFrame::Literal: r = literal_byte(st, c); break;
+            case MatchFrame::Document: r = document_byte(st, c); break;
+            case MatchFrame::Object: r = object_byte(st, c); break;
+            case MatchFrame::Array: r = array_byte(st, c); break;
+            case MatchFrame::String: r = string_byte(st, c); break;
+            case MatchFrame::Number: r = number_byte(st, c); break;
+            case MatchFrame::Literal: r = literal_byte(st, c); break;
         }
         switch (r) {
-        case Step::Redispatch: continue;
-        case Step::Done: dst.ends.push_back(static_cast<uint32_t>(st.size())); return true;
-        case Step::Fail: st.resize(begin); return false;
-        case Step::StartValue: return start_value(dst, begin, pending_node_, pending_depth_, c);
+            case Step::Redispatch: continue;
+            case Step::Done: dst.ends.push_back(static_cast<uint32_t>(st.size())); return true;
+            case Step::Fail: st.resize(begin); return false;
+            case Step::StartValue: return start_value(dst, begin, pending_node_, pending_depth_, c);
         }
     }
 }
@@ -306,11 +325,11 @@ bool JsonMatcher::start_value(JsonParseState& dst, size_t begin, int32_t node, u
         if (depth + static_cast<uint32_t>(a.min_depth) > max_depth_) continue;
         bool ok = false;
         switch (a.kind) {
-        case Kind::Object: ok = c == '{'; break;
-        case Kind::Array: ok = c == '['; break;
-        case Kind::String: ok = c == '"'; break;
-        case Kind::Number: ok = c == '-' || is_digit(c); break;
-        case Kind::Literals: ok = (a.literal_first_bytes[c >> 6] >> (c & 63)) & 1; break;
+            case Kind::Object: ok = c == '{'; break;
+            case Kind::Array: ok = c == '['; break;
+            case Kind::String: ok = c == '"'; break;
+            case Kind::Number: ok = c == '-' || is_digit(c); break;
+            case Kind::Literals: ok = (a.literal_first_bytes[c >> 6] >> (c & 63)) & 1; break;
         }
         if (ok) candidates_.push_back(id);
     }
@@ -346,29 +365,29 @@ bool JsonMatcher::begin_alt(std::vector<MatchFrame>& st, int32_t alt, uint32_t d
     MatchFrame f;
     f.alt = alt;
     switch (alts_[alt].kind) {
-    case Kind::Object:
-        f.kind = MatchFrame::Object;
-        f.c = depth + 1;
-        st.push_back(f);
-        return true;
-    case Kind::Array:
-        f.kind = MatchFrame::Array;
-        f.c = depth + 1;
-        st.push_back(f);
-        return true;
-    case Kind::String:
-        f.kind = MatchFrame::String;
-        st.push_back(f);
-        return true;
-    case Kind::Number:
-        f.kind = MatchFrame::Number;
-        st.push_back(f);
-        return number_byte(st, c) == Step::Done;
-    case Kind::Literals:
-        f.kind = MatchFrame::Literal;
-        f.c = static_cast<uint32_t>(alts_[alt].literals.size());
-        st.push_back(f);
-        return literal_byte(st, c) == Step::Done;
+        case Kind::Object:
+            f.kind = MatchFrame::Object;
+            f.c = depth + 1;
+            st.push_back(f);
+            return true;
+        case Kind::Array:
+            f.kind = MatchFrame::Array;
+            f.c = depth + 1;
+            st.push_back(f);
+            return true;
+        case Kind::String:
+            f.kind = MatchFrame::String;
+            st.push_back(f);
+            return true;
+        case Kind::Number:
+            f.kind = MatchFrame::Number;
+            st.push_back(f);
+            return number_byte(st, c) == Step::Done;
+        case Kind::Literals:
+            f.kind = MatchFrame::Literal;
+            f.c = static_cast<uint32_t>(alts_[alt].literals.size());
+            st.push_back(f);
+            return literal_byte(st, c) == Step::Done;
     }
     return false;
 }
@@ -406,32 +425,32 @@ JsonMatcher::Step JsonMatcher::object_byte(std::vector<MatchFrame>& st, uint8_t 
         return Step::Done;
     };
     switch (f.phase) {
-    case kObjAfterOpen:
-        if (c == '}') return close();
-        if (c == '"' && has_key_candidate(f)) return open_key();
-        return Step::Fail;
-    case kObjAfterKey:
-        if (c != ':') return Step::Fail;
-        f.phase = kObjAfterColon;
-        f.ws = 0;
-        return Step::Done;
-    case kObjAfterColon:
-        pending_node_ = static_cast<int32_t>(f.d);
-        pending_depth_ = f.c;
-        f.ws = 0;
-        f.phase = kObjAfterValue;
-        return Step::StartValue;
-    case kObjAfterValue:
-        if (c == '}') return close();
-        if (c == ',' && has_key_candidate(f)) {
-            f.phase = kObjAfterComma;
+        case kObjAfterOpen:
+            if (c == '}') return close();
+            if (c == '"' && has_key_candidate(f)) return open_key();
+            return Step::Fail;
+        case kObjAfterKey:
+            if (c != ':') return Step::Fail;
+            f.phase = kObjAfterColon;
             f.ws = 0;
             return Step::Done;
-        }
-        return Step::Fail;
-    case kObjAfterComma:
-        if (c == '"') return open_key();
-        return Step::Fail;
+        case kObjAfterColon:
+            pending_node_ = static_cast<int32_t>(f.d);
+            pending_depth_ = f.c;
+            f.ws = 0;
+            f.phase = kObjAfterValue;
+            return Step::StartValue;
+        case kObjAfterValue:
+            if (c == '}') return close();
+            if (c == ',' && has_key_candidate(f)) {
+                f.phase = kObjAfterComma;
+                f.ws = 0;
+                return Step::Done;
+            }
+            return Step::Fail;
+        case kObjAfterComma:
+            if (c == '"') return open_key();
+            return Step::Fail;
     }
     return Step::Fail;
 }
@@ -485,8 +504,10 @@ JsonMatcher::Step JsonMatcher::string_byte(std::vector<MatchFrame>& st, uint8_t 
     const bool counted = !key && (a.min_length > 0 || a.max_length != JsonGrammar::kUnlimited);
     const bool room = !counted || f.a < a.max_length;
     auto char_done = [&](uint32_t cp) {
-        if (key) f.h = JsonGrammar::key_hash_step(f.h, cp);
-        else if (counted) ++f.a;
+        if (key)
+            f.h = JsonGrammar::key_hash_step(f.h, cp);
+        else if (counted)
+            ++f.a;
         f.c = 0;
         f.phase = kStrChar;
         return Step::Done;
@@ -499,49 +520,51 @@ JsonMatcher::Step JsonMatcher::string_byte(std::vector<MatchFrame>& st, uint8_t 
         return due == 1 ? char_done(f.c) : Step::Done;
     }
     switch (f.phase) {
-    case kStrChar:
-        if (c == '"') {
-            if (key) return close_key(st);
-            if (counted && f.a < a.min_length) return Step::Fail;
-            st.pop_back();
-            child_done(st);
+        case kStrChar:
+            if (c == '"') {
+                if (key) return close_key(st);
+                if (counted && f.a < a.min_length) return Step::Fail;
+                st.pop_back();
+                child_done(st);
+                return Step::Done;
+            }
+            if (!room || c < 0x20) return Step::Fail;
+            if (c == '\\') {
+                f.phase = kStrEscape;
+                return Step::Done;
+            }
+            if (c < 0x80) return char_done(c);
+            if (const uint8_t lf = lead_flags(c)) {
+                f.flags = lf;
+                if (key) f.c = c & ((lf & 3) == 1 ? 0x1F : (lf & 3) == 2 ? 0x0F : 0x07);
+                return Step::Done;
+            }
+            return Step::Fail;
+        case kStrEscape:
+            switch (c) {
+                case '"':
+                case '\\':
+                case '/': return char_done(c);
+                case 'b': return char_done(0x08);
+                case 'f': return char_done(0x0C);
+                case 'n': return char_done(0x0A);
+                case 'r': return char_done(0x0D);
+                case 't': return char_done(0x09);
+                case 'u':
+                    f.phase = kStrHex;
+                    f.c = 0;
+                    return Step::Done;
+                default: return Step::Fail;
+            }
+        case kStrLowBackslash:
+            if (c != '\\') return Step::Fail;
+            f.phase = kStrLowU;
             return Step::Done;
-        }
-        if (!room || c < 0x20) return Step::Fail;
-        if (c == '\\') {
-            f.phase = kStrEscape;
+        case kStrLowU:
+            if (c != 'u') return Step::Fail;
+            f.phase = kStrLowHex;
             return Step::Done;
-        }
-        if (c < 0x80) return char_done(c);
-        if (const uint8_t lf = lead_flags(c)) {
-            f.flags = lf;
-            if (key) f.c = c & ((lf & 3) == 1 ? 0x1F : (lf & 3) == 2 ? 0x0F : 0x07);
-            return Step::Done;
-        }
-        return Step::Fail;
-    case kStrEscape:
-        switch (c) {
-        case '"': case '\\': case '/': return char_done(c);
-        case 'b': return char_done(0x08);
-        case 'f': return char_done(0x0C);
-        case 'n': return char_done(0x0A);
-        case 'r': return char_done(0x0D);
-        case 't': return char_done(0x09);
-        case 'u':
-            f.phase = kStrHex;
-            f.c = 0;
-            return Step::Done;
-        default: return Step::Fail;
-        }
-    case kStrLowBackslash:
-        if (c != '\\') return Step::Fail;
-        f.phase = kStrLowU;
-        return Step::Done;
-    case kStrLowU:
-        if (c != 'u') return Step::Fail;
-        f.phase = kStrLowHex;
-        return Step::Done;
-    default: break;
+        default: break;
     }
     const int v = hex_value(c);
     if (v < 0) return Step::Fail;
@@ -586,7 +609,8 @@ JsonMatcher::Step JsonMatcher::close_key(std::vector<MatchFrame>& st) {
     bool ok = false;
     if (k.b != kNoName) {
         const int32_t p = g_->name_trie()[k.b].property;
-        if (p >= 0 && static_cast<uint32_t>(p) >= obj.a && static_cast<uint32_t>(p) <= a.next_required[obj.a] &&
+        if (p >= 0 && static_cast<uint32_t>(p) >= obj.a &&
+            static_cast<uint32_t>(p) <= a.next_required[obj.a] &&
             fits(obj.c, a.properties[static_cast<size_t>(p)].node)) {
             obj.d = static_cast<uint32_t>(a.properties[static_cast<size_t>(p)].node);
             obj.a = static_cast<uint32_t>(p) + 1;
@@ -594,7 +618,8 @@ JsonMatcher::Step JsonMatcher::close_key(std::vector<MatchFrame>& st) {
         }
     }
     if (!ok) {
-        if (!extras_allowed(obj) || std::binary_search(a.name_hashes.begin(), a.name_hashes.end(), k.h)) return Step::Fail;
+        if (!extras_allowed(obj) || std::binary_search(a.name_hashes.begin(), a.name_hashes.end(), k.h))
+            return Step::Fail;
         for (uint32_t i = obj.b; i != 0; i = keys_[i - 1].prev)
             if (keys_[i - 1].hash == k.h) return Step::Fail;
         keys_.push_back({k.h, obj.b});
@@ -621,81 +646,83 @@ JsonMatcher::Step JsonMatcher::number_byte(std::vector<MatchFrame>& st, uint8_t 
         return Step::Redispatch;
     };
     switch (f.phase) {
-    case kNumStart:
-        if (c == '-') {
-            if (a.bounded && a.end[1].empty() && a.fraction[1].empty()) return Step::Fail;
-            f.flags = 1;
-            f.phase = kNumMinus;
-            return Step::Done;
-        }
-        [[fallthrough]];
-    case kNumMinus:
-        if (!digit) return Step::Fail;
-        if (a.bounded && !number_reachable(a, neg, d, 1)) return Step::Fail;
-        if (a.bounded && d == 0 && !a.end[neg].contains(0) && !a.fraction[neg].contains(0)) return Step::Fail;
-        f.a = 1;
-        f.h = a.bounded ? static_cast<uint64_t>(d) : 0;
-        f.phase = d == 0 ? kNumZero : kNumInt;
-        return Step::Done;
-    case kNumZero:
-    case kNumInt:
-        if (digit) {
-            if (f.phase == kNumZero || f.a >= kMaxIntDigits) return Step::Fail;
-            if (a.bounded) {
-                const int64_t m = static_cast<int64_t>(f.h) * 10 + d;
-                if (!number_reachable(a, neg, m, f.a + 1)) return Step::Fail;
-                f.h = static_cast<uint64_t>(m);
+        case kNumStart:
+            if (c == '-') {
+                if (a.bounded && a.end[1].empty() && a.fraction[1].empty()) return Step::Fail;
+                f.flags = 1;
+                f.phase = kNumMinus;
+                return Step::Done;
             }
-            ++f.a;
+            [[fallthrough]];
+        case kNumMinus:
+            if (!digit) return Step::Fail;
+            if (a.bounded && !number_reachable(a, neg, d, 1)) return Step::Fail;
+            if (a.bounded && d == 0 && !a.end[neg].contains(0) && !a.fraction[neg].contains(0))
+                return Step::Fail;
+            f.a = 1;
+            f.h = a.bounded ? static_cast<uint64_t>(d) : 0;
+            f.phase = d == 0 ? kNumZero : kNumInt;
             return Step::Done;
-        }
-        if (c == '.') {
-            if (a.integer || (a.bounded && !a.fraction[neg].contains(static_cast<int64_t>(f.h)))) return Step::Fail;
-            f.phase = kNumDot;
+        case kNumZero:
+        case kNumInt:
+            if (digit) {
+                if (f.phase == kNumZero || f.a >= kMaxIntDigits) return Step::Fail;
+                if (a.bounded) {
+                    const int64_t m = static_cast<int64_t>(f.h) * 10 + d;
+                    if (!number_reachable(a, neg, m, f.a + 1)) return Step::Fail;
+                    f.h = static_cast<uint64_t>(m);
+                }
+                ++f.a;
+                return Step::Done;
+            }
+            if (c == '.') {
+                if (a.integer || (a.bounded && !a.fraction[neg].contains(static_cast<int64_t>(f.h))))
+                    return Step::Fail;
+                f.phase = kNumDot;
+                return Step::Done;
+            }
+            if (c == 'e' || c == 'E') {
+                if (a.integer || a.bounded) return Step::Fail;
+                f.phase = kNumE;
+                return Step::Done;
+            }
+            if (a.bounded && !a.end[neg].contains(static_cast<int64_t>(f.h))) return Step::Fail;
+            return terminate();
+        case kNumDot:
+            if (!digit) return Step::Fail;
+            f.b = 1;
+            f.phase = kNumFrac;
             return Step::Done;
-        }
-        if (c == 'e' || c == 'E') {
-            if (a.integer || a.bounded) return Step::Fail;
-            f.phase = kNumE;
+        case kNumFrac:
+            if (digit) {
+                if (f.b >= kMaxFracDigits) return Step::Fail;
+                ++f.b;
+                return Step::Done;
+            }
+            if (c == 'e' || c == 'E') {
+                if (a.bounded) return Step::Fail;
+                f.phase = kNumE;
+                return Step::Done;
+            }
+            return terminate();
+        case kNumE:
+            if (c == '+' || c == '-') {
+                f.phase = kNumESign;
+                return Step::Done;
+            }
+            [[fallthrough]];
+        case kNumESign:
+            if (!digit) return Step::Fail;
+            f.c = 1;
+            f.phase = kNumExp;
             return Step::Done;
-        }
-        if (a.bounded && !a.end[neg].contains(static_cast<int64_t>(f.h))) return Step::Fail;
-        return terminate();
-    case kNumDot:
-        if (!digit) return Step::Fail;
-        f.b = 1;
-        f.phase = kNumFrac;
-        return Step::Done;
-    case kNumFrac:
-        if (digit) {
-            if (f.b >= kMaxFracDigits) return Step::Fail;
-            ++f.b;
-            return Step::Done;
-        }
-        if (c == 'e' || c == 'E') {
-            if (a.bounded) return Step::Fail;
-            f.phase = kNumE;
-            return Step::Done;
-        }
-        return terminate();
-    case kNumE:
-        if (c == '+' || c == '-') {
-            f.phase = kNumESign;
-            return Step::Done;
-        }
-        [[fallthrough]];
-    case kNumESign:
-        if (!digit) return Step::Fail;
-        f.c = 1;
-        f.phase = kNumExp;
-        return Step::Done;
-    case kNumExp:
-        if (digit) {
-            if (f.c >= kMaxExpDigits) return Step::Fail;
-            ++f.c;
-            return Step::Done;
-        }
-        return terminate();
+        case kNumExp:
+            if (digit) {
+                if (f.c >= kMaxExpDigits) return Step::Fail;
+                ++f.c;
+                return Step::Done;
+            }
+            return terminate();
     }
     return Step::Fail;
 }

@@ -27,13 +27,13 @@ namespace strata::runtime {
 
 // One frame of a parse stack: 32 bytes, no padding (stacks are compared with memcmp).
 //   Document  phase 0: expects the value, 1: done
-//   Object    alt, phase, ws, a next property index, b extra-key list head, c depth, d value node after the key
-//   Array     alt, phase, ws, a items so far, c depth
-//   String    alt (a key: its object's alt), phase escape state, flags UTF-8 state, a code points
+//   Object    alt, phase, ws, a next property index, b extra-key list head, c depth, d value node after the
+//   key Array     alt, phase, ws, a items so far, c depth String    alt (a key: its object's alt), phase
+//   escape state, flags UTF-8 state, a code points
 //             (counted only under min/maxLength), b name-trie node (keys), c escape/UTF-8
 //             accumulator, d 1 for a key, h hash of the key so far
-//   Number    alt, phase, flags 1 when negative, a/b/c integer/fraction/exponent digits, h integer part (bounded only)
-//   Literal   alt, a bytes matched, [b, c) the literals still possible
+//   Number    alt, phase, flags 1 when negative, a/b/c integer/fraction/exponent digits, h integer part
+//   (bounded only) Literal   alt, a bytes matched, [b, c) the literals still possible
 struct MatchFrame {
     enum Kind : uint8_t { Document, Object, Array, String, Number, Literal };
     uint8_t kind = Document;
@@ -65,7 +65,7 @@ struct ExtraKey {
 };
 
 class JsonMatcher {
-public:
+  public:
     explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
 
     void reset();
@@ -101,7 +101,7 @@ public:
 
     static constexpr size_t kMaxThreads = 32;  // more live parses are dropped (never seen with real schemas)
 
-private:
+  private:
     enum class Step { Done, Fail, Redispatch, StartValue };
 
     bool feed_thread(JsonParseState& dst, size_t begin, uint8_t c);

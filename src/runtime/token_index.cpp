@@ -26,14 +26,22 @@ size_t plain_prefix(std::string_view s, int32_t& chars) {
         }
         int len = 0;
         uint8_t lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) len = 2;
-        else if (b == 0xE0) len = 3, lo = 0xA0;
-        else if (b == 0xED) len = 3, hi = 0x9F;
-        else if (b >= 0xE1 && b <= 0xEF) len = 3;
-        else if (b == 0xF0) len = 4, lo = 0x90;
-        else if (b >= 0xF1 && b <= 0xF3) len = 4;
-        else if (b == 0xF4) len = 4, hi = 0x8F;
-        else break;
+        if (b >= 0xC2 && b <= 0xDF)
+            len = 2;
+        else if (b == 0xE0)
+            len = 3, lo = 0xA0;
+        else if (b == 0xED)
+            len = 3, hi = 0x9F;
+        else if (b >= 0xE1 && b <= 0xEF)
+            len = 3;
+        else if (b == 0xF0)
+            len = 4, lo = 0x90;
+        else if (b >= 0xF1 && b <= 0xF3)
+            len = 4;
+        else if (b == 0xF4)
+            len = 4, hi = 0x8F;
+        else
+            break;
         if (i + static_cast<size_t>(len) > s.size()) break;
         bool whole = true;
         for (int k = 1; k < len && whole; ++k) {
@@ -93,7 +101,14 @@ void TokenTrie::build(std::vector<std::pair<std::string_view, int32_t>> tokens) 
     nodes_.push_back(Node{0, static_cast<uint32_t>(token_ids_.size()), 0, 0});  // sentinel
 }
 
-TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok) {
+TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok) : TokenIndex(tok, [&] {
+    std::vector<int32_t> ends;
+    for (const int32_t id : {tok.eos(), tok.eot()})
+        if (tok.valid(id)) ends.push_back(id);
+    return ends;
+}()) {}
+
+TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& end_tokens) {
     const int32_t n = tok.n_vocab();
     bytes_.reserve(static_cast<size_t>(n));
     std::vector<int32_t> excluded;
@@ -101,25 +116,28 @@ TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok) {
         bytes_.push_back(tok.token_bytes(id));
         if (tok.is_special(id)) excluded.push_back(id);
     }
-    for (const int32_t id : {tok.eos(), tok.eot()})
-        if (tok.valid(id) && std::find(end_tokens_.begin(), end_tokens_.end(), id) == end_tokens_.end()) end_tokens_.push_back(id);
-    flags_.assign(bytes_.size(), 0);
-    for (const int32_t id : excluded) flags_[static_cast<size_t>(id)] |= kExcluded;
+    set_end_and_excluded(end_tokens, excluded);
     build();
 }
 
-TokenIndex::TokenIndex(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens, const std::vector<int32_t>& excluded)
+TokenIndex::TokenIndex(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens,
+                       const std::vector<int32_t>& excluded)
     : bytes_(std::move(token_bytes)) {
+    set_end_and_excluded(end_tokens, excluded);
+    build();
+}
+
+void TokenIndex::set_end_and_excluded(const std::vector<int32_t>& end_tokens, const std::vector<int32_t>& excluded) {
     flags_.assign(bytes_.size(), 0);
     for (const int32_t id : end_tokens) {
         if (!valid(id)) throw Error("token index: end token " + std::to_string(id) + " is outside the vocabulary");
         if (std::find(end_tokens_.begin(), end_tokens_.end(), id) == end_tokens_.end()) end_tokens_.push_back(id);
     }
     for (const int32_t id : excluded) {
-        if (!valid(id)) throw Error("token index: excluded token " + std::to_string(id) + " is outside the vocabulary");
+        if (!valid(id))
+            throw Error("token index: excluded token " + std::to_string(id) + " is outside the vocabulary");
         flags_[static_cast<size_t>(id)] |= kExcluded;
     }
-    build();
 }
 
 void TokenIndex::build() {
@@ -153,19 +171,22 @@ void TokenIndex::build() {
         if (chars < 0) continue;
         const auto id = static_cast<int32_t>(i);
         plain_all_.allow(id);
-        if (chars < kPlainTable) plain_up_to_[static_cast<size_t>(chars)].allow(id);
-        else long_plain_.emplace_back(chars, id);
+        if (chars < kPlainTable)
+            plain_up_to_[static_cast<size_t>(chars)].allow(id);
+        else
+            long_plain_.emplace_back(chars, id);
     }
     for (size_t k = 1; k < plain_up_to_.size(); ++k)
-        for (size_t w = 0; w < plain_all_.words.size(); ++w) plain_up_to_[k].words[w] |= plain_up_to_[k - 1].words[w];
+        for (size_t w = 0; w < plain_all_.words.size(); ++w)
+            plain_up_to_[k].words[w] |= plain_up_to_[k - 1].words[w];
     std::sort(long_plain_.begin(), long_plain_.end());
 }
 
 void TokenIndex::add_plain(TokenMask& mask, int64_t max_chars) const {
     if (max_chars <= 0) return;
-    const TokenMask& base = max_chars >= max_plain_chars_    ? plain_all_
-                            : max_chars < kPlainTable        ? plain_up_to_[static_cast<size_t>(max_chars)]
-                                                             : plain_up_to_[kPlainTable - 1];
+    const TokenMask& base = max_chars >= max_plain_chars_ ? plain_all_
+                            : max_chars < kPlainTable     ? plain_up_to_[static_cast<size_t>(max_chars)]
+                                                          : plain_up_to_[kPlainTable - 1];
     uint64_t* out = mask.words.data();
     const uint64_t* in = base.words.data();
     const size_t n = base.words.size();

@@ -19,7 +19,8 @@ constexpr size_t kAll = std::string::npos;
 
 // Index of the first byte refused; kAll when every byte is taken. `complete` says whether
 // the accepted bytes form a whole document.
-size_t refused_at(const std::shared_ptr<const JsonGrammar>& g, const std::string& text, bool* complete = nullptr) {
+size_t refused_at(const std::shared_ptr<const JsonGrammar>& g, const std::string& text,
+                  bool* complete = nullptr) {
     JsonMatcher m(g);
     for (size_t i = 0; i < text.size(); ++i)
         if (!m.feed(static_cast<uint8_t>(text[i]))) return i;
@@ -32,13 +33,17 @@ bool matches(const std::shared_ptr<const JsonGrammar>& g, const std::string& tex
     return refused_at(g, text, &complete) == kAll && complete;
 }
 
-std::shared_ptr<const JsonGrammar> schema(const char* text, JsonGrammarOptions o = {}) { return JsonGrammar::from_schema_text(text, o); }
+std::shared_ptr<const JsonGrammar> schema(const char* text, JsonGrammarOptions o = {}) {
+    return JsonGrammar::from_schema_text(text, o);
+}
 
 TEST(JsonMatcher, AnyObjectAcceptsObjects) {
     const auto g = JsonGrammar::any_json_object();
-    for (const char* doc : {R"({})", R"({"a":1})", R"({"a": [1, 2.5, -0, 1e5, {"b": null}], "c": "x\u00e9\n\"", "d": true})",
-                            R"({"":false,"e":{"f":{"g":[]}},"h":-12.25E-3})", "{\"k\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
-                            R"({"s":"\ud83d\ude00 \/ \b\f\r\t"})", R"({"a":"x","A":"y"})"}) {
+    for (const char* doc :
+         {R"({})", R"({"a":1})", R"({"a": [1, 2.5, -0, 1e5, {"b": null}], "c": "x\u00e9\n\"", "d": true})",
+          R"({"":false,"e":{"f":{"g":[]}},"h":-12.25E-3})",
+          "{\"k\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}", R"({"s":"\ud83d\ude00 \/ \b\f\r\t"})",
+          R"({"a":"x","A":"y"})"}) {
         EXPECT_TRUE(matches(g, doc)) << doc;
     }
 }
@@ -46,28 +51,29 @@ TEST(JsonMatcher, AnyObjectAcceptsObjects) {
 TEST(JsonMatcher, AnyObjectRefusesAtTheRightByte) {
     const auto g = JsonGrammar::any_json_object();
     EXPECT_EQ(refused_at(g, "[1]"), 0u);
-    EXPECT_EQ(refused_at(g, " {}"), 0u);                  // no whitespace before the document
-    EXPECT_EQ(refused_at(g, "{} "), 2u);                  // nor after it
+    EXPECT_EQ(refused_at(g, " {}"), 0u);  // no whitespace before the document
+    EXPECT_EQ(refused_at(g, "{} "), 2u);  // nor after it
     EXPECT_EQ(refused_at(g, "{}{}"), 2u);
-    EXPECT_EQ(refused_at(g, R"({"a":01})"), 6u);          // leading zero
+    EXPECT_EQ(refused_at(g, R"({"a":01})"), 6u);  // leading zero
     EXPECT_EQ(refused_at(g, R"({"a":1.})"), 7u);
     EXPECT_EQ(refused_at(g, R"({"a":-})"), 6u);
-    EXPECT_EQ(refused_at(g, R"({"a":1e123})"), 9u);       // exponent of at most 2 digits
+    EXPECT_EQ(refused_at(g, R"({"a":1e123})"), 9u);  // exponent of at most 2 digits
     EXPECT_EQ(refused_at(g, R"({"a":tru})"), 8u);
     EXPECT_EQ(refused_at(g, R"({"a":1,})"), 7u);
-    EXPECT_EQ(refused_at(g, R"({"a":1,"a":2})"), 9u);    // duplicate key refused at its closing quote
+    EXPECT_EQ(refused_at(g, R"({"a":1,"a":2})"), 9u);        // duplicate key refused at its closing quote
     EXPECT_EQ(refused_at(g, R"({"a":1,"\u0061":2})"), 14u);  // the same key written with an escape
     EXPECT_EQ(refused_at(g, R"({"a":"\x"})"), 7u);
-    EXPECT_EQ(refused_at(g, R"({"a":"\udc00"})"), 9u);   // a lone low surrogate: refused once "\udc" is certain
+    EXPECT_EQ(refused_at(g, R"({"a":"\udc00"})"),
+              9u);  // a lone low surrogate: refused once "\udc" is certain
     EXPECT_EQ(refused_at(g, R"({"a":"\ud800x"})"), 12u);  // a high surrogate needs a low one
     EXPECT_EQ(refused_at(g, R"({"a":"\ud800\u0041"})"), 14u);
-    EXPECT_EQ(refused_at(g, "{\"a\":\"\x01\"}"), 6u);    // control byte
-    EXPECT_EQ(refused_at(g, "{\"a\":\"\xc0\xaf\"}"), 6u);  // overlong
-    EXPECT_EQ(refused_at(g, "{\"a\":\"\xed\xa0\x80\"}"), 7u);  // UTF-8 surrogate
-    EXPECT_EQ(refused_at(g, "{\"a\":\"\xe2\x82\"}"), 8u);  // truncated character
+    EXPECT_EQ(refused_at(g, "{\"a\":\"\x01\"}"), 6u);              // control byte
+    EXPECT_EQ(refused_at(g, "{\"a\":\"\xc0\xaf\"}"), 6u);          // overlong
+    EXPECT_EQ(refused_at(g, "{\"a\":\"\xed\xa0\x80\"}"), 7u);      // UTF-8 surrogate
+    EXPECT_EQ(refused_at(g, "{\"a\":\"\xe2\x82\"}"), 8u);          // truncated character
     EXPECT_EQ(refused_at(g, "{\"a\":\"\xf4\x90\x80\x80\"}"), 7u);  // past U+10FFFF
     EXPECT_EQ(refused_at(g, R"({"a":1 ,"b":2})"), kAll);
-    EXPECT_EQ(refused_at(g, "{\"a\":   1}"), 7u);        // at most 2 whitespace bytes in a gap
+    EXPECT_EQ(refused_at(g, "{\"a\":   1}"), 7u);  // at most 2 whitespace bytes in a gap
 }
 
 TEST(JsonMatcher, NumberLengthsAreBounded) {
@@ -105,10 +111,11 @@ TEST(JsonMatcher, PropertiesInSchemaOrder) {
         "email":{"type":"string"}},"required":["name","email"]})");
     EXPECT_TRUE(matches(g, R"({"name":"x","age":3,"email":"y"})"));
     EXPECT_TRUE(matches(g, R"({"name":"x","email":"y"})"));
-    EXPECT_EQ(refused_at(g, R"({"age":3})"), 2u);                  // name is required first
-    EXPECT_EQ(refused_at(g, R"({"name":"x","email":"y","age":3})"), 23u);  // age comes before email: no key may follow
-    EXPECT_EQ(refused_at(g, R"({"name":"x"})"), 11u);              // email is missing
-    EXPECT_EQ(refused_at(g, R"({"name":"x","nick":"y"})"), 13u);   // no extra properties
+    EXPECT_EQ(refused_at(g, R"({"age":3})"), 2u);  // name is required first
+    EXPECT_EQ(refused_at(g, R"({"name":"x","email":"y","age":3})"),
+              23u);                                               // age comes before email: no key may follow
+    EXPECT_EQ(refused_at(g, R"({"name":"x"})"), 11u);             // email is missing
+    EXPECT_EQ(refused_at(g, R"({"name":"x","nick":"y"})"), 13u);  // no extra properties
     EXPECT_EQ(refused_at(g, R"({"name":1})"), 8u);
     EXPECT_EQ(refused_at(g, R"({"name":"x","age":3.5})"), 19u);
 }
@@ -142,7 +149,7 @@ TEST(JsonMatcher, StringLengths) {
     const auto g = schema(R"({"type":"string","minLength":2,"maxLength":3})");
     EXPECT_TRUE(matches(g, R"("ab")"));
     EXPECT_TRUE(matches(g, "\"\xc3\xa9\xe2\x82\xac\\n\""));  // three code points
-    EXPECT_TRUE(matches(g, R"("\ud83d\ude00a")"));            // a surrogate pair is one
+    EXPECT_TRUE(matches(g, R"("\ud83d\ude00a")"));           // a surrogate pair is one
     EXPECT_EQ(refused_at(g, R"("a")"), 2u);
     EXPECT_EQ(refused_at(g, R"("abcd")"), 4u);
     EXPECT_EQ(refused_at(g, "\"abc\xc3\xa9\""), 4u);
@@ -151,7 +158,7 @@ TEST(JsonMatcher, StringLengths) {
 TEST(JsonMatcher, IntegerBounds) {
     const auto g = schema(R"({"type":"integer","minimum":10,"maximum":20})");
     for (int v = -5; v < 40; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 10 && v <= 20) << v;
-    EXPECT_EQ(refused_at(g, "3"), 0u);   // no completion of "3" lies in [10, 20]
+    EXPECT_EQ(refused_at(g, "3"), 0u);  // no completion of "3" lies in [10, 20]
     EXPECT_EQ(refused_at(g, "-"), 0u);
     EXPECT_EQ(refused_at(g, "10.0"), 2u);
     const auto neg = schema(R"({"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":0})");
@@ -201,7 +208,8 @@ TEST(JsonMatcher, RecursiveRef) {
     JsonGrammarOptions o;
     o.max_depth = 4;
     const auto g = schema(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
-        "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"$ref":"#/$defs/node"})", o);
+        "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"$ref":"#/$defs/node"})",
+                          o);
     EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"));
     // Depth 4 is the limit: the object at depth 5 cannot be opened, so the array must stay empty.
     EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2,"kids":[]}]})"));
@@ -209,7 +217,8 @@ TEST(JsonMatcher, RecursiveRef) {
 }
 
 TEST(JsonMatcher, NullableAndTypeArrays) {
-    const auto g = schema(R"({"type":"object","properties":{"a":{"type":["string","null"]},"b":{"type":"integer","nullable":true}},
+    const auto g = schema(
+        R"({"type":"object","properties":{"a":{"type":["string","null"]},"b":{"type":"integer","nullable":true}},
         "required":["a","b"]})");
     EXPECT_TRUE(matches(g, R"({"a":null,"b":null})"));
     EXPECT_TRUE(matches(g, R"({"a":"x","b":3})"));
@@ -218,7 +227,8 @@ TEST(JsonMatcher, NullableAndTypeArrays) {
 
 TEST(JsonMatcher, AllOfMergesObjects) {
     // Every part must accept every property (our additionalProperties rule applies per part).
-    const auto g = schema(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
+    const auto g =
+        schema(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
         "additionalProperties":true}},
         "allOf":[{"$ref":"#/$defs/base"},{"properties":{"name":{"type":"string"}},"required":["name"],
         "additionalProperties":{"type":"integer"}}]})");
@@ -228,7 +238,8 @@ TEST(JsonMatcher, AllOfMergesObjects) {
     EXPECT_EQ(refused_at(g, R"({"id":1,"name":"x","z":"s"})"), 23u);
     // A part that lists no property and allows no extras accepts only {}.
     EXPECT_THROW(schema(R"({"allOf":[{"$ref":"#/$defs/base"}],"additionalProperties":false,
-        "$defs":{"base":{"properties":{"id":{"type":"integer"}},"required":["id"],"additionalProperties":true}}})"), Error);
+        "$defs":{"base":{"properties":{"id":{"type":"integer"}},"required":["id"],"additionalProperties":true}}})"),
+                 Error);
 }
 
 TEST(JsonMatcher, CompleteAndContinue) {
@@ -252,28 +263,45 @@ TEST(JsonMatcher, CompleteAndContinue) {
 nlohmann::json random_value(std::mt19937& rng, int depth) {
     const int kind = static_cast<int>(rng() % (depth > 0 ? 8 : 6));
     switch (kind) {
-    case 0: return nullptr;
-    case 1: return rng() % 2 == 0;
-    case 2: return static_cast<int64_t>(rng() % 2000001) - 1000000;
-    case 3: return std::ldexp(static_cast<double>(static_cast<int32_t>(rng())), static_cast<int>(rng() % 80) - 60);
-    case 4:
-    case 5: {
-        static const char* const pieces[] = {"a", "Z", " ", "\"", "\\", "/", "\n", "\t", "\x01", "\x1f", "\x7f",
-                                             "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\x9f\xbf", "\xef\xbf\xbf"};
-        std::string s;
-        for (size_t n = rng() % 6; n > 0; --n) s += pieces[rng() % std::size(pieces)];
-        return s;
-    }
-    case 6: {
-        nlohmann::json a = nlohmann::json::array();
-        for (size_t n = rng() % 4; n > 0; --n) a.push_back(random_value(rng, depth - 1));
-        return a;
-    }
-    default: {
-        nlohmann::json o = nlohmann::json::object();
-        for (size_t n = rng() % 4; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, depth - 1);
-        return o;
-    }
+        case 0: return nullptr;
+        case 1: return rng() % 2 == 0;
+        case 2: return static_cast<int64_t>(rng() % 2000001) - 1000000;
+        case 3:
+            return std::ldexp(static_cast<double>(static_cast<int32_t>(rng())),
+                              static_cast<int>(rng() % 80) - 60);
+        case 4:
+        case 5: {
+            static const char* const pieces[] = {"a",
+                                                 "Z",
+                                                 " ",
+                                                 "\"",
+                                                 "\\",
+                                                 "/",
+                                                 "\n",
+                                                 "\t",
+                                                 "\x01",
+                                                 "\x1f",
+                                                 "\x7f",
+                                                 "\xc3\xa9",
+                                                 "\xe2\x82\xac",
+                                                 "\xf0\x9f\x98\x80",
+                                                 "\xed\x9f\xbf",
+                                                 "\xef\xbf\xbf"};
+            std::string s;
+            for (size_t n = rng() % 6; n > 0; --n) s += pieces[rng() % std::size(pieces)];
+            return s;
+        }
+        case 6: {
+            nlohmann::json a = nlohmann::json::array();
+            for (size_t n = rng() % 4; n > 0; --n) a.push_back(random_value(rng, depth - 1));
+            return a;
+        }
+        default: {
+            nlohmann::json o = nlohmann::json::object();
+            for (size_t n = rng() % 4; n > 0; --n)
+                o[random_value(rng, 0).dump()] = random_value(rng, depth - 1);
+            return o;
+        }
     }
 }
 
@@ -289,11 +317,15 @@ bool has_duplicate_keys(const std::string& text) {
         bool string(string_t&) override { return true; }
         bool binary(binary_t&) override { return true; }
         bool start_object(std::size_t) override { return open.emplace_back(), true; }
-        bool key(string_t& k) override { return duplicate = duplicate || !open.back().insert(k).second, true; }
+        bool key(string_t& k) override {
+            return duplicate = duplicate || !open.back().insert(k).second, true;
+        }
         bool end_object() override { return open.pop_back(), true; }
         bool start_array(std::size_t) override { return true; }
         bool end_array() override { return true; }
-        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override {
+            return false;
+        }
     } handler;
     nlohmann::json::sax_parse(text, &handler);
     return handler.duplicate;
@@ -313,7 +345,8 @@ TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
         for (size_t k = 0; k < compact.size(); ++k) {
             const char ch = compact[k];
             spaced += ch;
-            if (ch == '"' && (k == 0 || compact[k - 1] != '\\' || (k >= 2 && compact[k - 2] == '\\'))) in_string = !in_string;
+            if (ch == '"' && (k == 0 || compact[k - 1] != '\\' || (k >= 2 && compact[k - 2] == '\\')))
+                in_string = !in_string;
             if (!in_string && (ch == ',' || ch == ':')) spaced += ' ';
         }
         EXPECT_TRUE(matches(g, spaced)) << spaced;
@@ -333,9 +366,9 @@ TEST(JsonMatcher, WhatItCompletesParsesWithUniqueKeys) {
         std::string doc = o.dump();
         const size_t pos = rng() % doc.size();
         switch (rng() % 3) {
-        case 0: doc[pos] = alphabet[rng() % alphabet.size()]; break;
-        case 1: doc.erase(pos, 1); break;
-        default: doc.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
+            case 0: doc[pos] = alphabet[rng() % alphabet.size()]; break;
+            case 1: doc.erase(pos, 1); break;
+            default: doc.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
         }
         if (!matches(g, doc)) continue;
         ++completed;

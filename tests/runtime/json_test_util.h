@@ -25,12 +25,12 @@ using OJson = nlohmann::ordered_json;
 // when none do); "properties" without "additionalProperties" allows no other key; oneOf is
 // anyOf; integers have no fraction; nullable adds null.
 class ReferenceValidator {
-public:
+  public:
     explicit ReferenceValidator(OJson root) : root_(std::move(root)) {}
 
     bool valid(const nlohmann::json& v) const { return check(v, root_, 0); }
 
-private:
+  private:
     static size_t code_points(const std::string& s) {
         size_t n = 0;
         for (const char ch : s) n += (static_cast<uint8_t>(ch) & 0xC0) != 0x80;
@@ -54,7 +54,8 @@ private:
     static std::vector<std::string> types_of(const OJson& s) {
         std::vector<std::string> types;
         if (s.contains("type")) {
-            if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+            if (s["type"].is_string())
+                types.push_back(s["type"].get<std::string>());
             else
                 for (const auto& t : s["type"]) types.push_back(t.get<std::string>());
         } else {
@@ -130,8 +131,12 @@ private:
                     if (!v.contains(r.get<std::string>())) return false;
         }
         if (v.is_array()) {
-            const OJson* prefix = s.contains("prefixItems") ? &s["prefixItems"] : s.contains("items") && s["items"].is_array() ? &s["items"] : nullptr;
-            const OJson* rest = s.contains("items") && !s["items"].is_array() ? &s["items"] : s.contains("additionalItems") ? &s["additionalItems"] : nullptr;
+            const OJson* prefix = s.contains("prefixItems")                      ? &s["prefixItems"]
+                                  : s.contains("items") && s["items"].is_array() ? &s["items"]
+                                                                                 : nullptr;
+            const OJson* rest = s.contains("items") && !s["items"].is_array() ? &s["items"]
+                                : s.contains("additionalItems")               ? &s["additionalItems"]
+                                                                              : nullptr;
             for (size_t i = 0; i < v.size(); ++i) {
                 if (prefix && i < prefix->size()) {
                     if (!check(v[i], (*prefix)[i], depth + 1)) return false;
@@ -149,12 +154,22 @@ private:
         }
         if (v.is_number()) {
             const double x = v.get<double>();
-            const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() && s["exclusiveMinimum"].get<bool>();
-            const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() && s["exclusiveMaximum"].get<bool>();
-            if (s.contains("minimum") && (draft4_min ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>())) return false;
-            if (s.contains("maximum") && (draft4_max ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>())) return false;
-            if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() && x <= s["exclusiveMinimum"].get<double>()) return false;
-            if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() && x >= s["exclusiveMaximum"].get<double>()) return false;
+            const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() &&
+                                    s["exclusiveMinimum"].get<bool>();
+            const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() &&
+                                    s["exclusiveMaximum"].get<bool>();
+            if (s.contains("minimum") &&
+                (draft4_min ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>()))
+                return false;
+            if (s.contains("maximum") &&
+                (draft4_max ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>()))
+                return false;
+            if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() &&
+                x <= s["exclusiveMinimum"].get<double>())
+                return false;
+            if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() &&
+                x >= s["exclusiveMaximum"].get<double>())
+                return false;
         }
         return true;
     }
@@ -188,7 +203,9 @@ inline bool keys_unique(const std::string& text) {
         }
         bool start_array(std::size_t) override { return true; }
         bool end_array() override { return true; }
-        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override {
+            return false;
+        }
     } handler;
     return nlohmann::json::sax_parse(text, &handler) && !handler.duplicate;
 }
@@ -204,15 +221,65 @@ struct SyntheticVocab {
     int32_t empty_token = -1, special_token = -1;
 };
 
-inline SyntheticVocab synthetic_vocab(uint32_t seed, size_t n_random = 400, const std::vector<std::string>& words = {}) {
+inline SyntheticVocab synthetic_vocab(uint32_t seed, size_t n_random = 400,
+                                      const std::vector<std::string>& words = {}) {
     SyntheticVocab v;
     for (int b = 0; b < 256; ++b) v.tokens.emplace_back(1, static_cast<char>(b));
-    std::vector<std::string> pieces = {"\"",   "{",     "}",     "[",    "]",    ",",    ":",     " ",     "\n",     "\\",
-                                       "\\\"", "\\u",   "00",    "d8",   "dc",   "41",   "n",     "t",     "r",      "u",
-                                       "e",    "a",     "l",     "s",    "0",    "1",    "5",     "9",     "-",      ".",
-                                       "E",    "+",     "x",     "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xe2", "\x82\xac",
-                                       "\xf0\x9f", "\x98\x80", "true", "null", "false", "  ", "\": ", "\", ", "{\"", "\"}", "\":",
-                                       "\",\"", "\\n", "\\\\", "12", "0.", "e+"};
+    std::vector<std::string> pieces = {"\"",
+                                       "{",
+                                       "}",
+                                       "[",
+                                       "]",
+                                       ",",
+                                       ":",
+                                       " ",
+                                       "\n",
+                                       "\\",
+                                       "\\\"",
+                                       "\\u",
+                                       "00",
+                                       "d8",
+                                       "dc",
+                                       "41",
+                                       "n",
+                                       "t",
+                                       "r",
+                                       "u",
+                                       "e",
+                                       "a",
+                                       "l",
+                                       "s",
+                                       "0",
+                                       "1",
+                                       "5",
+                                       "9",
+                                       "-",
+                                       ".",
+                                       "E",
+                                       "+",
+                                       "x",
+                                       "\xc3\xa9",
+                                       "\xe2\x82\xac",
+                                       "\xf0\x9f\x98\x80",
+                                       "\xe2",
+                                       "\x82\xac",
+                                       "\xf0\x9f",
+                                       "\x98\x80",
+                                       "true",
+                                       "null",
+                                       "false",
+                                       "  ",
+                                       "\": ",
+                                       "\", ",
+                                       "{\"",
+                                       "\"}",
+                                       "\":",
+                                       "\",\"",
+                                       "\\n",
+                                       "\\\\",
+                                       "12",
+                                       "0.",
+                                       "e+"};
     pieces.insert(pieces.end(), words.begin(), words.end());
     std::mt19937 rng(seed);
     std::set<std::string> seen(v.tokens.begin(), v.tokens.end());
@@ -244,16 +311,20 @@ inline SyntheticVocab synthetic_vocab(uint32_t seed, size_t n_random = 400, cons
 inline std::vector<int32_t> mask_ids(const runtime::TokenMask& mask) {
     std::vector<int32_t> ids;
     for (size_t w = 0; w < mask.words.size(); ++w)
-        for (uint64_t bits = mask.words[w]; bits; bits &= bits - 1) ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+        for (uint64_t bits = mask.words[w]; bits; bits &= bits - 1)
+            ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
     return ids;
 }
 
 // Where the fast mask and the one-token-at-a-time reference disagree (empty when they agree).
-inline std::string mask_mismatch(runtime::JsonConstraint& c, const runtime::TokenIndex& index, const runtime::TokenMask& mask) {
+inline std::string mask_mismatch(runtime::JsonConstraint& c, const runtime::TokenIndex& index,
+                                 const runtime::TokenMask& mask) {
     for (int32_t id = 0; id < index.n_vocab(); ++id) {
         const bool fast = mask.allows(id), slow = c.would_accept(id);
         if (fast != slow)
-            return "token " + std::to_string(id) + " " + nlohmann::json(index.bytes(id)).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
+            return "token " + std::to_string(id) + " " +
+                   nlohmann::json(index.bytes(id))
+                       .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
                    (fast ? " in the mask but refused" : " accepted but not in the mask") + " after " +
                    nlohmann::json(c.text()).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     }
@@ -270,20 +341,23 @@ struct GeneratedDoc {
 // tokens that close something are preferred). Checks that fraction of the masks against the
 // one-token-at-a-time reference.
 class DocumentGenerator {
-public:
-    explicit DocumentGenerator(const runtime::TokenIndex& index) : index_(index), closing_(static_cast<size_t>(index.n_vocab())) {
+  public:
+    explicit DocumentGenerator(const runtime::TokenIndex& index)
+        : index_(index), closing_(static_cast<size_t>(index.n_vocab())) {
         for (int32_t id = 0; id < index.n_vocab(); ++id)
             closing_[static_cast<size_t>(id)] = index.bytes(id).find_first_of("\"}]") != std::string::npos;
     }
 
-    GeneratedDoc generate(runtime::JsonConstraint& c, std::mt19937& rng, size_t soft_limit, size_t hard_limit, double check_fraction) {
+    GeneratedDoc generate(runtime::JsonConstraint& c, std::mt19937& rng, size_t soft_limit, size_t hard_limit,
+                          double check_fraction) {
         GeneratedDoc doc;
         c.reset();
         runtime::TokenMask mask;
         std::vector<int32_t> pool;
         for (size_t step = 0; step < hard_limit; ++step) {
             c.allowed(mask);
-            if (check_fraction >= 1 || (check_fraction > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < check_fraction)) {
+            if (check_fraction >= 1 ||
+                (check_fraction > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < check_fraction)) {
                 doc.failure = mask_mismatch(c, index_, mask);
                 if (!doc.failure.empty()) return doc;
             }
@@ -301,7 +375,8 @@ public:
             const bool prefer_closing = step >= soft_limit && rng() % 3 != 0;
             pool.clear();
             for (const int32_t id : ids)
-                if (!index_.is_end(id) && (!prefer_closing || closing_[static_cast<size_t>(id)])) pool.push_back(id);
+                if (!index_.is_end(id) && (!prefer_closing || closing_[static_cast<size_t>(id)]))
+                    pool.push_back(id);
             if (pool.empty())
                 for (const int32_t id : ids)
                     if (!index_.is_end(id)) pool.push_back(id);
@@ -317,7 +392,7 @@ public:
         return doc;
     }
 
-private:
+  private:
     const runtime::TokenIndex& index_;
     std::vector<uint8_t> closing_;
 };
@@ -332,7 +407,8 @@ struct SchemaCase {
 inline const std::vector<SchemaCase>& property_schemas() {
     static const std::vector<SchemaCase> cases = {
         {"json_object", nullptr, 6},
-        {"flat", R"({"type":"object","properties":{"title":{"type":"string","maxLength":12},"year":{"type":"integer","minimum":1800,"maximum":2100},
+        {"flat",
+         R"({"type":"object","properties":{"title":{"type":"string","maxLength":12},"year":{"type":"integer","minimum":1800,"maximum":2100},
             "rating":{"type":"number","minimum":0,"maximum":10},"tags":{"type":"array","items":{"enum":["a","b","ab"]},"maxItems":3},
             "done":{"type":"boolean"}},"required":["title","year","done"]})",
          32},
@@ -351,19 +427,25 @@ inline const std::vector<SchemaCase>& property_schemas() {
              "lon":{"type":"number","minimum":-180,"maximum":180}},"required":["kind","lat","lon"]},
             {"type":"string","maxLength":3},{"enum":["auto","a"]}]}},"required":["name","arguments"],"additionalProperties":false})",
          32},
-        {"tree", R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},
+        {"tree",
+         R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},
             "required":["v"]}},"$ref":"#/$defs/node"})",
          5},
-        {"extras", R"({"type":"object","properties":{"a":{"type":"string","minLength":2,"maxLength":3}},"required":["a","b"],
+        {"extras",
+         R"({"type":"object","properties":{"a":{"type":"string","minLength":2,"maxLength":3}},"required":["a","b"],
             "additionalProperties":{"type":["number","boolean"]}})",
          32},
-        {"tuple", R"({"type":"array","prefixItems":[{"const":{"k":[1,"x"]}},{"type":"string","maxLength":2},{"enum":[1,12,-3.5,"1"]}],
+        {"tuple",
+         R"({"type":"array","prefixItems":[{"const":{"k":[1,"x"]}},{"type":"string","maxLength":2},{"enum":[1,12,-3.5,"1"]}],
             "items":false,"minItems":2})",
          32},
-        {"all_of", R"({"definitions":{"base":{"properties":{"id":{"type":"integer","minimum":-5,"maximum":5}},"required":["id"],"additionalProperties":true}},
+        {"all_of",
+         R"({"definitions":{"base":{"properties":{"id":{"type":"integer","minimum":-5,"maximum":5}},"required":["id"],"additionalProperties":true}},
             "allOf":[{"$ref":"#/definitions/base"},{"type":"object","properties":{"ok":{"type":"boolean"}},"additionalProperties":true}]})",
          32},
-        {"scalar", R"({"anyOf":[{"type":"number"},{"type":"string","maxLength":4},{"type":"array","items":{"type":"integer"},"maxItems":3}]})", 32},
+        {"scalar",
+         R"({"anyOf":[{"type":"number"},{"type":"string","maxLength":4},{"type":"array","items":{"type":"integer"},"maxItems":3}]})",
+         32},
     };
     return cases;
 }
@@ -371,7 +453,8 @@ inline const std::vector<SchemaCase>& property_schemas() {
 inline std::shared_ptr<const runtime::JsonGrammar> grammar_for(const SchemaCase& sc) {
     runtime::JsonGrammarOptions o;
     o.max_depth = sc.max_depth;
-    return sc.schema ? runtime::JsonGrammar::from_schema_text(sc.schema, o) : runtime::JsonGrammar::any_json_object(o);
+    return sc.schema ? runtime::JsonGrammar::from_schema_text(sc.schema, o)
+                     : runtime::JsonGrammar::any_json_object(o);
 }
 
 inline ReferenceValidator validator_for(const SchemaCase& sc) {
