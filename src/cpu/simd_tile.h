@@ -32,9 +32,22 @@ static inline __attribute__((always_inline)) void tile_rest(const Fn& fn, const 
     }
 }
 
+// Software prefetch of the weight row kPrefetchRows ahead: at batch 1 a decode step streams
+// every row once from memory, and asking for the next rows early keeps more reads in flight
+// than the hardware prefetcher does on its own across row boundaries.
+constexpr int64_t kPrefetchRows = 2;
+
+static inline __attribute__((always_inline)) void prefetch_row(const DotTile& t, int64_t r) {
+    if (r >= t.rows) return;
+    const uint8_t* p = t.w + static_cast<size_t>(r) * t.w_stride;
+    for (size_t off = 0; off < t.w_stride; off += 64) __builtin_prefetch(p + off, 0, 3);
+}
+
 template <int MaxCols, class Fn>
 static inline __attribute__((always_inline)) void run_tile(const DotTile& t, const Fn& fn) {
+    for (int64_t r = 0; r < kPrefetchRows; ++r) prefetch_row(t, r);
     for (int64_t r = 0; r < t.rows; ++r) {
+        prefetch_row(t, r + kPrefetchRows);
         const uint8_t* w = t.w + static_cast<size_t>(r) * t.w_stride;
         int64_t c = 0;
         for (; c + MaxCols <= t.cols; c += MaxCols) tile_cols<MaxCols>(fn, w, t, c, r);
@@ -70,7 +83,10 @@ static inline __attribute__((always_inline)) void tile_rest2(const Fn& fn, const
 template <int MaxCols, class Fn1, class Fn2>
 static inline __attribute__((always_inline)) void run_tile_pairs(const DotTile& t, const Fn1& one, const Fn2& two) {
     int64_t r = 0;
+    for (int64_t p = 0; p < kPrefetchRows + 2; ++p) prefetch_row(t, p);
     for (; r + 2 <= t.rows; r += 2) {
+        prefetch_row(t, r + 2 + kPrefetchRows);
+        prefetch_row(t, r + 3 + kPrefetchRows);
         const uint8_t* w0 = t.w + static_cast<size_t>(r) * t.w_stride;
         const uint8_t* w1 = w0 + t.w_stride;
         int64_t c = 0;
