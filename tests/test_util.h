@@ -1,6 +1,8 @@
 // Helpers shared by tests: where the shared fixtures are, temp files, running the CLI.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -16,6 +18,18 @@ inline std::filesystem::path shared_dir() {
 }
 
 inline std::filesystem::path fixture(const std::string& rel) { return shared_dir() / "fixtures" / rel; }
+
+// Iteration counts of the heaviest randomized tests: n, or n / $STRATA_TEST_DIVISOR (at least
+// `floor`). The sanitizer run (`make sanitize`, 10-20x slower code) sets the divisor so CI stays
+// short; the normal run always does the full count. Every check still runs, on fewer samples.
+inline int64_t scaled(int64_t n, int64_t floor = 1) {
+    static const int64_t div = [] {
+        const char* e = std::getenv("STRATA_TEST_DIVISOR");
+        const long v = e != nullptr ? std::atol(e) : 1;
+        return v > 1 ? static_cast<int64_t>(v) : int64_t{1};
+    }();
+    return std::max(floor, n / div);
+}
 
 // Skips the current test when a fixture is missing (the project builds and tests without shared/).
 #define STRATA_REQUIRE_FIXTURE(path)                                                   \

@@ -42,7 +42,7 @@ TEST(JsonConstraintQwen3, MaskEqualsReference) {
     std::mt19937 rng(17);
     for (const SchemaCase& sc : property_schemas()) {
         JsonConstraint c(grammar_for(sc), index);
-        for (int d = 0; d < 2; ++d) {
+        for (int d = 0; d < static_cast<int>(strata::test::scaled(2)); ++d) {
             // About one mask in ten (≈100 in all) compared with all 151,936 tokens tried one by one.
             const GeneratedDoc doc = gen.generate(c, rng, 30, 300, 0.1);
             ASSERT_TRUE(doc.failure.empty()) << sc.name << ": " << doc.failure;
@@ -59,7 +59,7 @@ TEST(JsonConstraintQwen3, RandomDocumentsMatchTheirSchema) {
         JsonConstraint c(grammar_for(sc), index);
         std::mt19937 rng(23);
         int finished = 0;
-        constexpr int kDocs = 25;
+        const int kDocs = static_cast<int>(strata::test::scaled(25, 5));
         for (int d = 0; d < kDocs; ++d) {
             const GeneratedDoc doc = gen.generate(c, rng, 40, 2000, 0.0);
             ASSERT_TRUE(doc.failure.empty()) << sc.name << ": " << doc.failure;

@@ -190,7 +190,7 @@ TEST(JsonConstraint, RandomDocumentsMatchTheirSchema) {
         JsonConstraint c(grammar, index);
         std::mt19937 rng(5);
         int finished = 0;
-        constexpr int kDocs = 400;
+        const int kDocs = static_cast<int>(strata::test::scaled(400, 40));
         for (int d = 0; d < kDocs; ++d) {
             const GeneratedDoc doc = gen.generate(c, rng, 60, 3000, 0.0);
             ASSERT_TRUE(doc.failure.empty()) << sc.name << ": " << doc.failure;

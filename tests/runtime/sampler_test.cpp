@@ -219,7 +219,7 @@ std::vector<DistributionCase> distribution_cases() {
 }
 
 TEST(SamplerDistribution, DrawsFollowTheExactDistribution) {
-    constexpr int64_t kDraws = 100000;
+    const int64_t kDraws = strata::test::scaled(100000, 25000);
     uint32_t seed = 1000;
     for (DistributionCase& c : distribution_cases()) {
         SCOPED_TRACE(c.name);
@@ -753,7 +753,7 @@ TEST(SamplerCandidates, LargeVocabularySmallNucleusDraws) {
     const auto nucleus = std::count_if(ref.probs.begin(), ref.probs.end(), [](double q) { return q > 0; });
     ASSERT_GE(nucleus, 3);
     ASSERT_LE(nucleus, 50);
-    constexpr int64_t kDraws = 6000;
+    const int64_t kDraws = strata::test::scaled(6000, 1500);
     const std::vector<int64_t> counts = draw_counts(logits, p, {}, nullptr, kDraws);
     int64_t outside = 0;
     for (size_t i = 0; i < counts.size(); ++i)
