@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu_backend.h"
+#include "bench_util.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
 #include "runtime/scheduler.h"
@@ -30,10 +31,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::median;
 
 double secs_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
+#include "bench_util.h"
 #include "cpu/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -23,10 +24,7 @@ using namespace strata;
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::median;
 
 // GB/s of a streaming read over a buffer far larger than the caches, with n threads.
 double read_bandwidth(int threads) {

@@ -1,7 +1,7 @@
 // `strata engine -m MODEL [options]`: the engine process. Commands arrive as JSON lines on stdin,
 // events leave as JSON lines on stdout (docs/protocol.md); logs go to stderr. A reader thread
-// parses lines; the engine thread owns the scheduler and all output, so events of one request
-// are always in order. End of input drains the work in flight, then exits 0.
+// splits stdin into lines; the engine thread parses them and owns the scheduler and all output,
+// so events of one request are always in order. End of input drains the work in flight, then exits 0.
 #include <csignal>
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +9,7 @@
 #include <deque>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -73,11 +74,12 @@ private:
     std::unordered_map<std::string, Info> reqs_;
 };
 
-// Lines from stdin, handed to the engine thread. Overlong lines are reported, not buffered.
+// Lines from stdin, handed to the engine thread. An overlong line is not buffered: it arrives
+// as nullopt and is reported.
 struct LineQueue {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::string> lines;
+    std::deque<std::optional<std::string>> lines;
     bool eof = false;
 };
 
@@ -85,14 +87,14 @@ void read_lines(LineQueue& q) {
     std::string line;
     bool overlong = false;
     int c;
-    auto push = [&](std::string s) {
+    auto push = [&](std::optional<std::string> s) {
         std::lock_guard<std::mutex> lock(q.mu);
         q.lines.push_back(std::move(s));
         q.cv.notify_one();
     };
     while ((c = std::getchar()) != EOF) {
         if (c == '\n') {
-            if (overlong) push(std::string("\x01overlong"));
+            if (overlong) push(std::nullopt);
             else if (!line.empty()) push(std::move(line));
             line.clear();
             overlong = false;
@@ -140,7 +142,7 @@ int run_engine(EngineArgs& a) {
     reader.detach();  // blocked in getchar at exit; the process ends with it
     bool shutdown = false;
     while (!shutdown) {
-        std::deque<std::string> lines;
+        std::deque<std::optional<std::string>> lines;
         bool eof;
         {
             std::unique_lock<std::mutex> lock(q.mu);
@@ -148,12 +150,12 @@ int run_engine(EngineArgs& a) {
             lines.swap(q.lines);
             eof = q.eof;
         }
-        for (const std::string& l : lines) {
-            if (l == "\x01overlong") {
+        for (const std::optional<std::string>& l : lines) {
+            if (!l) {
                 sink.line(error_event("", "command line longer than " + std::to_string(kMaxLineBytes >> 20) + " MiB"));
                 continue;
             }
-            ParsedLine p = parse_command(l, sched);
+            ParsedLine p = parse_command(*l, sched);
             if (!p.command) {
                 sink.line(error_event(p.id, p.error));
                 continue;

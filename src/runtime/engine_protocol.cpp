@@ -40,11 +40,16 @@ double get_number(const json& j, const char* name, double def) {
     return v;
 }
 
+// An integer JSON value as int64 (huge unsigned values saturate, so range checks still refuse them).
+int64_t as_int64(const json& v) {
+    return v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
+}
+
 int64_t get_int(const json& j, const char* name, int64_t def, int64_t lo, int64_t hi) {
     const json* f = field(j, name);
     if (f == nullptr) return def;
     if (!f->is_number_integer()) throw Error(std::string("'") + name + "' must be an integer");
-    const int64_t v = f->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(f->get<uint64_t>(), INT64_MAX)) : f->get<int64_t>();
+    const int64_t v = as_int64(*f);
     if (v < lo || v > hi) throw Error(std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return v;
 }
@@ -65,7 +70,7 @@ std::vector<int32_t> get_ids(const json& j, const char* name, size_t max_count, 
     out.reserve(f->size());
     for (const json& e : *f) {
         if (!e.is_number_integer()) throw Error(std::string("'") + name + "' must contain integer token ids");
-        const int64_t v = e.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(e.get<uint64_t>(), INT64_MAX)) : e.get<int64_t>();
+        const int64_t v = as_int64(e);
         if (v < 0 || v >= n_vocab)
             throw Error("token id " + std::to_string(v) + " in '" + name + "' is outside the vocabulary (" + std::to_string(n_vocab) + ")");
         out.push_back(static_cast<int32_t>(v));

@@ -399,13 +399,16 @@ JsonMatcher::Step JsonMatcher::document_byte(std::vector<MatchFrame>& st, uint8_
     return Step::StartValue;
 }
 
+// Whitespace between the tokens of an object or array: at most max_ws_ bytes in a row.
+JsonMatcher::Step JsonMatcher::container_whitespace(MatchFrame& f) const {
+    if (f.ws >= max_ws_) return Step::Fail;
+    ++f.ws;
+    return Step::Done;
+}
+
 JsonMatcher::Step JsonMatcher::object_byte(std::vector<MatchFrame>& st, uint8_t c) {
     MatchFrame& f = st.back();
-    if (is_ws(c)) {
-        if (f.ws >= max_ws_) return Step::Fail;
-        ++f.ws;
-        return Step::Done;
-    }
+    if (is_ws(c)) return container_whitespace(f);
     const Alt& a = alts_[f.alt];
     auto close = [&]() {
         if (a.next_required[f.a] != a.properties.size()) return Step::Fail;  // a required property is missing
@@ -457,11 +460,7 @@ JsonMatcher::Step JsonMatcher::object_byte(std::vector<MatchFrame>& st, uint8_t 
 
 JsonMatcher::Step JsonMatcher::array_byte(std::vector<MatchFrame>& st, uint8_t c) {
     MatchFrame& f = st.back();
-    if (is_ws(c)) {
-        if (f.ws >= max_ws_) return Step::Fail;
-        ++f.ws;
-        return Step::Done;
-    }
+    if (is_ws(c)) return container_whitespace(f);
     const Alt& a = alts_[f.alt];
     auto next_item_possible = [&]() { return f.a < a.max_items && fits(f.c, a.item_node(f.a)); };
     if (c == ']' && f.phase != kArrAfterComma) {

@@ -108,6 +108,7 @@ class JsonMatcher {
     bool start_value(JsonParseState& dst, size_t begin, int32_t node, uint32_t depth, uint8_t c);
     bool begin_alt(std::vector<MatchFrame>& st, int32_t alt, uint32_t depth, uint8_t c);
     Step document_byte(std::vector<MatchFrame>& st, uint8_t c);
+    Step container_whitespace(MatchFrame& f) const;
     Step object_byte(std::vector<MatchFrame>& st, uint8_t c);
     Step array_byte(std::vector<MatchFrame>& st, uint8_t c);
     Step string_byte(std::vector<MatchFrame>& st, uint8_t c);

@@ -313,6 +313,8 @@ void Scheduler::step() {
 void Scheduler::commit_blocks(Sequence& s) {
     kv::BlockPool& pool = mem_->blocks();
     const int64_t bs = pool.block_size();
+    // Runs every step for every sequence; a block fills only every block_size tokens.
+    if ((s.n_committed + 1) * bs > s.n_computed) return;
     std::vector<int32_t> blocks = s.state->blocks();
     bool changed = false;
     while ((s.n_committed + 1) * bs <= s.n_computed) {
@@ -332,7 +334,7 @@ void Scheduler::commit_blocks(Sequence& s) {
     if (changed) s.state->set_blocks(std::move(blocks));
 }
 
-void Scheduler::after_forward(Sequence& s, const float* logits) {
+void Scheduler::after_forward(Sequence& s, float* logits) {
     const bool was_prefill = s.phase == Sequence::Phase::Prefill;
     s.n_computed = s.step_end;
     if (opts_.prefix_cache) {
@@ -350,7 +352,7 @@ void Scheduler::after_forward(Sequence& s, const float* logits) {
     }
     if (logits == nullptr) return;
     s.phase = Sequence::Phase::Decode;
-    sample_next(s, const_cast<float*>(logits));
+    sample_next(s, logits);
 }
 
 void Scheduler::sample_next(Sequence& s, float* logits) {

@@ -91,7 +91,7 @@ private:
     Sequence* youngest_running();
     int64_t prefill_end(const Sequence& s, int64_t budget) const;
     void commit_blocks(Sequence& s);
-    void after_forward(Sequence& s, const float* logits);
+    void after_forward(Sequence& s, float* logits);  // logits: this sequence's row, or null
     void sample_next(Sequence& s, float* logits);
     void finish(Sequence& s, FinishReason reason, const std::string& detail);
     void emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece);

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "json_test_util.h"
 #include "runtime/json_grammar.h"
 #include "util/error.h"
 
@@ -305,32 +306,6 @@ nlohmann::json random_value(std::mt19937& rng, int depth) {
     }
 }
 
-bool has_duplicate_keys(const std::string& text) {
-    struct Handler : nlohmann::json::json_sax_t {
-        std::vector<std::set<std::string>> open;
-        bool duplicate = false;
-        bool null() override { return true; }
-        bool boolean(bool) override { return true; }
-        bool number_integer(number_integer_t) override { return true; }
-        bool number_unsigned(number_unsigned_t) override { return true; }
-        bool number_float(number_float_t, const string_t&) override { return true; }
-        bool string(string_t&) override { return true; }
-        bool binary(binary_t&) override { return true; }
-        bool start_object(std::size_t) override { return open.emplace_back(), true; }
-        bool key(string_t& k) override {
-            return duplicate = duplicate || !open.back().insert(k).second, true;
-        }
-        bool end_object() override { return open.pop_back(), true; }
-        bool start_array(std::size_t) override { return true; }
-        bool end_array() override { return true; }
-        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override {
-            return false;
-        }
-    } handler;
-    nlohmann::json::sax_parse(text, &handler);
-    return handler.duplicate;
-}
-
 TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
     const auto g = JsonGrammar::any_json_object();
     std::mt19937 rng(3);
@@ -375,7 +350,7 @@ TEST(JsonMatcher, WhatItCompletesParsesWithUniqueKeys) {
         nlohmann::json parsed;
         ASSERT_NO_THROW(parsed = nlohmann::json::parse(doc)) << doc;
         EXPECT_TRUE(parsed.is_object()) << doc;
-        EXPECT_FALSE(has_duplicate_keys(doc)) << doc;
+        EXPECT_TRUE(test::keys_unique(doc)) << doc;
     }
     EXPECT_GT(completed, 300);
 }
