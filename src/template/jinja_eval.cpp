@@ -464,6 +464,9 @@ CallArgs Interpreter::eval_args(const CallSpec& spec, const std::shared_ptr<Scop
 }
 
 Value Interpreter::eval_filter(const Expr& e, const std::shared_ptr<Scope>& scope, const Value* subject) {
+    // A filter with no operand of its own reads the subject of its chain (filter blocks); a
+    // chain that reaches here without one (e.g. a filter after `{% set x |`) is an error, not UB.
+    if (!e.children[0] && subject == nullptr) fail("TemplateRuntimeError", "filter '" + e.name + "' has nothing to filter");
     const Value input = e.children[0] ? eval(*e.children[0], scope) : *subject;
     line_ = e.line;
     const CallArgs args = eval_args(e.call, scope);
