@@ -30,4 +30,7 @@ void add_convert_command(CLI::App& app, Runner& run);
 // `strata engine -m MODEL ...`: the engine process (docs/protocol.md)
 void add_engine_command(CLI::App& app, Runner& run);
 
+// `strata serve -m MODEL ...`: HTTP server (OpenAI + Anthropic APIs) over a supervised engine
+void add_serve_command(CLI::App& app, Runner& run);
+
 }  // namespace strata::cli

@@ -1,8 +1,13 @@
 #include "model/make_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <cstring>
 
+#include "convert/tokenizer_meta.h"
 #include "cpu/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
@@ -91,6 +96,27 @@ void append_utf8(std::string& s, uint32_t cp) {
     }
 }
 
+// The largest id in a tokenizer.json (its vocabulary and added tokens).
+int64_t max_token_id(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(path.string() + ": cannot open");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(path.string() + ": not valid JSON: " + e.what());
+    }
+    int64_t max_id = -1;
+    if (j.contains("model") && j["model"].contains("vocab") && j["model"]["vocab"].is_object())
+        for (const auto& [text, id] : j["model"]["vocab"].items())
+            if (id.is_number_integer()) max_id = std::max<int64_t>(max_id, id.get<int64_t>());
+    if (j.contains("added_tokens") && j["added_tokens"].is_array())
+        for (const auto& t : j["added_tokens"])
+            if (t.contains("id") && t["id"].is_number_integer()) max_id = std::max<int64_t>(max_id, t["id"].get<int64_t>());
+    if (max_id < 0) throw Error(path.string() + ": no token ids (model.vocab / added_tokens)");
+    return max_id;
+}
+
 // Writes tokenizer.* keys; returns the vocabulary size.
 int64_t write_tokenizer(const std::string& source, gguf::Writer& w) {
     using gguf::Value;
@@ -120,6 +146,13 @@ int64_t write_tokenizer(const std::string& source, gguf::Writer& w) {
         w.set("tokenizer.ggml.padding_token_id", Value::of_u32(256));
         w.set("tokenizer.ggml.add_bos_token", Value::of_bool(false));
         w.set("tokenizer.chat_template", Value::of_string(kBuiltinChatTemplate));
+        return n;
+    }
+    if (std::filesystem::is_directory(source)) {
+        // A transformers tokenizer folder (tokenizer.json, tokenizer_config.json with the chat
+        // template): converted as `strata convert` does, the vocabulary padded to a multiple of 64.
+        const int64_t n = (max_token_id(std::filesystem::path(source) / "tokenizer.json") + 1 + 63) / 64 * 64;
+        for (auto& [key, v] : convert::tokenizer_metadata(source, n)) w.set(key, std::move(v));
         return n;
     }
     const auto f = gguf::File::open(source);
@@ -254,6 +287,12 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     w.set("general.architecture", gguf::Value::of_string(o.arch));
     w.set("general.name", gguf::Value::of_string("strata random " + o.arch + " " + o.preset));
     const int64_t n_vocab = write_tokenizer(o.tokenizer, w);
+    if (!o.chat_template_file.empty()) {
+        std::ifstream in(o.chat_template_file, std::ios::binary);
+        if (!in) throw Error(o.chat_template_file + ": cannot open");
+        const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        w.set("tokenizer.chat_template", gguf::Value::of_string(text));
+    }
     const ModelConfig cfg = make_model_config(o, n_vocab);
     write_config(cfg, w);
     w.set("general.file_type", gguf::Value::of_u32(mix->file_type));

@@ -104,7 +104,7 @@ bool EngineClient::write_line(const std::string& line) {
     return true;
 }
 
-void EngineClient::submit(const std::string& id, json command, Handler handler) {
+void EngineClient::submit(const std::string& id, nlohmann::ordered_json command, Handler handler) {
     command["op"] = "submit";
     command["id"] = id;
     std::lock_guard<std::mutex> lock(mu_);
@@ -112,7 +112,7 @@ void EngineClient::submit(const std::string& id, json command, Handler handler) 
     Pending& p = pending_[id];
     p.command = std::move(command);
     p.handler = std::move(handler);
-    if (ready_) write_line(p.command.dump(-1, ' ', false, json::error_handler_t::replace));
+    if (ready_) write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
     // Not ready: sent when the (restarted) engine says ready.
 }
 
@@ -203,7 +203,7 @@ void EngineClient::handle_line(const std::string& line) {
         ready_ = true;
         backoff_ = std::chrono::milliseconds(250);
         // Requests that never reached an engine (or waited in one that died) go now.
-        for (auto& [id, p] : pending_) write_line(p.command.dump(-1, ' ', false, json::error_handler_t::replace));
+        for (auto& [id, p] : pending_) write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
         cv_.notify_all();
         return;
     }

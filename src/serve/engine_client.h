@@ -42,9 +42,10 @@ public:
     // last stderr lines if it cannot start (bad model file, ...).
     void start(std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
-    // Sends a submit command: `command` holds the submit fields (op and id are set here).
-    // Throws strata::Error when the id is already in flight.
-    void submit(const std::string& id, nlohmann::json command, Handler handler);
+    // Sends a submit command: `command` holds the submit fields (op and id are set here; key order
+    // is kept, as a response_format schema's property order matters). Throws strata::Error when
+    // the id is already in flight.
+    void submit(const std::string& id, nlohmann::ordered_json command, Handler handler);
     // Cancels a request in flight (its done event still arrives). No-op for unknown ids.
     void cancel(const std::string& id);
     // Asks for a stats event and waits for it (empty object when the engine is down).
@@ -58,7 +59,7 @@ public:
 
 private:
     struct Pending {
-        nlohmann::json command;
+        nlohmann::ordered_json command;
         Handler handler;
         bool got_output = false;
     };

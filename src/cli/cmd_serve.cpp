@@ -1,0 +1,97 @@
+// `strata serve -m MODEL [options]`: the HTTP server of one lane over a supervised engine child
+// process (docs/serve.md). Engine options are passed through to `strata engine`.
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "serve/server.h"
+#include "util/error.h"
+
+namespace strata::cli {
+
+namespace {
+
+struct ServeArgs {
+    serve::ServeOptions o;
+    std::vector<std::string> keys;
+    std::string device = "cpu";
+    int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
+    int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
+    bool no_prefix_cache = false;
+};
+
+std::string self_exe() {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) throw Error("cannot find the strata binary (/proc/self/exe)");
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+int run_serve(ServeArgs& a) {
+    if (a.device != "cpu") throw Error("--device " + a.device + ": this build computes on the CPU only (the CUDA backend is not built yet)");
+    auto& o = a.o;
+    o.api_keys = a.keys;
+    if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);
+    o.engine_argv = {self_exe(), "engine", "-m", o.model_path, "-t", std::to_string(a.threads), "--max-running", std::to_string(o.parallel),
+                     "--max-batched-tokens", std::to_string(a.max_batched_tokens), "--prefill-chunk", std::to_string(a.prefill_chunk),
+                     "--kv-mib", std::to_string(a.kv_mib), "--snapshot-mib", std::to_string(a.snapshot_mib)};
+    if (a.ctx > 0) o.engine_argv.insert(o.engine_argv.end(), {"--ctx", std::to_string(a.ctx)});
+    if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
+
+    // Signals go to one thread that stops the server; every other thread has them blocked.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    serve::Server server(o);
+    server.start();
+    server.bind();
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&set, &sig);
+        std::fprintf(stderr, "serve: signal %d, stopping\n", sig);
+        server.stop();
+    });
+    server.listen();
+    // listen() returns after stop(): wake the waiter if the server stopped for another reason.
+    ::kill(::getpid(), SIGTERM);
+    waiter.join();
+    std::fprintf(stderr, "serve: stopped\n");
+    return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Runner& run) {
+    auto a = std::make_shared<ServeArgs>();
+    CLI::App* cmd = app.add_subcommand("serve", "serve a model over HTTP: OpenAI and Anthropic APIs (docs/serve.md)");
+    cmd->add_option("-m,--model", a->o.model_path, "GGUF model file")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--name", a->o.model_name, "model id clients use (default: the file name without .gguf)");
+    cmd->add_option("--host", a->o.host, "address to bind (only the gateway should face the network)")->capture_default_str();
+    cmd->add_option("--port", a->o.port, "port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();
+    cmd->add_option("--api-key", a->keys, "accepted API key (repeatable; Bearer or x-api-key); also STRATA_API_KEY");
+    cmd->add_option("--parallel", a->o.parallel, "requests computed at once")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd->add_option("--queue", a->o.max_queue, "requests that may wait beyond --parallel; more get 429/529")->check(CLI::Range(0, 100000))->capture_default_str();
+    cmd->add_option("--max-body-mib", a->o.max_body_bytes, "largest request body, MiB")
+        ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+        ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
+    cmd->add_option("--device", a->device, "cpu (cuda: when the CUDA backend is built)")->capture_default_str();
+    cmd->add_option("-t,--threads", a->threads, "engine compute threads")->check(CLI::Range(1, 1024))->capture_default_str();
+    cmd->add_option("--ctx", a->ctx, "positions per sequence (default: the model's, capped by KV memory)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+    cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+    cmd->add_option("--snapshot-mib", a->snapshot_mib, "recurrent-state snapshots (hybrid models), MiB")->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
+    cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens in one forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens of one sequence per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not reuse KV of earlier requests");
+    cmd->callback([&run, a] { run = [a] { return run_serve(*a); }; });
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,143 @@
+// One generated output (one "choice") of an API request, run on the engine: submits the prompt,
+// turns the engine's events into parsed output events (reasoning, content, tool calls), and
+// enforces a thinking budget.
+//
+// Thinking budget (docs/api.md): the first engine request stops at "</think>" or after
+// `thinking_budget` tokens; if the reasoning was cut off, the server closes it ("\n</think>\n\n")
+// and a second engine request continues from prompt + reasoning + close (the prefix cache makes
+// that cheap), with what is left of max_tokens. The client sees one answer.
+//
+// Forced tool calls: the prompt ends with the opening of a call ("<tool_call>\n"), which the
+// output parser is fed first, and the engine's JSON constraint writes the call's JSON; the server
+// closes the call ("\n</tool_call>") when the document is complete.
+//
+// Threading: the engine client's reader thread pushes events; the HTTP thread pulls them with
+// next(). One Generation per choice; not copyable.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "serve/output_parser.h"
+
+namespace strata::tokenizer {
+class Tokenizer;
+}
+
+namespace strata::serve {
+
+class EngineClient;
+
+struct GenerationSpec {
+    std::string prompt_text;      // the rendered prompt (continuations are built on it)
+    std::vector<int32_t> prompt;  // its tokens
+    nlohmann::ordered_json submit = nlohmann::ordered_json::object();  // sampling, stop, logprobs, response_format
+    int64_t max_tokens = -1;      // completion tokens in all (reasoning included); -1: to the context
+    std::optional<int64_t> thinking_budget;
+    std::vector<std::string> stop;  // the client's stop strings
+    OutputFormat format = OutputFormat::Plain;
+    ParserOptions parser;
+    std::string forced_prefix;  // text the prompt already holds of the output ("<tool_call>\n")
+    std::string forced_suffix;  // text that closes it when the engine's document is complete
+};
+
+struct Usage {
+    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+};
+
+struct GenerationEvent {
+    enum class Kind { Output, Done, Failed };
+    Kind kind = Kind::Output;
+    std::vector<OutputEvent> outputs;    // parsed events (possibly none; Done may carry the last ones)
+    nlohmann::json logprobs;             // Output: the engine's logprobs entries for these tokens (or null)
+    int64_t tokens = 0;                  // Output: tokens these events came from
+    // Done: "stop", "length", "cancelled", "context" (max_tokens was cut by the context window)
+    std::string finish_reason;
+    std::string stop_sequence;           // Done with a client stop string
+    Usage usage;                         // Done
+    std::string error;                   // Failed: what went wrong (the engine died mid-stream, ...)
+};
+
+// Events of the engine requests of one API request (its choices), in arrival order.
+class Mailbox {
+public:
+    void push(int slot, nlohmann::json event);
+    // The next event and the slot it belongs to; nullopt when none came before the deadline.
+    std::optional<std::pair<int, nlohmann::json>> pop(std::chrono::steady_clock::time_point deadline);
+
+private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::pair<int, nlohmann::json>> events_;
+};
+
+class Generation {
+public:
+    Generation(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id, GenerationSpec spec,
+               int64_t max_context, std::shared_ptr<Mailbox> mailbox, int slot);
+    Generation(const Generation&) = delete;
+    Generation& operator=(const Generation&) = delete;
+
+    void start();
+    // Turns one engine event of this generation into an event for the client (nullopt: nothing
+    // to tell yet).
+    std::optional<GenerationEvent> handle(const nlohmann::json& event);
+    void cancel();                                 // asks the engine to stop (its done event still comes)
+    bool engine_idle() const { return engine_done_; }  // no engine request in flight
+    bool finished() const { return finished_; }
+    void note_engine_event(const nlohmann::json& event);  // while draining after a cancel
+
+private:
+    void submit_phase(const std::string& prompt_text, const std::vector<int32_t>* prompt_ids, int64_t max_tokens,
+                      bool stop_at_think_end);
+    void feed(const std::string& text, GenerationEvent& out);
+
+    EngineClient& engine_;
+    const tokenizer::Tokenizer& tokenizer_;
+    std::string id_;
+    GenerationSpec spec_;
+    int64_t max_context_;
+    std::shared_ptr<Mailbox> mailbox_;
+    int slot_;
+    std::unique_ptr<OutputParser> parser_;
+    std::vector<OutputEvent> pending_outputs_;  // parsed from the forced prefix, sent with the first event
+
+    int phase_ = 0;                 // 1: thinking phase under a budget, 2: after it, 0: single phase
+    std::string phase_id_;          // the engine request running now
+    std::string phase1_text_;       // output of the thinking phase
+    bool in_reasoning_ = false;     // the parser is inside <think>
+    bool clamped_by_context_ = false;
+    Usage usage_;
+    bool finished_ = false;
+    bool engine_done_ = true;
+};
+
+// The choices of one API request: started together, their events read in arrival order, all
+// cancelled (and drained, so no engine event outlives them) when the request ends early.
+class GenerationGroup {
+public:
+    GenerationGroup() : mailbox_(std::make_shared<Mailbox>()) {}
+    ~GenerationGroup() { cancel(); }
+    Generation& add(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id, GenerationSpec spec,
+                    int64_t max_context);
+    void start();
+    // The next client event and the choice it belongs to; nullopt after `timeout` with none.
+    std::optional<std::pair<int, GenerationEvent>> next(std::chrono::milliseconds timeout);
+    bool finished() const;
+    void cancel();
+    size_t size() const { return gens_.size(); }
+
+private:
+    std::shared_ptr<Mailbox> mailbox_;
+    std::vector<std::unique_ptr<Generation>> gens_;
+};
+
+}  // namespace strata::serve

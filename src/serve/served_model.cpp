@@ -1,0 +1,145 @@
+#include "serve/served_model.h"
+
+#include "gguf/gguf.h"
+#include "runtime/json_grammar.h"
+#include "template/jinja_error.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::serve {
+
+namespace {
+
+ojson tool_list(const std::vector<ToolDef>& tools) {
+    ojson list = ojson::array();
+    for (const auto& t : tools) {
+        ojson fn{{"name", t.name}};
+        if (!t.description.empty()) fn["description"] = t.description;
+        fn["parameters"] = t.parameters;
+        list.push_back(ojson{{"type", "function"}, {"function", std::move(fn)}});
+    }
+    return list;
+}
+
+// The JSON a forced Hermes-style call must be: {"name": <one of the tools>, "arguments": {...}}.
+// A tool whose schema the constraint cannot express is constrained to any object instead.
+ojson forced_call_schema(const ChatRequest& r) {
+    ojson options = ojson::array();
+    for (const auto& t : r.tools) {
+        if (r.tool_choice == ToolChoice::Named && t.name != r.tool_name) continue;
+        ojson args = t.parameters;
+        try {
+            runtime::JsonGrammar::from_ordered_schema(args);
+        } catch (const Error&) {
+            args = ojson{{"type", "object"}};
+        }
+        options.push_back(ojson{{"type", "object"},
+                                {"properties", {{"name", {{"const", t.name}}}, {"arguments", std::move(args)}}},
+                                {"required", {"name", "arguments"}},
+                                {"additionalProperties", false}});
+    }
+    return options.size() == 1 ? options[0] : ojson{{"anyOf", std::move(options)}};
+}
+
+}  // namespace
+
+ApiError prompt_too_long(int64_t tokens, int64_t maximum) {
+    return ApiError(400, "prompt is too long: " + std::to_string(tokens) + " tokens > " + std::to_string(maximum) + " maximum", "messages");
+}
+
+ServedModel::ServedModel(const std::string& path, std::string name) : name_(std::move(name)) {
+    file_ = gguf::File::open(path);
+    architecture_ = file_->has("general.architecture") ? file_->get_string("general.architecture") : "";
+    tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
+    chat_ = std::make_unique<tmpl::ChatTemplate>(tmpl::ChatTemplate::from_gguf(*file_));
+    format_ = detect_output_format(chat_->source());
+    template_thinking_ = template_has_thinking(chat_->source());
+    const std::string key = architecture_ + ".context_length";
+    max_context_ = file_->has(key) ? static_cast<int64_t>(file_->get_u64(key)) : 4096;
+}
+
+ServedModel::~ServedModel() = default;
+
+bool ServedModel::forces_tool(const ChatRequest& r) const {
+    return (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) && !r.tools.empty();
+}
+
+std::string ServedModel::render(const ChatRequest& r, bool thinking_off) const {
+    ojson vars{{"messages", r.messages}, {"add_generation_prompt", true}};
+    if (!r.tools.empty() && r.tool_choice != ToolChoice::None) vars["tools"] = tool_list(r.tools);
+    if (thinking_off) vars["enable_thinking"] = false;
+    else if (r.thinking.has_value()) vars["enable_thinking"] = *r.thinking;
+    try {
+        return chat_->render(vars);
+    } catch (const tmpl::TemplateError& e) {
+        throw ApiError(400, std::string("the chat template rejected this conversation: ") + e.what(), "messages");
+    } catch (const Error& e) {
+        throw ApiError(400, e.what(), "messages");
+    }
+}
+
+int64_t ServedModel::count_tokens(const ChatRequest& r) const {
+    const bool thinking_off = forces_tool(r) || !r.response_format.is_null();
+    return static_cast<int64_t>(tokenizer_->encode(render(r, thinking_off), true).size());
+}
+
+PreparedChat ServedModel::prepare(const ChatRequest& r) const {
+    if (r.has_images) throw ApiError(400, "this model does not accept images", "messages");
+    const bool forced = forces_tool(r);
+    // A constrained output starts at the first token: no room for a reasoning block first.
+    const bool thinking_off = forced || !r.response_format.is_null() || (r.thinking.has_value() && !*r.thinking);
+
+    GenerationSpec spec;
+    spec.prompt_text = render(r, thinking_off);
+    spec.format = format_;
+    if (forced && format_ == OutputFormat::Plain) spec.format = OutputFormat::Qwen3Hermes;
+    spec.parser.parse_thinking = template_thinking_ && !thinking_off;
+    spec.parser.parse_tools = (!r.tools.empty() && r.tool_choice != ToolChoice::None) || forced;
+    spec.parser.starts_in_thinking = spec.parser.parse_thinking && prompt_opens_thinking(spec.prompt_text);
+    for (const auto& t : r.tools) spec.parser.tools.push_back(ToolSpec{t.name, t.parameters});
+    if (spec.parser.parse_thinking && r.thinking_budget) spec.thinking_budget = r.thinking_budget;
+
+    if (forced) {
+        if (spec.format == OutputFormat::Qwen3Hermes) {
+            spec.forced_prefix = "<tool_call>\n";
+            spec.forced_suffix = "\n</tool_call>";
+            spec.submit["response_format"] = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
+        } else {
+            // XML calls: the name is forced by the opening; the parameters are the model's own.
+            spec.forced_prefix = r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
+        }
+        spec.prompt_text += spec.forced_prefix;
+    } else if (!r.response_format.is_null()) {
+        if (r.response_format.value("type", "") == "json_schema") {
+            try {
+                runtime::JsonGrammar::from_ordered_schema(r.response_format["schema"]);
+            } catch (const Error& e) {
+                throw ApiError(400, std::string("response_format.json_schema.schema: ") + e.what(), "response_format");
+            }
+        }
+        spec.submit["response_format"] = r.response_format;
+    }
+
+    spec.prompt = tokenizer_->encode(spec.prompt_text, true);
+    const auto n = static_cast<int64_t>(spec.prompt.size());
+    if (n >= max_context_) throw prompt_too_long(n, max_context_ - 1);
+
+    for (const auto& [k, v] : r.sampling.items()) spec.submit[k] = v;
+    if (r.logprobs) {
+        spec.submit["logprobs"] = true;
+        spec.submit["top_logprobs"] = r.top_logprobs;
+    }
+    spec.max_tokens = r.max_tokens;
+    spec.stop = r.stop;
+
+    PreparedChat out;
+    out.prompt_tokens = n;
+    for (int i = 0; i < r.n; ++i) {
+        GenerationSpec s = spec;
+        if (i > 0 && s.submit.contains("seed")) s.submit["seed"] = s.submit["seed"].get<int64_t>() + i;
+        out.choices.push_back(std::move(s));
+    }
+    return out;
+}
+
+}  // namespace strata::serve

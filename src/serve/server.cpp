@@ -1,0 +1,445 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "serve/engine_client.h"
+#include "serve/generation.h"
+#include "serve/server_call.h"
+#include "serve/served_model.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace strata::serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string sha256(const std::string& s) {
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
+    return std::string(reinterpret_cast<char*>(d), sizeof d);
+}
+
+std::string hex(const std::string& bytes) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : bytes) {
+        out += digits[c >> 4];
+        out += digits[c & 15];
+    }
+    return out;
+}
+
+const char* openai_error_type(int status) {
+    switch (status) {
+        case 401: return "authentication_error";
+        case 403: return "permission_error";
+        case 404: return "not_found_error";
+        case 429: return "rate_limit_error";
+        default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+const char* anthropic_error_type(int status) {
+    switch (status) {
+        case 401: return "authentication_error";
+        case 402: return "billing_error";
+        case 403: return "permission_error";
+        case 404: return "not_found_error";
+        case 413: return "request_too_large";
+        case 429: return "rate_limit_error";
+        case 504: return "timeout_error";
+        case 529: return "overloaded_error";
+        default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+bool is_anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void log_line(const std::string& line) {
+    std::fprintf(stderr, "serve: %s\n", line.c_str());
+    std::fflush(stderr);
+}
+
+}  // namespace
+
+std::string random_id(size_t n) {
+    static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    std::string bytes(n, '\0');
+    RAND_bytes(reinterpret_cast<unsigned char*>(bytes.data()), static_cast<int>(n));
+    std::string out;
+    for (unsigned char c : bytes) out += alphabet[c % 62];
+    return out;
+}
+
+Server::Server(ServeOptions options)
+    : options_(std::move(options)), admission_(options_.parallel, options_.max_queue), started_(std::chrono::steady_clock::now()) {
+    // Keys are kept only as SHA-256 digests; a presented key is hashed and compared in constant time.
+    for (auto& k : options_.api_keys) k = sha256(k);
+    thinking_key_ = std::string(32, '\0');
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(thinking_key_.data()), 32) != 1) throw Error("cannot make a signing key (RAND_bytes failed)");
+}
+
+Server::~Server() {
+    if (http_) http_->stop();
+}
+
+void Server::start() {
+    if (options_.model_name.empty()) options_.model_name = std::filesystem::path(options_.model_path).stem().string();
+    model_ = std::make_unique<ServedModel>(options_.model_path, options_.model_name);
+    engine_ = std::make_unique<EngineClient>(options_.engine_argv);
+    log_line("starting the engine: " + options_.engine_argv[0] + " engine -m " + options_.model_path);
+    engine_->start();
+    const json ready = engine_->ready_info();
+    if (ready.contains("limits") && ready["limits"].contains("max_context"))
+        model_->set_max_context(ready["limits"]["max_context"].get<int64_t>());
+    log_line("engine ready: " + options_.model_name + " (" + model_->architecture() + "), context " +
+             std::to_string(model_->max_context()) + ", output format " + to_string(model_->output_format()));
+}
+
+int Server::bind() {
+    http_ = std::make_unique<httplib::Server>();
+    const int threads = options_.http_threads > 0 ? options_.http_threads : options_.parallel + options_.max_queue + 16;
+    http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    http_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
+    http_->set_read_timeout(options_.read_timeout);
+    http_->set_write_timeout(options_.write_timeout);
+    http_->set_keep_alive_timeout(30);
+    route();
+    int port = options_.port;
+    if (port == 0) port = http_->bind_to_any_port(options_.host);
+    else if (!http_->bind_to_port(options_.host, port)) port = -1;
+    if (port < 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use, or not an address of this machine)");
+    log_line("listening on http://" + options_.host + ":" + std::to_string(port) + (options_.api_keys.empty() ? " (no API key required)" : ""));
+    return port;
+}
+
+void Server::listen() { http_->listen_after_bind(); }
+
+void Server::stop() {
+    if (http_) http_->stop();
+}
+
+std::string Server::sign_thinking(const std::string& thinking) const {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    HMAC(EVP_sha256(), thinking_key_.data(), static_cast<int>(thinking_key_.size()), reinterpret_cast<const unsigned char*>(thinking.data()),
+         thinking.size(), mac, &len);
+    return base64_encode(std::string(reinterpret_cast<char*>(mac), len));
+}
+
+bool Server::verify_thinking(const std::string& thinking, const std::string& signature) const {
+    const std::string expected = sign_thinking(thinking);
+    return signature.size() == expected.size() && CRYPTO_memcmp(signature.data(), expected.data(), expected.size()) == 0;
+}
+
+bool Server::authorized(const httplib::Request& req) const {
+    if (options_.api_keys.empty()) return true;
+    std::string key = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (key.empty() && auth.size() > 7 && (auth.rfind("Bearer ", 0) == 0 || auth.rfind("bearer ", 0) == 0)) key = auth.substr(7);
+    if (key.empty()) return false;
+    const std::string digest = sha256(key);
+    bool ok = false;
+    for (const auto& k : options_.api_keys) ok |= CRYPTO_memcmp(k.data(), digest.data(), digest.size()) == 0;
+    return ok;
+}
+
+std::string Server::client_of(const httplib::Request& req) const {
+    std::string key = req.get_header_value("x-api-key");
+    const std::string auth = req.get_header_value("Authorization");
+    if (key.empty() && auth.size() > 7) key = auth.substr(7);
+    if (!key.empty()) return "key:" + hex(sha256(key)).substr(0, 16);
+    return "addr:" + req.remote_addr;
+}
+
+void Server::reply_error(const Call& call, httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    json body;
+    if (call.api == ApiKind::Anthropic) {
+        body = {{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.what()}}}, {"request_id", call.request_id}};
+    } else {
+        body = {{"error", {{"message", e.what()}, {"type", openai_error_type(e.status)}, {"param", e.param.empty() ? json() : json(e.param)},
+                           {"code", e.status == 401 ? json("invalid_api_key") : json()}}}};
+    }
+    res.set_content(dump(body), "application/json");
+}
+
+void Server::route() {
+    auto& h = *http_;
+    // Authentication and request ids before any handler; errors in the shape of the path's API.
+    h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        const bool anthropic = is_anthropic_path(req.path);
+        const std::string rid = "req_" + random_id(24);
+        res.set_header(anthropic ? "request-id" : "x-request-id", rid);
+        const bool open = req.path == "/health" || req.path == "/metrics" || req.path == "/api/hello";
+        if (!open && !authorized(req)) {
+            Call call;
+            call.api = anthropic ? ApiKind::Anthropic : ApiKind::OpenAI;
+            call.request_id = rid;
+            reply_error(call, res, ApiError(401, anthropic ? "invalid x-api-key" : "Incorrect API key provided"));
+            metrics_.count_request(anthropic ? "anthropic" : "openai", "unauthorized");
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    h.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::OpenAI); });
+    h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
+    h.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::Anthropic); });
+    h.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
+    h.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
+        Call call;
+        reply_error(call, res, ApiError(400, "this model does not produce embeddings (" + options_.model_name + " is a generative model)", "model"));
+    });
+    h.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
+    h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
+    h.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+    h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    // Claude Code's warm-up probe.
+    h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        Call call;
+        call.api = is_anthropic_path(req.path) ? ApiKind::Anthropic : ApiKind::OpenAI;
+        std::string message;
+        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+        else if (res.status == 413) message = "request body larger than " + std::to_string(options_.max_body_bytes) + " bytes";
+        else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
+        else message = "bad request";
+        reply_error(call, res, ApiError(res.status, message));
+    });
+    h.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        log_line("internal error on " + req.method + " " + req.path + ": " + what);
+        Call call;
+        call.api = is_anthropic_path(req.path) ? ApiKind::Anthropic : ApiKind::OpenAI;
+        reply_error(call, res, ApiError(500, "internal error: " + what));
+    });
+    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        if (req.path == "/health" || req.path == "/metrics") return;
+        log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);
+    });
+}
+
+Admission::Ticket Server::admit(const Call& call) {
+    Admission::Ticket ticket;
+    const auto queued = std::chrono::steady_clock::now();
+    switch (admission_.acquire(call.client, [&call] { return call.gone(); }, ticket)) {
+        case Admission::Outcome::Admitted:
+            metrics_.queue_time.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - queued).count());
+            return ticket;
+        case Admission::Outcome::QueueFull: {
+            ApiError e(call.api == ApiKind::Anthropic ? 529 : 429,
+                       call.api == ApiKind::Anthropic ? "Overloaded" : "the server is at capacity (queue full); retry later");
+            e.retry_after_s = std::max(1, admission_.waiting() / std::max(1, admission_.slots()));
+            throw e;
+        }
+        case Admission::Outcome::Gone: break;
+    }
+    throw ApiError(499, "client closed the connection");
+}
+
+void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+    auto call = std::make_shared<Call>();
+    call->api = api;
+    call->request_id = res.get_header_value(api == ApiKind::Anthropic ? "request-id" : "x-request-id");
+    call->created = static_cast<int64_t>(std::time(nullptr));
+    call->fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    call->client = client_of(req);
+    const char* api_name = api == ApiKind::Anthropic ? "anthropic" : "openai";
+    try {
+        const ojson body = parse_json_body(req.body);
+        if (api == ApiKind::Anthropic) {
+            call->chat = parse_anthropic_messages(
+                body, options_.limits,
+                [](const void* self, const std::string& t, const std::string& s) { return static_cast<const Server*>(self)->verify_thinking(t, s); },
+                this);
+        } else {
+            call->chat = parse_openai_chat(body, options_.limits);
+        }
+        call->model = call->chat.model.empty() ? options_.model_name : call->chat.model;
+        call->prepared = model_->prepare(call->chat);
+        if (api == ApiKind::Anthropic && call->chat.max_tokens == 0) {
+            // max_tokens 0 (cache pre-warming): nothing to generate; the answer is empty.
+            call->chat.max_tokens = 0;
+        }
+        call->ticket = admit(*call);
+        call->group = std::make_unique<GenerationGroup>();
+        for (size_t i = 0; i < call->prepared.choices.size(); ++i)
+            call->group->add(*engine_, model_->tokenizer(), call->request_id + "/" + std::to_string(i), call->prepared.choices[i],
+                             model_->max_context());
+        metrics_.prompt_tokens += static_cast<uint64_t>(call->prepared.prompt_tokens) * call->prepared.choices.size();
+        if (!(api == ApiKind::Anthropic && call->chat.max_tokens == 0)) call->group->start();
+        if (api == ApiKind::Anthropic) answer_anthropic(call, res);
+        else answer_openai_chat(call, res);
+    } catch (const ApiError& e) {
+        if (e.status == 499) {
+            metrics_.count_request(api_name, "cancelled");
+            res.status = 499;
+            return;
+        }
+        metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : "rejected");
+        reply_error(*call, res, e);
+    }
+}
+
+void Server::completion(const httplib::Request& req, httplib::Response& res) {
+    auto call = std::make_shared<Call>();
+    call->api = ApiKind::OpenAI;
+    call->request_id = res.get_header_value("x-request-id");
+    call->created = static_cast<int64_t>(std::time(nullptr));
+    call->fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    call->client = client_of(req);
+    try {
+        call->completion = parse_openai_completion(parse_json_body(req.body), options_.limits);
+        const auto& c = call->completion;
+        call->model = c.model.empty() ? options_.model_name : c.model;
+        GenerationSpec spec;
+        if (c.prompt_is_tokens) {
+            for (int32_t id : c.prompt_tokens)
+                if (!model_->tokenizer().valid(id)) throw ApiError(400, "prompt: token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
+            spec.prompt = c.prompt_tokens;
+            spec.prompt_text = model_->tokenizer().decode(c.prompt_tokens);
+        } else {
+            spec.prompt_text = c.prompt_text;
+            spec.prompt = model_->tokenizer().encode(c.prompt_text, true);
+        }
+        const auto n = static_cast<int64_t>(spec.prompt.size());
+        if (n == 0) throw ApiError(400, "prompt: must not be empty", "prompt");
+        if (n >= model_->max_context()) throw prompt_too_long(n, model_->max_context() - 1);
+        spec.format = OutputFormat::Plain;
+        spec.parser.parse_thinking = false;
+        spec.parser.parse_tools = false;
+        spec.submit = c.sampling;
+        if (c.logprobs >= 0) {
+            spec.submit["logprobs"] = true;
+            spec.submit["top_logprobs"] = c.logprobs;
+        }
+        spec.max_tokens = c.max_tokens;
+        spec.stop = c.stop;
+        call->prepared.prompt_tokens = n;
+        for (int i = 0; i < c.n; ++i) {
+            GenerationSpec s = spec;
+            if (i > 0 && s.submit.contains("seed")) s.submit["seed"] = s.submit["seed"].get<int64_t>() + i;
+            call->prepared.choices.push_back(std::move(s));
+        }
+        call->ticket = admit(*call);
+        call->group = std::make_unique<GenerationGroup>();
+        for (size_t i = 0; i < call->prepared.choices.size(); ++i)
+            call->group->add(*engine_, model_->tokenizer(), call->request_id + "/" + std::to_string(i), call->prepared.choices[i],
+                             model_->max_context());
+        metrics_.prompt_tokens += static_cast<uint64_t>(n) * call->prepared.choices.size();
+        if (c.max_tokens > 0) call->group->start();
+        answer_openai_completion(call, res);
+    } catch (const ApiError& e) {
+        if (e.status == 499) {
+            metrics_.count_request("openai", "cancelled");
+            res.status = 499;
+            return;
+        }
+        metrics_.count_request("openai", e.status == 429 ? "overloaded" : "rejected");
+        reply_error(*call, res, e);
+    }
+}
+
+void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
+    Call call;
+    call.api = ApiKind::Anthropic;
+    call.request_id = res.get_header_value("request-id");
+    try {
+        const ChatRequest r = parse_anthropic_messages(
+            parse_json_body(req.body), options_.limits,
+            [](const void* self, const std::string& t, const std::string& s) { return static_cast<const Server*>(self)->verify_thinking(t, s); },
+            this, true);
+        res.set_content(dump(json{{"input_tokens", model_->count_tokens(r)}}), "application/json");
+    } catch (const ApiError& e) {
+        reply_error(call, res, e);
+    }
+}
+
+void Server::models(const httplib::Request& req, httplib::Response& res) {
+    const json entry = {{"id", options_.model_name},
+                        {"object", "model"},
+                        {"type", "model"},
+                        {"created", 0},
+                        {"created_at", "1970-01-01T00:00:00Z"},
+                        {"display_name", options_.model_name},
+                        {"owned_by", "strata"},
+                        {"context_length", model_->max_context()},
+                        {"max_model_len", model_->max_context()},
+                        {"architecture", model_->architecture()}};
+    if (req.matches.size() > 1) {
+        if (req.matches[1] != options_.model_name) {
+            Call call;
+            reply_error(call, res, ApiError(404, "no model named '" + std::string(req.matches[1]) + "' (this server has '" + options_.model_name + "')", "model"));
+            return;
+        }
+        res.set_content(dump(entry), "application/json");
+        return;
+    }
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({entry})}, {"has_more", false},
+                              {"first_id", options_.model_name}, {"last_id", options_.model_name}}),
+                    "application/json");
+}
+
+void Server::health(httplib::Response& res) {
+    const bool up = engine_ && engine_->healthy();
+    res.status = up ? 200 : 503;
+    if (!up) res.set_header("Retry-After", "1");
+    res.set_content(dump(json{{"status", up ? "ok" : "engine unavailable"},
+                              {"model", options_.model_name},
+                              {"engine_restarts", engine_ ? engine_->restarts() : 0},
+                              {"running", admission_.running()},
+                              {"waiting", admission_.waiting()},
+                              {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}}),
+                    "application/json");
+}
+
+void Server::metrics(httplib::Response& res) {
+    std::string extra;
+    auto gauge = [&](const std::string& name, const std::string& help, double v, const char* type = "gauge") {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.9g", v);
+        extra += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + buf + "\n";
+    };
+    gauge("strata_requests_running", "Requests admitted to the engine.", admission_.running());
+    gauge("strata_requests_waiting", "Requests waiting for admission (the queue).", admission_.waiting());
+    gauge("strata_engine_up", "1 while the engine is ready.", engine_ && engine_->healthy() ? 1 : 0);
+    gauge("strata_engine_restarts_total", "Times the engine was restarted after dying.", engine_ ? engine_->restarts() : 0, "counter");
+    const json s = engine_ ? engine_->stats(std::chrono::seconds(2)) : json::object();
+    if (s.contains("kv")) {
+        const double blocks = s["kv"].value("blocks", 0.0), used = s["kv"].value("in_use", 0.0);
+        gauge("strata_kv_cache_usage_ratio", "Share of KV blocks in use.", blocks > 0 ? used / blocks : 0);
+        gauge("strata_kv_cache_blocks", "KV blocks in the pool.", blocks);
+    }
+    if (s.contains("prefix_cache")) {
+        gauge("strata_prefix_cache_queries_total", "Prefix-cache lookups.", s["prefix_cache"].value("lookups", 0.0), "counter");
+        gauge("strata_prefix_cache_hits_total", "Prefix-cache lookups that reused blocks.", s["prefix_cache"].value("hits", 0.0), "counter");
+        gauge("strata_prefix_cache_reused_tokens_total", "Prompt tokens reused from the prefix cache.", s["prefix_cache"].value("reused_tokens", 0.0), "counter");
+    }
+    if (s.contains("preemptions")) gauge("strata_preemptions_total", "Sequences preempted (recomputed later).", s.value("preemptions", 0.0), "counter");
+    if (s.contains("running")) gauge("strata_engine_running", "Sequences the engine is computing.", s.value("running", 0.0));
+    if (s.contains("waiting")) gauge("strata_engine_waiting", "Sequences queued inside the engine.", s.value("waiting", 0.0));
+    res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");
+}
+
+}  // namespace strata::serve

@@ -1,0 +1,96 @@
+// `strata serve`: one lane — an HTTP server speaking the OpenAI and Anthropic APIs over one
+// engine child process that it supervises (docs/api.md, docs/serve.md).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serve/admission.h"
+#include "serve/chat_request.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::serve {
+
+class EngineClient;
+class ServedModel;
+class GenerationGroup;
+
+struct ServeOptions {
+    std::string model_path;
+    std::string model_name;        // the id clients use; default: the file's stem
+    std::string host = "127.0.0.1";
+    int port = 8080;
+    std::vector<std::string> api_keys;  // empty: no authentication
+    int parallel = 16;             // requests computed at once (the engine's --max-running)
+    int max_queue = 256;           // requests waiting beyond those; more get 429 / 529
+    int http_threads = 0;          // 0: parallel + max_queue + 16
+    int64_t max_body_bytes = 32ll << 20;
+    std::chrono::seconds read_timeout{30};
+    std::chrono::seconds write_timeout{60};
+    std::vector<std::string> engine_argv;  // the engine command line (binary, "engine", -m, ...)
+    RequestLimits limits;
+};
+
+class Server {
+public:
+    explicit Server(ServeOptions options);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    // Loads the tokenizer/template, starts the engine and waits for it; throws strata::Error.
+    void start();
+    // Binds; returns the bound port (options.port 0: any free one). Throws strata::Error.
+    int bind();
+    // Serves until stop() (from another thread or a signal handler thread).
+    void listen();
+    void stop();
+
+    // Thinking-block signatures: HMAC-SHA256 under a key made at start.
+    std::string sign_thinking(const std::string& thinking) const;
+    bool verify_thinking(const std::string& thinking, const std::string& signature) const;
+
+private:
+    struct Call;  // one HTTP request being answered
+    void route();
+    bool authorized(const httplib::Request& req) const;
+    std::string client_of(const httplib::Request& req) const;
+    void reply_error(const Call& call, httplib::Response& res, const ApiError& e);
+
+    void chat(const httplib::Request& req, httplib::Response& res, ApiKind api);
+    void completion(const httplib::Request& req, httplib::Response& res);
+    void count_tokens(const httplib::Request& req, httplib::Response& res);
+    void models(const httplib::Request& req, httplib::Response& res);
+    void health(httplib::Response& res);
+    void metrics(httplib::Response& res);
+
+    // Waits for a slot; throws ApiError 429/529 when the queue is full, 499 when the client left.
+    Admission::Ticket admit(const Call& call);
+
+    // OpenAI and Anthropic answers, streamed or whole (openai_routes.cpp, anthropic_routes.cpp).
+    void answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res);
+    void answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res);
+    void answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res);
+
+    ServeOptions options_;
+    std::unique_ptr<ServedModel> model_;
+    std::unique_ptr<EngineClient> engine_;
+    std::unique_ptr<httplib::Server> http_;
+    Admission admission_;
+    Metrics metrics_;
+    std::string thinking_key_;
+    std::atomic<uint64_t> next_id_{1};
+    std::chrono::steady_clock::time_point started_;
+};
+
+}  // namespace strata::serve
