@@ -39,6 +39,7 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     mk->add_option("--type", m->o.type, "quantisation mix: " + mix_list())->capture_default_str();
     mk->add_option("--tokenizer", m->o.tokenizer, "'builtin', a GGUF file to copy the tokenizer from, or a transformers tokenizer folder (tokenizer.json, tokenizer_config.json)")->capture_default_str();
     mk->add_option("--chat-template", m->o.chat_template_file, "a Jinja file to use as tokenizer.chat_template")->check(CLI::ExistingFile);
+    mk->add_option("--eos-bias", m->o.eos_bias, "qwen3moe: weight of a constant feature that makes eos likely at every step, so random replies end by themselves (test models for API clients)");
     mk->add_option("--layers", m->layers, "override: layers");
     mk->add_option("--embd", m->embd, "override: hidden size");
     mk->add_option("--heads", m->heads, "override: attention heads");

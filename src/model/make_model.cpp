@@ -117,8 +117,13 @@ int64_t max_token_id(const std::filesystem::path& path) {
     return max_id;
 }
 
-// Writes tokenizer.* keys; returns the vocabulary size.
-int64_t write_tokenizer(const std::string& source, gguf::Writer& w) {
+struct VocabInfo {
+    int64_t n_vocab = 0;
+    int64_t eos = -1;
+};
+
+// Writes tokenizer.* keys; returns the vocabulary size and end-of-sequence id.
+VocabInfo write_tokenizer(const std::string& source, gguf::Writer& w) {
     using gguf::Value;
     if (source == "builtin") {
         std::vector<std::string> tokens;
@@ -146,20 +151,25 @@ int64_t write_tokenizer(const std::string& source, gguf::Writer& w) {
         w.set("tokenizer.ggml.padding_token_id", Value::of_u32(256));
         w.set("tokenizer.ggml.add_bos_token", Value::of_bool(false));
         w.set("tokenizer.chat_template", Value::of_string(kBuiltinChatTemplate));
-        return n;
+        return {n, 258};
     }
     if (std::filesystem::is_directory(source)) {
         // A transformers tokenizer folder (tokenizer.json, tokenizer_config.json with the chat
         // template): converted as `strata convert` does, the vocabulary padded to a multiple of 64.
         const int64_t n = (max_token_id(std::filesystem::path(source) / "tokenizer.json") + 1 + 63) / 64 * 64;
-        for (auto& [key, v] : convert::tokenizer_metadata(source, n)) w.set(key, std::move(v));
-        return n;
+        VocabInfo info{n, -1};
+        for (auto& [key, v] : convert::tokenizer_metadata(source, n)) {
+            if (key == "tokenizer.ggml.eos_token_id") info.eos = static_cast<int64_t>(v.u);
+            w.set(key, std::move(v));
+        }
+        return info;
     }
     const auto f = gguf::File::open(source);
     if (!f->has("tokenizer.ggml.tokens")) throw Error(source + ": has no tokenizer (tokenizer.ggml.tokens) to copy");
     for (const auto& [key, v] : f->metadata())
         if (key.rfind("tokenizer.", 0) == 0) w.set(key, v);
-    return static_cast<int64_t>(f->get_strings("tokenizer.ggml.tokens").size());
+    const auto eos = f->opt_u32("tokenizer.ggml.eos_token_id");
+    return {static_cast<int64_t>(f->get_strings("tokenizer.ggml.tokens").size()), eos ? static_cast<int64_t>(*eos) : -1};
 }
 
 // ---- random weights ----
@@ -286,7 +296,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     gguf::Writer w;
     w.set("general.architecture", gguf::Value::of_string(o.arch));
     w.set("general.name", gguf::Value::of_string("strata random " + o.arch + " " + o.preset));
-    const int64_t n_vocab = write_tokenizer(o.tokenizer, w);
+    const VocabInfo vocab = write_tokenizer(o.tokenizer, w);
+    const int64_t n_vocab = vocab.n_vocab;
     if (!o.chat_template_file.empty()) {
         std::ifstream in(o.chat_template_file, std::ios::binary);
         if (!in) throw Error(o.chat_template_file + ": cannot open");
@@ -297,6 +308,15 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     write_config(cfg, w);
     w.set("general.file_type", gguf::Value::of_u32(mix->file_type));
     w.set("general.quantization_version", gguf::Value::of_u32(2));
+
+    // --eos-bias: a constant feature in residual dimension 0 (every embedding has it, no layer
+    // writes to it: row 0 of each output projection is zero) read by the eos row of an untied
+    // head, so eos gets about the same logit boost at every position and replies end by
+    // themselves. Only for qwen3moe (its only residual writers are attn_output and ffn_down_exps).
+    const bool eos_bias = o.eos_bias != 0.0f;
+    const bool untied = o.untied || eos_bias;
+    if (eos_bias && (o.arch != "qwen3moe" || vocab.eos < 0))
+        throw Error("make-model: --eos-bias needs --arch qwen3moe and a tokenizer with an eos token");
 
     // The tensors the loader will ask for, in its order.
     auto arch = make_architecture(o.arch);
@@ -310,8 +330,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     std::vector<Planned> plan;
     uint64_t params = 0;
     for (const auto& spec : recorder.recorded()) {
-        if (!spec.required && !(o.untied && spec.name == "output.weight")) continue;
-        const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !o.untied, quant::Type::F32);
+        if (!spec.required && !(untied && spec.name == "output.weight")) continue;
+        const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !untied, quant::Type::F32);
         std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
         w.add_tensor(spec.name, t, shape);
         uint64_t n = 1;
@@ -320,6 +340,7 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
         plan.push_back({spec.name, spec.shape, t});
     }
     const bool blocks = o.init == "blocks" || (o.init == "auto" && params > 1000000000ull);
+    if (blocks && eos_bias) throw Error("make-model: --eos-bias needs --init quantize");
     if (o.init != "auto" && o.init != "blocks" && o.init != "quantize") throw Error("make-model: --init must be auto, blocks or quantize");
 
     w.begin(out);
@@ -350,6 +371,13 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
                 } else {
                     float* x = rows.data() + static_cast<size_t>(thread) * static_cast<size_t>(ne0);
                     fill_row(x, ne0, init, row_seed);
+                    if (eos_bias) {
+                        const int64_t row = r0 + r;
+                        if (p.name == "token_embd.weight") x[0] = 1.0f;
+                        else if (p.name == "output.weight") x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
+                        else if ((p.name.ends_with(".attn_output.weight") || p.name.ends_with(".ffn_down_exps.weight")) && row % cfg.n_embd == 0)
+                            std::fill_n(x, ne0, 0.0f);
+                    }
                     quant::quantize_row(p.type, x, dst, ne0);
                 }
             });

@@ -27,6 +27,7 @@ struct MakeModelOptions {
                                       // from, or a transformers tokenizer folder (tokenizer.json, ...)
     std::string chat_template_file;  // replaces the tokenizer's chat template when set
     bool untied = false;             // separate output.weight
+    float eos_bias = 0;              // qwen3moe: make eos likely everywhere (replies end by themselves; see make_model.cpp)
     uint64_t seed = 1;
     // How quantised weights are made: "quantize" (normal values through the real quantiser,
     // slow for huge models) or "blocks" (random valid blocks: random codes, sane scales). "auto"

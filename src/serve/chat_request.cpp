@@ -471,6 +471,7 @@ ChatRequest parse_anthropic_messages(const ojson& body, const RequestLimits& lim
                 if (role != "user") bad(bp + ".type", bp + ": images are only accepted in user messages");
                 check_anthropic_image(block, bp, limits);
                 r.has_images = true;
+                current_used = true;
             } else if (type == "tool_use") {
                 if (role != "assistant") bad(bp + ".type", bp + ": tool_use blocks belong in assistant messages");
                 auto* name = field(block, "name");

@@ -1,5 +1,7 @@
 #include "serve/generation.h"
 
+#include <algorithm>
+
 #include "serve/engine_client.h"
 #include "tokenizer/tokenizer.h"
 
@@ -171,7 +173,8 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
     }
     for (auto& e : parser_->finish()) out.outputs.push_back(std::move(e));
     out.finish_reason = reason == "length" && clamped_by_context_ ? "context" : reason;
-    if (!stop.empty() && stop != kThinkEnd) out.stop_sequence = stop;
+    // The engine names eos/eot stops too ("<|im_end|>"); only the client's own strings count.
+    if (std::find(spec_.stop.begin(), spec_.stop.end(), stop) != spec_.stop.end()) out.stop_sequence = stop;
     out.usage = usage_;
     finished_ = true;
     return out;

