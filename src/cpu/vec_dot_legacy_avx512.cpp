@@ -7,6 +7,13 @@
 // The 32-value blocks keep one block per 256-bit register (the blocks are 18..34 bytes apart, so
 // 512-bit registers would need two loads per operand anyway) and use VNNI vpdpbusd for the
 // products: one instruction instead of maddubs + madd.
+// GCC 12 reports the undefined pass-through operand of its own AVX-512 intrinsics (extract,
+// shuffle) as uninitialized once they are inlined into the 2-D accumulator loops below: a false
+// positive in the compiler's headers, silenced for this file only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <cstddef>
 
 #include "cpu/kernel_registry.h"
@@ -22,6 +29,10 @@ using namespace quant;
 using namespace detail;
 
 constexpr int kMaxCols = 8;
+// Independent accumulation chains per column (to hide FMA latency). Fixed, not chosen by the
+// number of columns: a column's sum must come out bit-identical whatever its batch holds.
+constexpr int kFloatLanes = 2;
+constexpr int kBlockLanes = 2;
 
 static inline float bf16_one(const uint8_t* p) {
     const uint32_t bits = static_cast<uint32_t>(load_u16(p)) << 16;
@@ -55,7 +66,7 @@ struct FloatDot {
     int64_t n;
     template <int NC>
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
-        constexpr int U = NC == 1 ? 4 : NC <= 4 ? 2 : 1;
+        constexpr int U = kFloatLanes;
         __m512 acc[NC][U];
         for (int c = 0; c < NC; ++c)
             for (int u = 0; u < U; ++u) acc[c][u] = _mm512_setzero_ps();
@@ -87,17 +98,23 @@ struct FloatDot2 {
     int64_t n;
     template <int NC>
     void operator()(const uint8_t* w0, const uint8_t* w1, const uint8_t* const* a, float* out0, float* out1) const {
-        __m512 acc0[NC], acc1[NC];
-        for (int c = 0; c < NC; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
+        // The same accumulation order as FloatDot (kFloatLanes chains), so a column's result
+        // does not depend on which kernel computed it.
+        __m512 acc0[NC][kFloatLanes], acc1[NC][kFloatLanes];
+        for (int c = 0; c < NC; ++c)
+            for (int u = 0; u < kFloatLanes; ++u) acc0[c][u] = acc1[c][u] = _mm512_setzero_ps();
         int64_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            const __m512 x0 = W::load(w0, i), x1 = W::load(w1, i);
+        const auto step = [&](int64_t at, int u) {
+            const __m512 x0 = W::load(w0, at), x1 = W::load(w1, at);
             for (int c = 0; c < NC; ++c) {
-                const __m512 av = A::load(a[c], i);
-                acc0[c] = _mm512_fmadd_ps(x0, av, acc0[c]);
-                acc1[c] = _mm512_fmadd_ps(x1, av, acc1[c]);
+                const __m512 av = A::load(a[c], at);
+                acc0[c][u] = _mm512_fmadd_ps(x0, av, acc0[c][u]);
+                acc1[c][u] = _mm512_fmadd_ps(x1, av, acc1[c][u]);
             }
-        }
+        };
+        for (; i + 16 * kFloatLanes <= n; i += 16 * kFloatLanes)
+            for (int u = 0; u < kFloatLanes; ++u) step(i + 16 * u, u);
+        for (; i + 16 <= n; i += 16) step(i, 0);
         for (int c = 0; c < NC; ++c) {
             float t0 = 0.0f, t1 = 0.0f;
             for (int64_t j = i; j < n; ++j) {
@@ -105,8 +122,13 @@ struct FloatDot2 {
                 t0 += W::one(w0, j) * av;
                 t1 += W::one(w1, j) * av;
             }
-            out0[c] = hsum512_ps(acc0[c]) + t0;
-            out1[c] = hsum512_ps(acc1[c]) + t1;
+            __m512 s0 = acc0[c][0], s1 = acc1[c][0];
+            for (int u = 1; u < kFloatLanes; ++u) {
+                s0 = _mm512_add_ps(s0, acc0[c][u]);
+                s1 = _mm512_add_ps(s1, acc1[c][u]);
+            }
+            out0[c] = hsum512_ps(s0) + t0;
+            out1[c] = hsum512_ps(s1) + t1;
         }
     }
 };
@@ -165,7 +187,7 @@ struct Block32Dot {
     template <int NC>
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
         constexpr size_t kA = sizeof(BlockQ8_0);
-        constexpr int U = NC == 1 ? 4 : NC == 2 ? 2 : 1;
+        constexpr int U = kBlockLanes;
         __m256 acc[NC][U];
         for (int c = 0; c < NC; ++c)
             for (int u = 0; u < U; ++u) acc[c][u] = _mm256_setzero_ps();
@@ -202,9 +224,14 @@ struct Block32Dot2 {
     template <int NC>
     void operator()(const uint8_t* w0, const uint8_t* w1, const uint8_t* const* a, float* out0, float* out1) const {
         constexpr size_t kA = sizeof(BlockQ8_0);
-        __m256 acc0[NC], acc1[NC];
-        for (int c = 0; c < NC; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
+        // Block b goes to chain (b % kBlockLanes) except a tail, as in Block32Dot: the same sums
+        // in the same order, so a column's result does not depend on the kernel.
+        __m256 acc0[NC][kBlockLanes], acc1[NC][kBlockLanes];
+        for (int c = 0; c < NC; ++c)
+            for (int u = 0; u < kBlockLanes; ++u) acc0[c][u] = acc1[c][u] = _mm256_setzero_ps();
+        const int64_t full = n_blocks / kBlockLanes * kBlockLanes;
         for (int64_t b = 0; b < n_blocks; ++b) {
+            const int u = b < full ? static_cast<int>(b % kBlockLanes) : 0;
             const uint8_t* blk0 = w0 + b * W::kBytes;
             const uint8_t* blk1 = w1 + b * W::kBytes;
             const __m256i q0 = W::values(blk0), q1 = W::values(blk1);
@@ -216,13 +243,18 @@ struct Block32Dot2 {
                 const float da = load_f16(ab + offsetof(BlockQ8_0, d));
                 const __m256i s0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q0_abs, _mm256_sign_epi8(qa, q0));
                 const __m256i s1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q1_abs, _mm256_sign_epi8(qa, q1));
-                acc0[c] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(s0), acc0[c]);
-                acc1[c] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * da), _mm256_cvtepi32_ps(s1), acc1[c]);
+                acc0[c][u] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * da), _mm256_cvtepi32_ps(s0), acc0[c][u]);
+                acc1[c][u] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * da), _mm256_cvtepi32_ps(s1), acc1[c][u]);
             }
         }
         for (int c = 0; c < NC; ++c) {
-            out0[c] = hsum_ps(acc0[c]);
-            out1[c] = hsum_ps(acc1[c]);
+            __m256 s0 = acc0[c][0], s1 = acc1[c][0];
+            for (int u = 1; u < kBlockLanes; ++u) {
+                s0 = _mm256_add_ps(s0, acc0[c][u]);
+                s1 = _mm256_add_ps(s1, acc1[c][u]);
+            }
+            out0[c] = hsum_ps(s0);
+            out1[c] = hsum_ps(s1);
         }
     }
 };

@@ -56,15 +56,14 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
         usage.prompt_tokens = call->prepared.prompt_tokens;
         while (!nothing_to_generate && !call->group->finished()) {
             auto e = call->group->next(kPoll);
-            if (!e) {
-                if (call->gone()) {
-                    call->group->cancel();
-                    metrics_.count_request("anthropic", "cancelled");
-                    res.status = 499;
-                    return;
-                }
-                continue;
+            // Checked at every event too: a client that left stops its work now.
+            if (call->gone()) {
+                call->group->cancel();
+                metrics_.count_request("anthropic", "cancelled");
+                res.status = 499;
+                return;
             }
+            if (!e) continue;
             auto& ev = e->second;
             call->note_tokens(metrics_, ev.tokens);
             for (const auto& o : ev.outputs) {
@@ -183,9 +182,9 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                 sink.done();
                 return true;
             }
+            if (call->gone()) return false;
             auto e = call->group->next(kPoll);
             if (!e) {
-                if (call->gone()) return false;
                 // Keep the connection visibly alive during a long prefill or a long silence.
                 if (std::chrono::steady_clock::now() - st->last_write >= kPingEvery) {
                     out += sse("ping", {{"type", "ping"}});

@@ -641,9 +641,10 @@ ojson parse_json_body(const std::string& body, int max_depth) {
             }
             return true;
         });
-    } catch (const ojson::parse_error& e) {
+    } catch (const ojson::exception& e) {
+        // parse_error, and out_of_range for numbers beyond double ("1e400")
         std::string what = e.what();
-        if (const auto pos = what.find("parse error"); pos != std::string::npos) what = what.substr(pos);
+        if (const auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
         throw ApiError(400, "the request body is not valid JSON: " + what);
     }
     (void)too_deep;

@@ -64,15 +64,14 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
         std::vector<ChoiceAnswer> answers(n);
         while (!call->group->finished()) {
             auto e = call->group->next(kPoll);
-            if (!e) {
-                if (call->gone()) {
-                    call->group->cancel();
-                    metrics_.count_request("openai", "cancelled");
-                    res.status = 499;
-                    return;
-                }
-                continue;
+            // Checked at every event too: a client that left stops its work now.
+            if (call->gone()) {
+                call->group->cancel();
+                metrics_.count_request("openai", "cancelled");
+                res.status = 499;
+                return;
             }
+            if (!e) continue;
             auto& [index, ev] = *e;
             ChoiceAnswer& a = answers[static_cast<size_t>(index)];
             call->note_tokens(metrics_, ev.tokens);
@@ -169,8 +168,10 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                 sink.done();
                 return true;
             }
+            // A client that went away stops its work now, not when a write finally fails.
+            if (call->gone()) return false;
             auto e = call->group->next(kPoll);
-            if (!e) return !call->gone();
+            if (!e) return true;
             auto& [index, ev] = *e;
             const auto i = static_cast<size_t>(index);
             ChoiceAnswer& a = st->answers[i];
@@ -315,15 +316,14 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
         int64_t completion = 0, cached = 0;
         while (!call->group->finished()) {
             auto e = call->group->next(kPoll);
-            if (!e) {
-                if (call->gone()) {
-                    call->group->cancel();
-                    metrics_.count_request("openai", "cancelled");
-                    res.status = 499;
-                    return;
-                }
-                continue;
+            // Checked at every event too: a client that left stops its work now.
+            if (call->gone()) {
+                call->group->cancel();
+                metrics_.count_request("openai", "cancelled");
+                res.status = 499;
+                return;
             }
+            if (!e) continue;
             auto& [index, ev] = *e;
             const auto i = static_cast<size_t>(index);
             call->note_tokens(metrics_, ev.tokens);
@@ -380,8 +380,10 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
                 sink.done();
                 return true;
             }
+            // A client that went away stops its work now, not when a write finally fails.
+            if (call->gone()) return false;
             auto e = call->group->next(kPoll);
-            if (!e) return !call->gone();
+            if (!e) return true;
             auto& [index, ev] = *e;
             const auto i = static_cast<size_t>(index);
             call->note_tokens(metrics_, ev.tokens);

@@ -63,6 +63,33 @@ TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
     }
 }
 
+// Batch invariance, bit for bit: a column's result must not depend on how many other columns
+// share the call or where it sits among them (the engine promises a sequence the same logits
+// whatever else is in its batch).
+TEST(Matmul, ColumnResultsDoNotDependOnTheBatch) {
+    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16, Type::BF16, Type::F32};
+    cpu::ThreadPool pool(2);
+    for (Type t : types) {
+        const int64_t cols = 512, rows = 70;
+        const auto data = make_weights(t, rows, cols, 7);
+        const cpu::WeightMatrix w{t, data.data(), rows, cols};
+        const int64_t max_batch = 37;
+        const auto x = random_floats(static_cast<size_t>(max_batch * cols), 99);
+        std::vector<float> all(static_cast<size_t>(max_batch * rows));
+        cpu::matmul(w, x.data(), cols, max_batch, all.data(), rows, &pool);
+        for (int64_t batch : {1, 2, 3, 5, 8, 16}) {
+            for (int64_t start : {int64_t{0}, int64_t{3}, max_batch - batch}) {
+                std::vector<float> y(static_cast<size_t>(batch * rows));
+                cpu::matmul(w, x.data() + start * cols, cols, batch, y.data(), rows, &pool);
+                for (int64_t b = 0; b < batch; ++b)
+                    for (int64_t r = 0; r < rows; ++r)
+                        ASSERT_EQ(y[static_cast<size_t>(b * rows + r)], all[static_cast<size_t>((start + b) * rows + r)])
+                            << quant::type_name(t) << " batch " << batch << " column " << start + b << " row " << r;
+            }
+        }
+    }
+}
+
 TEST(Matmul, JobsWithRowRangesColumnSubsetsAndStrides) {
     cpu::ThreadPool pool(2);
     const int64_t rows = 40, cols = 256, batch = 6;

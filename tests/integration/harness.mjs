@@ -36,16 +36,15 @@ export async function startServer({ kind = 'qwen3', args = [], name = 'strata-ti
   const child = spawn(strataBin, ['serve', '-m', modelPath, '--port', '0', '--name', name, ...args],
     { stdio: ['ignore', fd, 'pipe'] });
   let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d.toString(); });
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`serve did not start in 120 s:\n${stderr}`)), 120000);
-    child.stderr.on('data', (d) => {
-      stderr += d.toString();
+    const poll = setInterval(() => {
       const m = stderr.match(/listening on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`serve exited (${code}):\n${stderr}`)); });
+      if (m) { clearTimeout(timer); clearInterval(poll); resolve(Number(m[1])); }
+    }, 20);
+    child.on('exit', (code) => { clearTimeout(timer); clearInterval(poll); reject(new Error(`serve exited (${code}):\n${stderr}`)); });
   });
-  child.stderr.on('data', (d) => { stderr += d.toString(); });
   const base = `http://127.0.0.1:${port}`;
   return {
     child, port, base, name, log: () => stderr,
