@@ -37,7 +37,7 @@ build-asan/CMakeCache.txt:
 
 sanitize: build-asan/CMakeCache.txt
 	cmake --build build-asan -j $(JOBS)
-	STRATA_TEST_DIVISOR=4 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	STRATA_TEST_DIVISOR=4 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
 
 # Each libFuzzer target for FUZZ_SECONDS, starting from its committed seed corpus.
 fuzz: build-asan/CMakeCache.txt

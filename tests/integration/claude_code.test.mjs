@@ -1,0 +1,45 @@
+// The Claude Code CLI (`claude -p ... --output-format json`) completes a turn against strata
+// serve: ANTHROPIC_BASE_URL points at the server, non-essential traffic is off, and the tiny test
+// model has a context large enough for Claude Code's own prompt (~19K tokens of system prompt
+// and tool definitions). The model is random, so the answer is noise; what is tested is that the
+// real client accepts every byte of the exchange and finishes the turn without an error.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startServer } from './harness.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+let server;
+after(async () => { await server?.stop(); });
+
+test('claude -p completes a turn against strata serve', { timeout: 900000 }, async () => {
+  server = await startServer({ name: 'strata-tiny', args: ['--api-key', 'sk-claude-test'], logName: 'claude-code' });
+  const home = mkdtempSync(join(tmpdir(), 'strata-claude-home-'));
+  const env = {
+    PATH: process.env.PATH,
+    HOME: home,
+    ANTHROPIC_BASE_URL: server.base,
+    ANTHROPIC_API_KEY: 'sk-claude-test',
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+    DISABLE_TELEMETRY: '1',
+    DISABLE_AUTOUPDATER: '1',
+    CLAUDE_CODE_MAX_OUTPUT_TOKENS: '256',
+  };
+  const bin = join(here, 'node_modules/.bin/claude');
+  const { stdout, stderr, code } = await new Promise((resolve) => {
+    execFile(bin, ['-p', 'Say hello in one word.', '--output-format', 'json', '--model', 'strata-tiny'], { env, cwd: home, timeout: 840000, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => resolve({ stdout, stderr, code: err ? (err.code ?? err.signal) : 0 }));
+  });
+  assert.equal(code, 0, `claude exited with ${code}\nstdout: ${stdout}\nstderr: ${stderr}\nserver log:\n${server.log().slice(-4000)}`);
+  const result = JSON.parse(stdout);
+  assert.equal(result.type, 'result');
+  assert.equal(result.subtype, 'success');
+  assert.equal(result.is_error, false, stdout);
+  assert.equal(typeof result.result, 'string');
+  assert.ok(result.usage.input_tokens + result.usage.cache_read_input_tokens > 10000, 'Claude Code sent its full prompt');
+  assert.match(server.log(), /POST \/v1\/messages 200/);
+});
