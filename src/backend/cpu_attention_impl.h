@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "backend/cpu_attention.h"
 
@@ -14,19 +16,80 @@ namespace strata::backend::detail {
 
 constexpr int kLanes = 16;
 
+// Eight floats as a GCC vector: one AVX register in the AVX2/AVX-512 builds, two SSE registers in
+// the baseline one. Loads and stores go through memcpy (no alignment assumed).
+typedef float v8f __attribute__((vector_size(32)));
+#if defined(__GNUC__) && !defined(__clang__)
+// (Passing v8f by value "changes the ABI" without AVX: irrelevant, everything here is static inline.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+static inline v8f load8(const float* p) {
+    v8f v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
+
+// Sum of 8 lanes in a fixed tree order.
+static inline float sum8(v8f v) { return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7])); }
+
+// A dot product with kLanes = 16 partial sums (two vectors), then a fixed-order reduction: the
+// same order for every query, so results never depend on what else is in the batch.
 static inline float dot_lanes(const float* __restrict a, const float* __restrict b, int64_t n) {
-    float acc[kLanes] = {};
+    v8f acc0 = {}, acc1 = {};
     int64_t d = 0;
-    for (; d + kLanes <= n; d += kLanes)
-        for (int l = 0; l < kLanes; ++l) acc[l] += a[d + l] * b[d + l];
-    float s = 0;
-    for (int l = 0; l < kLanes; ++l) s += acc[l];
+    for (; d + kLanes <= n; d += kLanes) {
+        acc0 += load8(a + d) * load8(b + d);
+        acc1 += load8(a + d + 8) * load8(b + d + 8);
+    }
+    float s = sum8(acc0 + acc1);
     for (; d < n; ++d) s += a[d] * b[d];
     return s;
 }
 
-static inline void scale_add(float* __restrict y, float c, float a, const float* __restrict x, int64_t n) {
-    for (int64_t d = 0; d < n; ++d) y[d] = y[d] * c + a * x[d];
+static inline void scale(float* __restrict y, float c, int64_t n) {
+    for (int64_t d = 0; d < n; ++d) y[d] *= c;
+}
+
+// y += sum_j p[j] * x[j * x_stride], j < n_rows: 8 outputs at a time stay in a register across
+// the rows (summed in row order, as one row at a time would).
+static inline void add_weighted_rows(float* __restrict y, const float* __restrict p, const float* __restrict x, int64_t x_stride,
+                                     int64_t n_rows, int64_t n) {
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8) {
+        v8f acc = load8(y + d);
+        for (int64_t j = 0; j < n_rows; ++j) acc += p[j] * load8(x + j * x_stride + d);
+        store8(y + d, acc);
+    }
+    for (; d < n; ++d) {
+        float acc = y[d];
+        for (int64_t j = 0; j < n_rows; ++j) acc += p[j] * x[j * x_stride + d];
+        y[d] = acc;
+    }
+}
+
+// exp(x) for x <= 0 (scores minus their running max), written so that a loop of it vectorises:
+// x = n ln2 + r with |r| <= ln2/2, exp(r) by its degree-6 Taylor polynomial (relative error below
+// 3e-7 on that range, as good as expf for attention weights), 2^n through the exponent bits.
+// Below -87 the result is 0 (exp underflows there in float anyway).
+static inline float exp_nonpositive(float x) {
+    x = std::max(x, -87.0f);
+    // Round to nearest by the 1.5 * 2^23 trick (vectorises, unlike nearbyint without fast-math).
+    const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float r = std::fma(n, -0.693145751953125f, std::fma(n, -1.42860682030941723e-06f, x));
+    float p = 1.0f / 720;
+    p = std::fma(p, r, 1.0f / 120);
+    p = std::fma(p, r, 1.0f / 24);
+    p = std::fma(p, r, 1.0f / 6);
+    p = std::fma(p, r, 0.5f);
+    p = std::fma(p, r, 1.0f);
+    p = std::fma(p, r, 1.0f);
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float two_n;
+    std::memcpy(&two_n, &bits, sizeof two_n);
+    return p * two_n;
 }
 
 static inline void attention_tile(const AttentionTileTask& t) {
@@ -65,16 +128,19 @@ static inline void attention_tile(const AttentionTileTask& t) {
                     s[j] = dot_lanes(q, kb + j * t.k_row, t.head_dim_k) * t.scale;
                     mx = std::max(mx, s[j]);
                 }
-                // Rescale what was accumulated under the old max.
-                const float corr = std::exp(run_max[r] - mx);
-                float sum = run_sum[r] * corr;
-                for (int64_t j = 0; j < n; ++j) {
-                    const float p = std::exp(s[j] - mx);
-                    sum += p;
-                    scale_add(o, j == 0 ? corr : 1.0f, p, vb + j * t.v_row, t.head_dim_v);
+                // Weights of this chunk in one vectorised pass, then what was accumulated under
+                // the old max is rescaled once (skipped when the max did not move).
+                for (int64_t j = 0; j < n; ++j) s[j] = exp_nonpositive(s[j] - mx);
+                float sum = 0;
+                for (int64_t j = 0; j < n; ++j) sum += s[j];
+                if (mx != run_max[r]) {
+                    const float corr = exp_nonpositive(run_max[r] - mx);
+                    run_sum[r] *= corr;
+                    scale(o, corr, t.head_dim_v);
                 }
+                add_weighted_rows(o, s, vb, t.v_row, n, t.head_dim_v);
                 run_max[r] = mx;
-                run_sum[r] = sum;
+                run_sum[r] += sum;
             }
         }
         j0 += n_chunk;
