@@ -51,7 +51,8 @@ double need_number(const ojson& v, const std::string& param, double lo, double h
 int64_t need_int(const ojson& v, const std::string& param, int64_t lo, int64_t hi) {
     if (v.is_number_float()) {
         const double x = v.get<double>();
-        if (std::isfinite(x) && x == std::floor(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi))
+        // x < 2^63 as well: double(INT64_MAX) rounds up to 2^63, which does not fit in an int64_t.
+        if (std::isfinite(x) && x == std::floor(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi) && x < 0x1p63)
             return static_cast<int64_t>(x);
     }
     if (!v.is_number_integer()) bad(param, param + ": expected an integer, got " + type_name(v) + (v.is_number() ? " " + v.dump() : ""));
@@ -60,6 +61,13 @@ int64_t need_int(const ojson& v, const std::string& param, int64_t lo, int64_t h
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi) bad(param, param + ": " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
+}
+
+// Whether a parse event opens a container past `max_depth` levels. `depth` counts the containers
+// already open, so a container opened at depth max_depth is one too many (checking values instead
+// would let empty containers through).
+bool opens_too_deep(int depth, ojson::parse_event_t event, int max_depth) {
+    return (event == ojson::parse_event_t::object_start || event == ojson::parse_event_t::array_start) && depth >= max_depth;
 }
 
 void need_object(const ojson& v, const std::string& param) {
@@ -150,7 +158,14 @@ ojson call_arguments(const ojson& v, const std::string& param) {
         const auto& s = v.get_ref<const std::string&>();
         if (s.empty()) return ojson::object();
         try {
-            ojson parsed = ojson::parse(s);
+            // The body's nesting bound holds inside the string too: copying or printing a value
+            // recurses once per level, and a deep enough one overflows the stack.
+            constexpr int max_depth = 64;
+            ojson parsed = ojson::parse(s, [&](int depth, ojson::parse_event_t event, ojson&) {
+                if (opens_too_deep(depth, event, max_depth))
+                    bad(param, param + ": the JSON nests deeper than " + std::to_string(max_depth) + " levels");
+                return true;
+            });
             if (parsed.is_object()) return parsed;
         } catch (const ojson::exception&) {
         }
@@ -634,8 +649,8 @@ ojson parse_json_body(const std::string& body, int max_depth) {
     bool too_deep = false;
     ojson out;
     try {
-        out = ojson::parse(body, [&](int depth, ojson::parse_event_t, ojson&) {
-            if (depth > max_depth) {
+        out = ojson::parse(body, [&](int depth, ojson::parse_event_t event, ojson&) {
+            if (opens_too_deep(depth, event, max_depth)) {
                 too_deep = true;
                 throw ApiError(400, "the request body nests deeper than " + std::to_string(max_depth) + " levels");
             }
