@@ -117,6 +117,7 @@ int Server::bind() {
     http_->set_read_timeout(options_.read_timeout);
     http_->set_write_timeout(options_.write_timeout);
     http_->set_keep_alive_timeout(30);
+    http_->set_tcp_nodelay(true);  // each SSE chunk goes out when written (Nagle held it for the client's delayed ACK, ~40 ms)
     route();
     int port = options_.port;
     if (port == 0) port = http_->bind_to_any_port(options_.host);
