@@ -113,6 +113,8 @@ void read_common_sampling(const ojson& body, ojson& sampling, const RequestLimit
         if (r <= 0) bad("repetition_penalty", "repetition_penalty: must be > 0");
         sampling["repetition_penalty"] = r;
     }
+    // An extension (vLLM's too): generate past end-of-sequence, so benchmarks get exact lengths.
+    if (auto* v = field(body, "ignore_eos")) sampling["ignore_eos"] = need_bool(*v, "ignore_eos");
     if (auto* v = field(body, "logit_bias")) {
         need_object(*v, "logit_bias");
         if (static_cast<int64_t>(v->size()) > limits.max_logit_bias)

@@ -62,7 +62,7 @@ struct ChatRequest {
     std::optional<int64_t> thinking_budget;
 
     int64_t max_tokens = -1;  // -1: up to the context
-    ojson sampling = ojson::object();  // engine submit fields: temperature, top_p, top_k, min_p, seed, penalties, logit_bias
+    ojson sampling = ojson::object();  // engine submit fields: temperature, top_p, top_k, min_p, seed, penalties, logit_bias, ignore_eos
     std::vector<std::string> stop;
     ojson response_format;  // engine form: {"type":"json_object"} / {"type":"json_schema","schema":...}; null: none
     bool logprobs = false;

@@ -61,6 +61,29 @@ int find_connection_socket(const std::string& local_addr, int local_port, const 
     return found;
 }
 
+bool raise_listen_backlog(int port, int backlog) {
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir) return false;
+    bool done = false;
+    while (dirent* e = readdir(dir)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+        int listening = 0;
+        socklen_t len = sizeof listening;
+        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+        sockaddr_storage local{};
+        socklen_t ll = sizeof local;
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+        const int p = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port)
+                      : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port)
+                                                    : -1;
+        if (p == port && ::listen(static_cast<int>(fd), backlog) == 0) done = true;
+    }
+    closedir(dir);
+    return done;
+}
+
 bool peer_closed(int fd) {
     if (fd < 0) return false;
     pollfd p{fd, POLLIN | POLLRDHUP, 0};

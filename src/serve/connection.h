@@ -16,4 +16,9 @@ int find_connection_socket(const std::string& local_addr, int local_port, const 
 // are not a close. `fd` < 0: never closed (unknown).
 bool peer_closed(int fd);
 
+// cpp-httplib 0.11 listens with a backlog of 5 (built into Debian's library): a burst of new
+// connections (64 clients at once) overflows it and the kernel drops some of them. listen() again
+// on the bound socket raises the backlog. Returns false when no listening socket on `port` was found.
+bool raise_listen_backlog(int port, int backlog);
+
 }  // namespace strata::serve

@@ -292,7 +292,7 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
         }
     };
     auto empty_logprobs = [] { return json{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}}; };
-    auto usage_json = [&](int64_t completion, int64_t cached) {
+    auto usage_json = [call](int64_t completion, int64_t cached) {  // outlives this function (in the stream)
         return json{{"prompt_tokens", call->prepared.prompt_tokens},
                     {"completion_tokens", completion},
                     {"total_tokens", call->prepared.prompt_tokens + completion},

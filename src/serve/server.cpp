@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "serve/connection.h"
 #include "serve/engine_client.h"
 #include "serve/generation.h"
 #include "serve/server_call.h"
@@ -117,11 +118,13 @@ int Server::bind() {
     http_->set_read_timeout(options_.read_timeout);
     http_->set_write_timeout(options_.write_timeout);
     http_->set_keep_alive_timeout(30);
+    http_->set_tcp_nodelay(true);  // each SSE chunk goes out when written (Nagle held it for the client's delayed ACK, ~40 ms)
     route();
     int port = options_.port;
     if (port == 0) port = http_->bind_to_any_port(options_.host);
     else if (!http_->bind_to_port(options_.host, port)) port = -1;
     if (port < 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use, or not an address of this machine)");
+    raise_listen_backlog(port, 1024);  // httplib's is 5: bursts of new connections were dropped
     log_line("listening on http://" + options_.host + ":" + std::to_string(port) + (options_.api_keys.empty() ? " (no API key required)" : ""));
     return port;
 }
