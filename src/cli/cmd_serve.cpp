@@ -15,6 +15,13 @@
 
 namespace strata::cli {
 
+std::string self_exe() {
+    char buf[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) throw Error("cannot find the strata binary (/proc/self/exe)");
+    return std::string(buf, static_cast<size_t>(n));
+}
+
 namespace {
 
 struct ServeArgs {
@@ -25,13 +32,6 @@ struct ServeArgs {
     int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
     bool no_prefix_cache = false;
 };
-
-std::string self_exe() {
-    char buf[PATH_MAX];
-    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) throw Error("cannot find the strata binary (/proc/self/exe)");
-    return std::string(buf, static_cast<size_t>(n));
-}
 
 int run_serve(ServeArgs& a) {
     if (a.device != "cpu") throw Error("--device " + a.device + ": this build computes on the CPU only (the CUDA backend is not built yet)");

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace strata::cli {
 
@@ -32,5 +33,11 @@ void add_engine_command(CLI::App& app, Runner& run);
 
 // `strata serve -m MODEL ...`: HTTP server (OpenAI + Anthropic APIs) over a supervised engine
 void add_serve_command(CLI::App& app, Runner& run);
+
+// `strata bench serve ...`: load generator for OpenAI-compatible servers (vs the engine alone)
+void add_bench_commands(CLI::App& app, Runner& run);
+
+// The running strata binary (to start `strata engine` children); throws strata::Error.
+std::string self_exe();
 
 }  // namespace strata::cli
