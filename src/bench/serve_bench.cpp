@@ -23,7 +23,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// Common English words; with a leading space each is one token in Qwen's vocabulary.
+// 264 common English words; with a leading space each is one token in Qwen's vocabulary.
 constexpr const char* kWords[] = {
     "the",    "of",     "and",    "to",     "in",     "is",     "it",     "that",   "was",    "for",    "on",     "are",
     "with",   "as",     "his",    "they",   "be",     "at",     "one",    "have",   "this",   "from",   "or",     "had",

@@ -45,8 +45,8 @@ class PromptMaker {
 public:
     explicit PromptMaker(const tokenizer::Tokenizer* tokenizer = nullptr);
     std::string make(int64_t tokens, std::mt19937_64& rng) const;
-    // The same, but starting with two words that spell `index` in base 252: any 63,504
-    // consecutive indices start differently (so they share no prefix-cache block).
+    // The same, but starting with two words that spell `index` in base 264 (the list's size): any
+    // 69,696 consecutive indices start differently (so they share no prefix-cache block).
     std::string make_numbered(uint64_t index, int64_t tokens, std::mt19937_64& rng) const;
 
 private:

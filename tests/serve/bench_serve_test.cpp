@@ -110,7 +110,7 @@ TEST(BenchServe, RequestsAreDistinctAndReproducible) {
     size_t common = 0;
     while (common < p0.size() && p0[common] == p1[common]) ++common;
     EXPECT_GE(std::count(p0.begin(), p0.begin() + static_cast<long>(common), ' '), 16);
-    // After the prefix, the first two words differ between any two of 63,504 consecutive requests.
+    // After the prefix, the first two words differ between any two of 69,696 consecutive requests.
     auto head = [](const std::string& p) {
         size_t at = 0;
         for (int spaces = 0; spaces < 19 && at != std::string::npos; ++spaces) at = p.find(' ', at + 1);
