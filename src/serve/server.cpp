@@ -281,16 +281,13 @@ void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind a
         }
         call->model = call->chat.model.empty() ? options_.model_name : call->chat.model;
         call->prepared = model_->prepare(call->chat);
-        if (api == ApiKind::Anthropic && call->chat.max_tokens == 0) {
-            // max_tokens 0 (cache pre-warming): nothing to generate; the answer is empty.
-            call->chat.max_tokens = 0;
-        }
         call->ticket = admit(*call);
         call->group = std::make_unique<GenerationGroup>();
         for (size_t i = 0; i < call->prepared.choices.size(); ++i)
             call->group->add(*engine_, model_->tokenizer(), call->request_id + "/" + std::to_string(i), call->prepared.choices[i],
                              model_->max_context());
         metrics_.prompt_tokens += static_cast<uint64_t>(call->prepared.prompt_tokens) * call->prepared.choices.size();
+        // Anthropic's max_tokens 0 (cache pre-warming) generates nothing: the answer is empty.
         if (!(api == ApiKind::Anthropic && call->chat.max_tokens == 0)) call->group->start();
         if (api == ApiKind::Anthropic) answer_anthropic(call, res);
         else answer_openai_chat(call, res);
