@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
-import { startServer, tinyPng } from './harness.mjs';
+import { stopAll, startServer, tinyPng } from './harness.mjs';
 
 let server, thinking, small, client, thinkingClient;
 const model = 'strata-tiny';
@@ -22,7 +22,7 @@ before(async () => {
   client = new Anthropic({ baseURL: server.base, apiKey: 'unused', maxRetries: 0 });
   thinkingClient = new Anthropic({ baseURL: thinking.base, apiKey: 'unused', maxRetries: 0 });
 });
-after(async () => { await Promise.all([server?.stop(), thinking?.stop(), small?.stop()]); });
+after(stopAll);
 
 test('a message: text block, stop reason, usage', async () => {
   const m = await client.messages.create({ model, max_tokens: 64, messages: hello, temperature: 0 });

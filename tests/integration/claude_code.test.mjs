@@ -10,11 +10,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startServer } from './harness.mjs';
+import { stopAll, startServer } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 let server;
-after(async () => { await server?.stop(); });
+after(stopAll);
 
 test('claude -p completes a turn against strata serve', { timeout: 900000 }, async () => {
   server = await startServer({ name: 'strata-tiny', args: ['--api-key', 'sk-claude-test'], logName: 'claude-code' });

@@ -2,7 +2,7 @@
 // and starts real `strata serve` processes on free ports. Environment (set by CTest):
 //   STRATA_BIN   the strata binary        STRATA_WORK  a folder for models and logs
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -20,12 +20,23 @@ mkdirSync(workDir, { recursive: true });
 export function model(kind = 'qwen3') {
   const path = join(workDir, `tiny-${kind}.gguf`);
   if (existsSync(path)) return path;
-  const args = ['make-model', path, '--arch', 'qwen3moe', '--preset', 'tiny', '--type', 'q8_0',
+  // Test files run in parallel: each writes its own temporary file and renames it into place
+  // (atomic), so no server ever opens a half-written model.
+  const tmp = `${path}.${process.pid}.tmp`;
+  const args = ['make-model', tmp, '--arch', 'qwen3moe', '--preset', 'tiny', '--type', 'q8_0',
     '--tokenizer', tokenizerDir, '--ctx', '65536'];
   if (kind === 'qwen35') args.push('--chat-template', join(here, '../template/templates/qwen3.5.jinja'));
   else args.push('--eos-bias', '6');
   execFileSync(strataBin, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  renameSync(tmp, path);
   return path;
+}
+
+// Every server started, so that stopAll() (each file's after hook) ends them even when a before
+// hook failed half-way: a server left running would keep the test process alive.
+const started = new Set();
+export async function stopAll() {
+  await Promise.all([...started].map((s) => s.stop()));
 }
 
 // Starts `strata serve -m MODEL --port 0 ...`; resolves once it listens.
@@ -35,6 +46,8 @@ export async function startServer({ kind = 'qwen3', args = [], name = 'strata-ti
   const fd = openSync(log, 'w');
   const child = spawn(strataBin, ['serve', '-m', modelPath, '--port', '0', '--name', name, ...args],
     { stdio: ['ignore', fd, 'pipe'] });
+  const handle = { stop: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); } };
+  started.add(handle);
   let stderr = '';
   child.stderr.on('data', (d) => { stderr += d.toString(); });
   const port = await new Promise((resolve, reject) => {
@@ -46,7 +59,8 @@ export async function startServer({ kind = 'qwen3', args = [], name = 'strata-ti
     child.on('exit', (code) => { clearTimeout(timer); clearInterval(poll); reject(new Error(`serve exited (${code}):\n${stderr}`)); });
   });
   const base = `http://127.0.0.1:${port}`;
-  return {
+  started.delete(handle);
+  const server = {
     child, port, base, name, log: () => stderr,
     // The engine process: the server's child running `strata engine`.
     enginePid() {
@@ -62,6 +76,8 @@ export async function startServer({ kind = 'qwen3', args = [], name = 'strata-ti
       if (child.exitCode === null) child.kill('SIGKILL');
     },
   };
+  started.add(server);
+  return server;
 }
 
 export async function waitFor(what, fn, timeoutMs = 30000) {

@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer, tinyPng } from './harness.mjs';
+import { stopAll, startServer, tinyPng } from './harness.mjs';
 
 let server, thinking, client, thinkingClient;
 const EOS = '151645';
@@ -14,7 +14,7 @@ before(async () => {
   client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'unused', maxRetries: 0 });
   thinkingClient = new OpenAI({ baseURL: `${thinking.base}/v1`, apiKey: 'unused', maxRetries: 0 });
 });
-after(async () => { await Promise.all([server?.stop(), thinking?.stop()]); });
+after(stopAll);
 
 const hello = [{ role: 'user', content: 'Say hello.' }];
 

@@ -5,10 +5,10 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { startServer, waitFor, metric } from './harness.mjs';
+import { stopAll, startServer, waitFor, metric } from './harness.mjs';
 
 const servers = [];
-after(async () => { await Promise.all(servers.map((s) => s.stop())); });
+after(stopAll);
 async function server(opts) {
   const s = await startServer(opts);
   servers.push(s);
