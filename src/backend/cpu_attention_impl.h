@@ -19,8 +19,10 @@ constexpr int kLanes = 16;
 // Eight floats as a GCC vector: one AVX register in the AVX2/AVX-512 builds, two SSE registers in
 // the baseline one. Loads and stores go through memcpy (no alignment assumed).
 typedef float v8f __attribute__((vector_size(32)));
-#if defined(__GNUC__) && !defined(__clang__)
 // (Passing v8f by value "changes the ABI" without AVX: irrelevant, everything here is static inline.)
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
