@@ -243,13 +243,7 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
             if (st->finished) sink.done();
             return true;
         },
-        [this, call, st](bool) {
-            if (!st->finished) {
-                call->group->cancel();
-                metrics_.count_request("anthropic", "cancelled");
-            }
-            call->ticket = Admission::Ticket();
-        });
+        [this, call, st](bool) { end_stream(*call, st->finished); });
 }
 
 }  // namespace strata::serve

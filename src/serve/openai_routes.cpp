@@ -36,6 +36,21 @@ json chat_logprobs(const json& entries) {
     return out;
 }
 
+json chat_usage(int64_t prompt, int64_t completion, int64_t cached, int64_t reasoning) {
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}},
+            {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}};
+}
+
+// The end of a stream that failed after it started: an error chunk (the SDKs raise APIError on
+// it), then [DONE].
+std::string stream_error(const std::string& message) {
+    return "data: " + dump(json{{"error", {{"message", "generation failed: " + message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
+           "\n\ndata: [DONE]\n\n";
+}
+
 const char* chat_finish_reason(const std::string& reason, bool tool_calls) {
     if (tool_calls) return "tool_calls";
     if (reason == "length" || reason == "context") return "length";
@@ -124,11 +139,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                            {"model", call->model},
                            {"system_fingerprint", "strata"},
                            {"choices", choices},
-                           {"usage", {{"prompt_tokens", call->prepared.prompt_tokens},
-                                      {"completion_tokens", completion},
-                                      {"total_tokens", call->prepared.prompt_tokens + completion},
-                                      {"prompt_tokens_details", {{"cached_tokens", cached}}},
-                                      {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}}}};
+                           {"usage", chat_usage(call->prepared.prompt_tokens, completion, cached, reasoning)}};
         res.set_content(dump(body), "application/json");
         return;
     }
@@ -213,8 +224,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
             }
             if (ev.kind == GenerationEvent::Kind::Failed) {
                 metrics_.count_request("openai", "error");
-                const std::string line = "data: " + dump(json{{"error", {{"message", "generation failed: " + ev.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
-                                         "\n\ndata: [DONE]\n\n";
+                const std::string line = stream_error(ev.error);
                 sink.write(line.data(), line.size());
                 call->group->cancel();
                 st->finished = true;
@@ -246,11 +256,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                                           {"model", call->model},
                                           {"system_fingerprint", "strata"},
                                           {"choices", json::array()},
-                                          {"usage", {{"prompt_tokens", call->prepared.prompt_tokens},
-                                                     {"completion_tokens", completion},
-                                                     {"total_tokens", call->prepared.prompt_tokens + completion},
-                                                     {"prompt_tokens_details", {{"cached_tokens", cached}}},
-                                                     {"completion_tokens_details", {{"reasoning_tokens", reasoning}}}}}}) +
+                                          {"usage", chat_usage(call->prepared.prompt_tokens, completion, cached, reasoning)}}) +
                                 "\n\n";
                     }
                     tail += "data: [DONE]\n\n";
@@ -261,14 +267,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
             }
             return true;
         },
-        [this, call, st](bool) {
-            // Ended: finished, or the client went away (cancel at once, free the slot).
-            if (!st->finished) {
-                call->group->cancel();
-                metrics_.count_request("openai", "cancelled");
-            }
-            call->ticket = Admission::Ticket();
-        });
+        [this, call, st](bool) { end_stream(*call, st->finished); });
 }
 
 void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res) {
@@ -396,8 +395,7 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
             }
             if (ev.kind == GenerationEvent::Kind::Failed) {
                 metrics_.count_request("openai", "error");
-                const std::string line = "data: " + dump(json{{"error", {{"message", "generation failed: " + ev.error}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
-                                         "\n\ndata: [DONE]\n\n";
+                const std::string line = stream_error(ev.error);
                 sink.write(line.data(), line.size());
                 call->group->cancel();
                 st->finished = true;
@@ -427,13 +425,7 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
             }
             return true;
         },
-        [this, call, st](bool) {
-            if (!st->finished) {
-                call->group->cancel();
-                metrics_.count_request("openai", "cancelled");
-            }
-            call->ticket = Admission::Ticket();
-        });
+        [this, call, st](bool) { end_stream(*call, st->finished); });
 }
 
 }  // namespace strata::serve

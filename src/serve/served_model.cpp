@@ -132,10 +132,42 @@ PreparedChat ServedModel::prepare(const ChatRequest& r) const {
     spec.max_tokens = r.max_tokens;
     spec.stop = r.stop;
 
+    return fan_out(std::move(spec), r.n);
+}
+
+PreparedChat ServedModel::prepare_completion(const CompletionRequest& c) const {
+    GenerationSpec spec;
+    if (c.prompt_is_tokens) {
+        for (int32_t id : c.prompt_tokens)
+            if (!tokenizer_->valid(id)) throw ApiError(400, "prompt: token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
+        spec.prompt = c.prompt_tokens;
+        spec.prompt_text = tokenizer_->decode(c.prompt_tokens);
+    } else {
+        spec.prompt_text = c.prompt_text;
+        spec.prompt = tokenizer_->encode(c.prompt_text, true);
+    }
+    const auto n = static_cast<int64_t>(spec.prompt.size());
+    if (n == 0) throw ApiError(400, "prompt: must not be empty", "prompt");
+    if (n >= max_context_) throw prompt_too_long(n, max_context_ - 1);
+    spec.format = OutputFormat::Plain;
+    spec.parser.parse_thinking = false;
+    spec.parser.parse_tools = false;
+    spec.submit = c.sampling;
+    if (c.logprobs >= 0) {
+        spec.submit["logprobs"] = true;
+        spec.submit["top_logprobs"] = c.logprobs;
+    }
+    spec.max_tokens = c.max_tokens;
+    spec.stop = c.stop;
+    return fan_out(std::move(spec), c.n);
+}
+
+PreparedChat ServedModel::fan_out(GenerationSpec spec, int n) {
     PreparedChat out;
-    out.prompt_tokens = n;
-    for (int i = 0; i < r.n; ++i) {
+    out.prompt_tokens = static_cast<int64_t>(spec.prompt.size());
+    for (int i = 0; i < n; ++i) {
         GenerationSpec s = spec;
+        // Choice i samples with seed + i: repeatable, and different from its siblings.
         if (i > 0 && s.submit.contains("seed")) s.submit["seed"] = s.submit["seed"].get<int64_t>() + i;
         out.choices.push_back(std::move(s));
     }

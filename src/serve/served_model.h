@@ -48,9 +48,14 @@ public:
     // template that rejects the conversation, a prompt too long for the context, a schema the
     // JSON constraint does not support.
     PreparedChat prepare(const ChatRequest& request) const;
+    // A legacy completion: the prompt as it is (no template), plain output. Throws ApiError
+    // (ids outside the vocabulary, an empty prompt, one too long for the context).
+    PreparedChat prepare_completion(const CompletionRequest& request) const;
 
 private:
     bool forces_tool(const ChatRequest& r) const;
+    // `n` choices of one spec (seeds seed, seed + 1, ...).
+    static PreparedChat fan_out(GenerationSpec spec, int n);
     std::string name_, architecture_;
     std::unique_ptr<gguf::File> file_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;

@@ -261,14 +261,47 @@ Admission::Ticket Server::admit(const Call& call) {
     throw ApiError(499, "client closed the connection");
 }
 
-void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+std::shared_ptr<Server::Call> Server::begin_call(const httplib::Request& req, const httplib::Response& res, ApiKind api) {
     auto call = std::make_shared<Call>();
     call->api = api;
     call->request_id = res.get_header_value(api == ApiKind::Anthropic ? "request-id" : "x-request-id");
     call->created = static_cast<int64_t>(std::time(nullptr));
     call->fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     call->client = client_of(req);
-    const char* api_name = api == ApiKind::Anthropic ? "anthropic" : "openai";
+    return call;
+}
+
+void Server::run_generations(Call& call, bool start) {
+    call.ticket = admit(call);
+    call.group = std::make_unique<GenerationGroup>();
+    for (size_t i = 0; i < call.prepared.choices.size(); ++i)
+        call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i), call.prepared.choices[i],
+                        model_->max_context());
+    metrics_.prompt_tokens += static_cast<uint64_t>(call.prepared.prompt_tokens) * call.prepared.choices.size();
+    if (start) call.group->start();
+}
+
+void Server::end_stream(Call& call, bool finished) {
+    if (!finished) {
+        call.group->cancel();
+        metrics_.count_request(call.api == ApiKind::Anthropic ? "anthropic" : "openai", "cancelled");
+    }
+    call.ticket = Admission::Ticket();
+}
+
+void Server::fail_call(const Call& call, httplib::Response& res, const ApiError& e) {
+    const char* api_name = call.api == ApiKind::Anthropic ? "anthropic" : "openai";
+    if (e.status == 499) {  // the client left while its request waited: nobody to answer
+        metrics_.count_request(api_name, "cancelled");
+        res.status = 499;
+        return;
+    }
+    metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : "rejected");
+    reply_error(call, res, e);
+}
+
+void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+    auto call = begin_call(req, res, api);
     try {
         const ojson body = parse_json_body(req.body);
         if (api == ApiKind::Anthropic) {
@@ -281,83 +314,25 @@ void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind a
         }
         call->model = call->chat.model.empty() ? options_.model_name : call->chat.model;
         call->prepared = model_->prepare(call->chat);
-        call->ticket = admit(*call);
-        call->group = std::make_unique<GenerationGroup>();
-        for (size_t i = 0; i < call->prepared.choices.size(); ++i)
-            call->group->add(*engine_, model_->tokenizer(), call->request_id + "/" + std::to_string(i), call->prepared.choices[i],
-                             model_->max_context());
-        metrics_.prompt_tokens += static_cast<uint64_t>(call->prepared.prompt_tokens) * call->prepared.choices.size();
         // Anthropic's max_tokens 0 (cache pre-warming) generates nothing: the answer is empty.
-        if (!(api == ApiKind::Anthropic && call->chat.max_tokens == 0)) call->group->start();
+        run_generations(*call, !(api == ApiKind::Anthropic && call->chat.max_tokens == 0));
         if (api == ApiKind::Anthropic) answer_anthropic(call, res);
         else answer_openai_chat(call, res);
     } catch (const ApiError& e) {
-        if (e.status == 499) {
-            metrics_.count_request(api_name, "cancelled");
-            res.status = 499;
-            return;
-        }
-        metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : "rejected");
-        reply_error(*call, res, e);
+        fail_call(*call, res, e);
     }
 }
 
 void Server::completion(const httplib::Request& req, httplib::Response& res) {
-    auto call = std::make_shared<Call>();
-    call->api = ApiKind::OpenAI;
-    call->request_id = res.get_header_value("x-request-id");
-    call->created = static_cast<int64_t>(std::time(nullptr));
-    call->fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    call->client = client_of(req);
+    auto call = begin_call(req, res, ApiKind::OpenAI);
     try {
         call->completion = parse_openai_completion(parse_json_body(req.body), options_.limits);
-        const auto& c = call->completion;
-        call->model = c.model.empty() ? options_.model_name : c.model;
-        GenerationSpec spec;
-        if (c.prompt_is_tokens) {
-            for (int32_t id : c.prompt_tokens)
-                if (!model_->tokenizer().valid(id)) throw ApiError(400, "prompt: token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
-            spec.prompt = c.prompt_tokens;
-            spec.prompt_text = model_->tokenizer().decode(c.prompt_tokens);
-        } else {
-            spec.prompt_text = c.prompt_text;
-            spec.prompt = model_->tokenizer().encode(c.prompt_text, true);
-        }
-        const auto n = static_cast<int64_t>(spec.prompt.size());
-        if (n == 0) throw ApiError(400, "prompt: must not be empty", "prompt");
-        if (n >= model_->max_context()) throw prompt_too_long(n, model_->max_context() - 1);
-        spec.format = OutputFormat::Plain;
-        spec.parser.parse_thinking = false;
-        spec.parser.parse_tools = false;
-        spec.submit = c.sampling;
-        if (c.logprobs >= 0) {
-            spec.submit["logprobs"] = true;
-            spec.submit["top_logprobs"] = c.logprobs;
-        }
-        spec.max_tokens = c.max_tokens;
-        spec.stop = c.stop;
-        call->prepared.prompt_tokens = n;
-        for (int i = 0; i < c.n; ++i) {
-            GenerationSpec s = spec;
-            if (i > 0 && s.submit.contains("seed")) s.submit["seed"] = s.submit["seed"].get<int64_t>() + i;
-            call->prepared.choices.push_back(std::move(s));
-        }
-        call->ticket = admit(*call);
-        call->group = std::make_unique<GenerationGroup>();
-        for (size_t i = 0; i < call->prepared.choices.size(); ++i)
-            call->group->add(*engine_, model_->tokenizer(), call->request_id + "/" + std::to_string(i), call->prepared.choices[i],
-                             model_->max_context());
-        metrics_.prompt_tokens += static_cast<uint64_t>(n) * call->prepared.choices.size();
-        if (c.max_tokens > 0) call->group->start();
+        call->model = call->completion.model.empty() ? options_.model_name : call->completion.model;
+        call->prepared = model_->prepare_completion(call->completion);
+        run_generations(*call, call->completion.max_tokens > 0);
         answer_openai_completion(call, res);
     } catch (const ApiError& e) {
-        if (e.status == 499) {
-            metrics_.count_request("openai", "cancelled");
-            res.status = 499;
-            return;
-        }
-        metrics_.count_request("openai", e.status == 429 ? "overloaded" : "rejected");
-        reply_error(*call, res, e);
+        fail_call(*call, res, e);
     }
 }
 

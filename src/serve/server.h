@@ -76,6 +76,15 @@ private:
 
     // Waits for a slot; throws ApiError 429/529 when the queue is full, 499 when the client left.
     Admission::Ticket admit(const Call& call);
+    // A Call for this HTTP request (ids, connection socket, client key).
+    std::shared_ptr<Call> begin_call(const httplib::Request& req, const httplib::Response& res, ApiKind api);
+    // Admits the call and creates its choices' generations (started unless `start` is false).
+    void run_generations(Call& call, bool start);
+    // A streamed answer ended (its last chunk written, or the client went away: then its work is
+    // cancelled at once); frees its admission slot either way.
+    void end_stream(Call& call, bool finished);
+    // Answers a request that failed before its answer began, in its API's shape.
+    void fail_call(const Call& call, httplib::Response& res, const ApiError& e);
 
     // OpenAI and Anthropic answers, streamed or whole (openai_routes.cpp, anthropic_routes.cpp).
     void answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res);
