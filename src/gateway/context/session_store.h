@@ -1,0 +1,75 @@
+// Persistent sessions in one SQLite file (WAL mode), so a restarted gateway still indexes only
+// the new turns of a conversation it has seen. Schema:
+//   sessions(id, scope, n_messages, bytes, last_used)      one row per conversation (or fork)
+//   messages(session, position, hash, tokens, exact)       its chain; index on hash for lookups
+//   chunks(session, message, seq, offset, length, tokens, terms)
+//       terms: the chunk's bag of words, (u64 term hash, u32 count) pairs, little-endian
+// A session is found by the longest prefix of a request's chain it shares (within the scope);
+// forks copy the shared prefix's rows into a new session. The file is bounded: past max_bytes
+// whole sessions are deleted, least recently used first. One connection, guarded by a mutex:
+// every method is safe to call from many threads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace strata::gateway {
+
+class Session;
+
+struct SessionStoreOptions {
+    std::filesystem::path path;
+    int64_t max_bytes = int64_t{4} << 30;  // of chunk and message rows (an estimate of the file's size)
+};
+
+class SessionStore {
+public:
+    explicit SessionStore(SessionStoreOptions options);  // opens or creates; throws strata::Error
+    ~SessionStore();
+    SessionStore(const SessionStore&) = delete;
+    SessionStore& operator=(const SessionStore&) = delete;
+
+    struct Match {
+        int64_t session;
+        size_t length;  // chain[0, length) is the session's prefix
+    };
+    // The stored session sharing the longest prefix with chain, within scope.
+    std::optional<Match> find_prefix(std::string_view scope, std::span<const uint64_t> chain);
+    // Whether some session of scope holds the message with chain hash `hash`.
+    bool contains(std::string_view scope, uint64_t hash);
+
+    // The whole stored session; nullptr when it is gone (evicted).
+    std::unique_ptr<Session> load(int64_t session);
+    // Stores a new session's rows (it gets an id). A fork names its parent: the rows of the
+    // `shared` messages it has in common are copied inside SQLite, the rest written from memory.
+    void create(Session& session, int64_t parent = 0, size_t shared = 0);
+    // Adds the rows of messages [from_message, n) of a stored session; recreates it when it was evicted.
+    void append(Session& session, size_t from_message);
+    void touch(int64_t session);
+
+    int64_t total_bytes();
+    int64_t n_sessions();
+
+private:
+    void exec(const char* sql);
+    sqlite3_stmt* prepare(const char* sql);
+    void insert_rows(const Session& session, size_t from_message, int64_t& bytes);
+    void evict_over_bound(int64_t keep);
+    int64_t now();
+
+    SessionStoreOptions options_;
+    std::mutex mutex_;
+    sqlite3* db_ = nullptr;
+    int64_t clock_ = 0;        // last_used stamps: a counter, so the order is exact
+    int64_t total_bytes_ = 0;  // sum of sessions.bytes
+};
+
+}  // namespace strata::gateway
