@@ -1,0 +1,197 @@
+#include "gateway/context/retriever.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "gateway/context/chunker.h"
+#include "gateway/context/session.h"
+
+namespace strata::gateway {
+namespace {
+
+std::vector<WeightedTerm> query_terms(std::span<const QueryPart> parts) {
+    std::unordered_map<uint64_t, double> w;
+    for (const QueryPart& p : parts)
+        for (const TermCount& t : count_terms(p.text)) w[t.term] = std::max(w[t.term], p.weight);
+    std::vector<WeightedTerm> q;
+    for (const auto& [term, weight] : w) q.push_back({term, weight});
+    std::sort(q.begin(), q.end(), [](const WeightedTerm& a, const WeightedTerm& b) { return a.term < b.term; });
+    return q;
+}
+
+// Chunk ids of the `n` highest positive scores among candidates, best first.
+std::vector<uint32_t> top_n(const std::vector<double>& scores, std::span<const uint32_t> candidates, size_t n) {
+    std::vector<uint32_t> hits;
+    for (uint32_t c : candidates)
+        if (scores[c] > 0) hits.push_back(c);
+    auto better = [&](uint32_t a, uint32_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; };
+    if (hits.size() > n) {
+        std::nth_element(hits.begin(), hits.begin() + static_cast<ptrdiff_t>(n), hits.end(), better);
+        hits.resize(n);
+    }
+    std::sort(hits.begin(), hits.end(), better);
+    return hits;
+}
+
+// The rarer terms of the sentence of `chunk_text` that shares the most query weight, minus the
+// query's own terms: what a second hop should look for.
+std::vector<WeightedTerm> expansion_for(std::string_view chunk_text, const std::unordered_set<uint64_t>& query,
+                                        const Bm25Index& index, int n_terms) {
+    std::string_view best;
+    double best_overlap = 0;
+    for (const auto& [b, e] : split_sentences(chunk_text)) {
+        const std::string_view s = chunk_text.substr(b, e - b);
+        double overlap = 0;
+        for (const TermCount& t : count_terms(s))
+            if (query.count(t.term)) overlap += index.idf(t.term);
+        if (overlap > best_overlap) best_overlap = overlap, best = s;
+    }
+    if (best.empty()) return {};
+    // Words in more than a fifth of the chunks say nothing about the next hop.
+    const uint32_t max_df = std::max<uint32_t>(2, index.n_chunks() / 5);
+    std::vector<std::pair<double, uint64_t>> rare;
+    for (const TermCount& t : count_terms(best)) {
+        const uint32_t df = index.df(t.term);
+        if (query.count(t.term) == 0 && df >= 1 && df <= max_df) rare.emplace_back(index.idf(t.term), t.term);
+    }
+    std::sort(rare.begin(), rare.end(), std::greater<>());
+    if (rare.size() > static_cast<size_t>(n_terms)) rare.resize(static_cast<size_t>(n_terms));
+    std::vector<WeightedTerm> out;
+    for (const auto& [idf, term] : rare) out.push_back({term, 1.0});
+    return out;
+}
+
+// A chunk's bag of words weighted by idf and L2-normalised, for MMR's similarity.
+struct Profile {
+    std::vector<std::pair<uint64_t, double>> terms;  // ascending term
+};
+
+Profile profile_of(const Session& session, uint32_t chunk, std::unordered_map<uint64_t, double>& idf_cache) {
+    Profile p;
+    double norm = 0;
+    for (const TermCount& t : session.chunk_terms(chunk)) {
+        auto [it, fresh] = idf_cache.try_emplace(t.term, 0.0);
+        if (fresh) it->second = session.index().idf(t.term);
+        const double w = it->second * (1.0 + std::log(static_cast<double>(t.count)));
+        p.terms.emplace_back(t.term, w);
+        norm += w * w;
+    }
+    norm = norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
+    for (auto& [term, w] : p.terms) w *= norm;
+    return p;
+}
+
+double cosine(const Profile& a, const Profile& b) {
+    double s = 0;
+    size_t i = 0, j = 0;
+    while (i < a.terms.size() && j < b.terms.size()) {
+        if (a.terms[i].first < b.terms[j].first) ++i;
+        else if (a.terms[i].first > b.terms[j].first) ++j;
+        else s += a.terms[i++].second * b.terms[j++].second;
+    }
+    return s;
+}
+
+}  // namespace
+
+RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
+                         std::span<const QueryPart> query,
+                         size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
+    RetrievalOutput out;
+    out.mode = "bm25";
+    const Bm25Index& index = session.index();
+    pool = std::clamp(pool, static_cast<size_t>(o.min_pool), static_cast<size_t>(std::max(o.min_pool, o.max_pool)));
+
+    // Round 1.
+    const std::vector<WeightedTerm> q1 = query_terms(query);
+    std::vector<double> s1;
+    index.score(q1, o.bm25, s1);
+    const std::vector<uint32_t> hits1 = top_n(s1, candidates, pool);
+    // Ranks become positions in one list: a round-1 hit at rank r sits at r; the hits of the
+    // expansion from a first hop at rank r sit right after it, one per slot, interleaved with
+    // the round-1 hits that follow. Relevance falls with position.
+    const size_t n_expand = static_cast<size_t>(std::max(0, o.expansion_hits));
+    std::vector<uint32_t> sources = top_n(s1, visible, 2 * n_expand);  // first hops may be in the prompt already
+    for (size_t i = 0; i < hits1.size() && i < 2 * n_expand; ++i) sources.push_back(hits1[i]);
+    std::sort(sources.begin(), sources.end(), [&](uint32_t a, uint32_t b) { return s1[a] != s1[b] ? s1[a] > s1[b] : a < b; });
+    std::unordered_map<uint32_t, double> position;
+    auto place = [&](uint32_t c, double p) {
+        auto [it, fresh] = position.try_emplace(c, p);
+        if (!fresh) it->second = std::min(it->second, p);
+    };
+    for (size_t r = 0; r < hits1.size(); ++r) place(hits1[r], static_cast<double>(r));
+
+    // Round 2.
+    std::unordered_set<uint64_t> qset;
+    for (const WeightedTerm& t : q1) qset.insert(t.term);
+    std::vector<double> s2;
+    size_t expanded = 0;
+    for (size_t r = 0; r < sources.size() && expanded < n_expand; ++r) {
+        const uint32_t hit = sources[r];
+        const std::vector<WeightedTerm> q2 = expansion_for(text(hit), qset, index, o.expansion_terms);
+        if (q2.empty()) continue;  // e.g. the question itself
+        ++expanded;
+        std::fill(s2.begin(), s2.end(), 0.0);
+        index.score(q2, o.bm25, s2);
+        const std::vector<uint32_t> hits2 = top_n(s2, candidates, pool / 4 + 1);
+        for (size_t j = 0; j < hits2.size(); ++j) place(hits2[j], static_cast<double>(r) + 0.5 + static_cast<double>(j) / o.expansion_weight);
+    }
+    std::unordered_map<uint32_t, double> rel;  // chunk -> relevance in (0, 1]
+    for (const auto& [c, p] : position) rel[c] = 1.0 / (1.0 + p / 16.0);
+    if (rel.empty()) return out;
+
+    std::vector<RankedChunk> ranked;
+    ranked.reserve(rel.size());
+    for (const auto& [c, r] : rel) ranked.push_back({c, r});
+    auto better = [](const RankedChunk& a, const RankedChunk& b) { return a.relevance != b.relevance ? a.relevance > b.relevance : a.chunk < b.chunk; };
+    std::sort(ranked.begin(), ranked.end(), better);
+    if (ranked.size() > pool) ranked.resize(pool);
+
+    if (o.reranker) {
+        // Reciprocal-rank fusion (k = 60) of the BM25 order and the reranker's.
+        std::vector<std::string_view> passages;
+        for (const RankedChunk& r : ranked) passages.push_back(text(r.chunk));
+        std::string joined;
+        for (const QueryPart& p : query) joined.append(p.text).append("\n");
+        const std::vector<double> rr = o.reranker->score(joined, passages);
+        if (rr.size() == ranked.size()) {
+            std::vector<size_t> order(ranked.size());
+            for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+            std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rr[a] > rr[b]; });
+            std::vector<double> fused(ranked.size());
+            for (size_t i = 0; i < ranked.size(); ++i) fused[i] += 1.0 / (60.0 + static_cast<double>(i + 1));
+            for (size_t k = 0; k < order.size(); ++k) fused[order[k]] += 1.0 / (60.0 + static_cast<double>(k + 1));
+            const double top = *std::max_element(fused.begin(), fused.end());
+            for (size_t i = 0; i < ranked.size(); ++i) ranked[i].relevance = fused[i] / top;
+            std::sort(ranked.begin(), ranked.end(), better);
+            out.mode = "bm25+rerank";
+        }
+    }
+
+    // MMR: greedy, keeping each candidate's highest similarity to the picked ones.
+    std::unordered_map<uint64_t, double> idf_cache;
+    std::vector<Profile> profiles;
+    profiles.reserve(ranked.size());
+    for (const RankedChunk& r : ranked) profiles.push_back(profile_of(session, r.chunk, idf_cache));
+    std::vector<double> max_sim(ranked.size(), 0.0);
+    std::vector<bool> taken(ranked.size(), false);
+    out.ranked.reserve(ranked.size());
+    for (size_t step = 0; step < ranked.size(); ++step) {
+        size_t best = ranked.size();
+        double best_score = -1e300;
+        for (size_t i = 0; i < ranked.size(); ++i) {
+            if (taken[i]) continue;
+            const double s = o.mmr_lambda * ranked[i].relevance - (1.0 - o.mmr_lambda) * max_sim[i];
+            if (s > best_score) best_score = s, best = i;
+        }
+        taken[best] = true;
+        out.ranked.push_back(ranked[best]);
+        for (size_t i = 0; i < ranked.size(); ++i)
+            if (!taken[i]) max_sim[i] = std::max(max_sim[i], cosine(profiles[i], profiles[best]));
+    }
+    return out;
+}
+
+}  // namespace strata::gateway

@@ -1,0 +1,81 @@
+// Ranks a session's chunks for a query, BM25 only for now ("bm25" mode):
+//   round 1  BM25 of the query's terms;
+//   round 2  multi-hop expansion: for each of the best round-1 hits, the sentence in it that
+//            matched the query best lends its rarer terms to a new query ("the key to the red
+//            door is in the blue box" -> blue, box), whose hits ("the blue box is in the attic")
+//            inherit the hit's confidence;
+//   MMR      over a pool larger than what fits, λ·rel − (1−λ)·max sim to those already picked
+//            (idf-weighted cosine of bags of words), so near-duplicates don't crowd out facts.
+// Dense embeddings and a cross-encoder reranker served by lanes plug in through Embedder and
+// Reranker; a reranker, when given, is fused with BM25 by reciprocal rank ("bm25+rerank").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/context/bm25_index.h"
+
+namespace strata::gateway {
+
+class Session;
+
+// bge-m3-style dense vectors from an embedding lane (not wired yet: stored vectors per chunk
+// and a fusion with BM25 by reciprocal rank are the next step).
+class Embedder {
+public:
+    virtual ~Embedder() = default;
+    virtual std::vector<std::vector<float>> embed(std::span<const std::string_view> texts) = 0;
+};
+
+// Cross-encoder relevance (bge-reranker-v2-m3 through a lane's /rerank); higher is better.
+class Reranker {
+public:
+    virtual ~Reranker() = default;
+    virtual std::vector<double> score(std::string_view query, std::span<const std::string_view> passages) = 0;
+};
+
+struct RetrievalOptions {
+    Bm25Params bm25;
+    int expansion_hits = 8;          // round-1 hits that each expand the query (0: one round)
+    int expansion_terms = 8;         // rare terms taken from each hit's best sentence
+    double expansion_weight = 1.0;   // an expansion's j-th hit sits j / weight places after its source
+    double mmr_lambda = 0.7;
+    int min_pool = 48;               // MMR candidates: at least this many, or 2x what fits
+    int max_pool = 400;
+    std::shared_ptr<Embedder> embedder;  // unused until dense retrieval lands
+    std::shared_ptr<Reranker> reranker;  // reranks the pool when set
+};
+
+struct RankedChunk {
+    uint32_t chunk;
+    double relevance;  // in (0, 1]
+};
+
+// Text of a chunk, read from the request (sessions keep no text).
+using ChunkTextFn = std::function<std::string_view(uint32_t chunk)>;
+
+struct RetrievalOutput {
+    std::vector<RankedChunk> ranked;  // MMR order; only chunks that share a term with the query
+    std::string mode;                 // "bm25" or "bm25+rerank"
+};
+
+// Parts of the query with their weights (the question's paragraph counts more than the text
+// before it); a term's weight is the largest of the parts holding it.
+struct QueryPart {
+    std::string_view text;
+    double weight = 1.0;
+};
+
+// candidates: chunk ids that may be excerpted; visible: chunks the prompt keeps verbatim anyway
+// (recent turns, a split message's head and tail), which are not excerpted but may be the first
+// hop of a two-hop question; pool: how many to rank at least.
+RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
+                         std::span<const QueryPart> query,
+                         size_t pool, const ChunkTextFn& text, const RetrievalOptions& options);
+
+}  // namespace strata::gateway
