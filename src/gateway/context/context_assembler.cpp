@@ -115,6 +115,13 @@ std::string system_with_history(std::string_view system, std::string_view histor
     return out;
 }
 
+std::vector<uint64_t> conversation_chain(std::string_view scope, const Conversation& conv) {
+    std::vector<uint64_t> chain(conv.messages.size());
+    uint64_t h = hash_bytes(scope, kScopeSeed);
+    for (size_t i = 0; i < chain.size(); ++i) chain[i] = h = chain_hash(h, conv.messages[i].role, conv.messages[i].text);
+    return chain;
+}
+
 struct ContextAssembler::Acquired {
     std::shared_ptr<Session> session;
     std::unique_lock<std::mutex> lock;
@@ -208,9 +215,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     const size_t n = conv.messages.size();
     const int64_t budget = opt.budget_tokens;
 
-    std::vector<uint64_t> chain(n);
-    uint64_t h = hash_bytes(scope, kScopeSeed);
-    for (size_t i = 0; i < n; ++i) chain[i] = h = chain_hash(h, conv.messages[i].role, conv.messages[i].text);
+    const std::vector<uint64_t> chain = conversation_chain(scope, conv);
 
     Acquired a = acquire(scope, chain);
     Session& s = *a.session;

@@ -79,6 +79,9 @@ struct AssembleResult {
 // checked on exactly this text.
 std::string system_with_history(std::string_view system, std::string_view history_block);
 
+// The chain hashes h_1..h_n that identify a conversation's messages within a scope.
+std::vector<uint64_t> conversation_chain(std::string_view scope, const Conversation& conversation);
+
 struct IndexingOptions {
     ChunkOptions chunking;
     int count_threads = 0;                 // threads counting new chunks; 0 = hardware concurrency
