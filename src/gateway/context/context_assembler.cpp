@@ -217,11 +217,13 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
 
     const std::vector<uint64_t> chain = conversation_chain(scope, conv);
 
+    auto t = Clock::now();
     Acquired a = acquire(scope, chain);
     Session& s = *a.session;
     st.session_hit = a.hit;
+    st.ms_session = ms_since(t);
     const size_t stored_before = s.n_messages();
-    auto t = Clock::now();
+    t = Clock::now();
     st.chunks_new = extend(s, conv, chain);
     st.ms_chunk_count = ms_since(t);
     t = Clock::now();

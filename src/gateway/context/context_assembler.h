@@ -61,6 +61,7 @@ struct AssembleStats {
     int64_t tokens_out = 0;  // the assembled prompt, counted on the final texts
     int chunks_total = 0, chunks_new = 0, chunks_chosen = 0;
     double ms_total = 0, ms_chunk_count = 0, ms_index = 0, ms_retrieve = 0;
+    double ms_session = 0;     // finding the session (and loading it from the store after a restart)
     bool session_hit = false;  // an earlier request of this conversation was found (memory or store)
     std::string retrieval;     // "bm25" (or "bm25+rerank" with a reranker)
 };
