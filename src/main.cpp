@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     strata::cli::add_model_tool_commands(app, run);
     strata::cli::add_engine_command(app, run);
     strata::cli::add_serve_command(app, run);
+    strata::cli::add_gateway_command(app, run);
     strata::cli::add_bench_commands(app, run);
     try {
         app.parse(argc, argv);

@@ -34,6 +34,9 @@ void add_engine_command(CLI::App& app, Runner& run);
 // `strata serve -m MODEL ...`: HTTP server (OpenAI + Anthropic APIs) over a supervised engine
 void add_serve_command(CLI::App& app, Runner& run);
 
+// `strata gateway ...`: the network-facing gateway over lanes (docs/gateway.md)
+void add_gateway_command(CLI::App& app, Runner& run);
+
 // `strata bench serve ...`: load generator for OpenAI-compatible servers (vs the engine alone)
 void add_bench_commands(CLI::App& app, Runner& run);
 

@@ -1,10 +1,17 @@
 #include "serve/served_model.h"
 
 #include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "runtime/json_grammar.h"
 #include "template/jinja_error.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace strata::serve {
 
@@ -45,6 +52,20 @@ ojson forced_call_schema(const ChatRequest& r) {
 
 ApiError prompt_too_long(int64_t tokens, int64_t maximum) {
     return ApiError(400, "prompt is too long: " + std::to_string(tokens) + " tokens > " + std::to_string(maximum) + " maximum", "messages");
+}
+
+std::string ServedModel::metadata_gguf() const {
+    gguf::Writer w;
+    for (const auto& [key, value] : file_->metadata())
+        if (key.rfind("split.", 0) != 0) w.set(key, value);
+    const auto path = std::filesystem::temp_directory_path() / ("strata-meta-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)) + ".gguf");
+    w.write_all(path, {});
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    return bytes.str();
 }
 
 ServedModel::ServedModel(const std::string& path, std::string name) : name_(std::move(name)) {

@@ -42,6 +42,9 @@ public:
 
     // The rendered prompt of a request (no forced-call opening). Throws ApiError.
     std::string render(const ChatRequest& request, bool thinking_off) const;
+    // The model's metadata (tokenizer, chat template, architecture keys) as a GGUF file without
+    // tensors: what a gateway loads to count tokens exactly as this lane does.
+    std::string metadata_gguf() const;
     // Prompt tokens of a request, as a generation would count them (count_tokens).
     int64_t count_tokens(const ChatRequest& request) const;
     // Everything the engine needs for each choice. Throws ApiError: images (no vision tower), a

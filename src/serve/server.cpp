@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "serve/api_shapes.h"
 #include "serve/connection.h"
 #include "serve/engine_client.h"
 #include "serve/generation.h"
@@ -25,49 +26,9 @@ using nlohmann::json;
 
 namespace {
 
-std::string sha256(const std::string& s) {
-    unsigned char d[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(s.data()), s.size(), d);
-    return std::string(reinterpret_cast<char*>(d), sizeof d);
-}
+bool is_anthropic_path(const std::string& path) { return api_of_path(path) == ApiKind::Anthropic; }
 
-std::string hex(const std::string& bytes) {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : bytes) {
-        out += digits[c >> 4];
-        out += digits[c & 15];
-    }
-    return out;
-}
-
-const char* openai_error_type(int status) {
-    switch (status) {
-        case 401: return "authentication_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 429: return "rate_limit_error";
-        default: return status >= 500 ? "server_error" : "invalid_request_error";
-    }
-}
-
-const char* anthropic_error_type(int status) {
-    switch (status) {
-        case 401: return "authentication_error";
-        case 402: return "billing_error";
-        case 403: return "permission_error";
-        case 404: return "not_found_error";
-        case 413: return "request_too_large";
-        case 429: return "rate_limit_error";
-        case 504: return "timeout_error";
-        case 529: return "overloaded_error";
-        default: return status >= 500 ? "api_error" : "invalid_request_error";
-    }
-}
-
-bool is_anthropic_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j) { return dump_json(j); }
 
 void log_line(const std::string& line) {
     std::fprintf(stderr, "serve: %s\n", line.c_str());
@@ -88,7 +49,7 @@ std::string random_id(size_t n) {
 Server::Server(ServeOptions options)
     : options_(std::move(options)), admission_(options_.parallel, options_.max_queue), started_(std::chrono::steady_clock::now()) {
     // Keys are kept only as SHA-256 digests; a presented key is hashed and compared in constant time.
-    for (auto& k : options_.api_keys) k = sha256(k);
+    for (auto& k : options_.api_keys) k = sha256_digest(k);
     thinking_key_ = std::string(32, '\0');
     if (RAND_bytes(reinterpret_cast<unsigned char*>(thinking_key_.data()), 32) != 1) throw Error("cannot make a signing key (RAND_bytes failed)");
 }
@@ -100,6 +61,7 @@ Server::~Server() {
 void Server::start() {
     if (options_.model_name.empty()) options_.model_name = std::filesystem::path(options_.model_path).stem().string();
     model_ = std::make_unique<ServedModel>(options_.model_path, options_.model_name);
+    model_info_gguf_ = model_->metadata_gguf();
     engine_ = std::make_unique<EngineClient>(options_.engine_argv);
     log_line("starting the engine: " + options_.engine_argv[0] + " engine -m " + options_.model_path);
     engine_->start();
@@ -145,40 +107,32 @@ std::string Server::sign_thinking(const std::string& thinking) const {
 
 bool Server::verify_thinking(const std::string& thinking, const std::string& signature) const {
     const std::string expected = sign_thinking(thinking);
-    return signature.size() == expected.size() && CRYPTO_memcmp(signature.data(), expected.data(), expected.size()) == 0;
+    return digest_equal(signature, expected);
 }
 
 bool Server::authorized(const httplib::Request& req) const {
     if (options_.api_keys.empty()) return true;
-    std::string key = req.get_header_value("x-api-key");
-    const std::string auth = req.get_header_value("Authorization");
-    if (key.empty() && auth.size() > 7 && (auth.rfind("Bearer ", 0) == 0 || auth.rfind("bearer ", 0) == 0)) key = auth.substr(7);
+    const std::string key = presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization"));
     if (key.empty()) return false;
-    const std::string digest = sha256(key);
+    const std::string digest = sha256_digest(key);
     bool ok = false;
-    for (const auto& k : options_.api_keys) ok |= CRYPTO_memcmp(k.data(), digest.data(), digest.size()) == 0;
+    for (const auto& k : options_.api_keys) ok |= digest_equal(k, digest);
     return ok;
 }
 
+// The fairness key of a request: the identity a gateway in front names (x-strata-client: a key's
+// name, never its secret), else the presented key's digest, else the peer address.
 std::string Server::client_of(const httplib::Request& req) const {
-    std::string key = req.get_header_value("x-api-key");
-    const std::string auth = req.get_header_value("Authorization");
-    if (key.empty() && auth.size() > 7) key = auth.substr(7);
-    if (!key.empty()) return "key:" + hex(sha256(key)).substr(0, 16);
+    if (const std::string via = req.get_header_value("x-strata-client"); !via.empty() && via.size() <= 256) return "via:" + via;
+    const std::string key = presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization"));
+    if (!key.empty()) return "key:" + hex_of(sha256_digest(key)).substr(0, 16);
     return "addr:" + req.remote_addr;
 }
 
 void Server::reply_error(const Call& call, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-    json body;
-    if (call.api == ApiKind::Anthropic) {
-        body = {{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.what()}}}, {"request_id", call.request_id}};
-    } else {
-        body = {{"error", {{"message", e.what()}, {"type", openai_error_type(e.status)}, {"param", e.param.empty() ? json() : json(e.param)},
-                           {"code", e.status == 401 ? json("invalid_api_key") : json()}}}};
-    }
-    res.set_content(dump(body), "application/json");
+    res.set_content(dump(api_error_body(call.api, e, call.request_id)), "application/json");
 }
 
 void Server::route() {
@@ -211,6 +165,10 @@ void Server::route() {
     h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
     h.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
     h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    // The tokenizer and template of this lane for a gateway in front (docs/gateway.md).
+    h.Get("/strata/v1/model-info.gguf", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(model_info_gguf_, "application/octet-stream");
+    });
     // Claude Code's warm-up probe.
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
     h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {

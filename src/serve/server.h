@@ -98,6 +98,7 @@ private:
     Admission admission_;
     Metrics metrics_;
     std::string thinking_key_;
+    std::string model_info_gguf_;  // ServedModel::metadata_gguf, made at start
     std::atomic<uint64_t> next_id_{1};
     std::chrono::steady_clock::time_point started_;
 };

@@ -97,3 +97,46 @@ export async function metric(base, name) {
 
 // A real 2x2 PNG (made with Python's zlib; decodes with stb).
 export const tinyPng = readFileSync(join(here, 'fixtures/2x2.png')).toString('base64');
+
+// Starts `strata gateway ARGS...` (a config file or --upstream); resolves once it listens.
+// Its lanes' messages come on the gateway's stderr, prefixed "lane NAME:".
+export async function startGateway(args, { logName = 'gateway' } = {}) {
+  const child = spawn(strataBin, ['gateway', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const handle = { stop: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); } };
+  started.add(handle);
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d.toString(); });
+  const [scheme, port] = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start in 180 s:\n${stderr}`)), 180000);
+    const poll = setInterval(() => {
+      const m = stderr.match(/gateway: listening on (https?):\/\/[^ ]+:(\d+)/);
+      if (m) { clearTimeout(timer); clearInterval(poll); resolve([m[1], Number(m[2])]); }
+    }, 20);
+    child.on('exit', (code) => { clearTimeout(timer); clearInterval(poll); reject(new Error(`gateway exited (${code}):\n${stderr}`)); });
+  });
+  started.delete(handle);
+  const gateway = {
+    child, port, base: `${scheme}://127.0.0.1:${port}`, log: () => stderr, logName,
+    // Pid of the supervised lane named `lane` (a `strata serve` child of the gateway).
+    lanePid() {
+      const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(child.pid)]).toString();
+      const line = out.split('\n').find((l) => l.includes(' serve '));
+      return line ? Number(line.trim().split(/\s+/)[0]) : null;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((r) => child.on('exit', r));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 15000))]);
+      if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+  started.add(gateway);
+  return gateway;
+}
+
+// Exact token ids of `text` by the model's tokenizer (`strata tokenize`, no special tokens).
+export function tokenCount(text, kind = 'qwen3') {
+  const out = execFileSync(strataBin, ['tokenize', '-m', model(kind), '--no-special'], { input: text, maxBuffer: 1 << 28 });
+  return JSON.parse(out.toString()).length;
+}

@@ -29,7 +29,7 @@ size_t refused_at(const std::shared_ptr<const JsonGrammar>& g, const std::string
     return kAll;
 }
 
-bool matches(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) {
+bool matcher_accepts(const std::shared_ptr<const JsonGrammar>& g, const std::string& text) {
     bool complete = false;
     return refused_at(g, text, &complete) == kAll && complete;
 }
@@ -45,7 +45,7 @@ TEST(JsonMatcher, AnyObjectAcceptsObjects) {
           R"({"":false,"e":{"f":{"g":[]}},"h":-12.25E-3})",
           "{\"k\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}", R"({"s":"\ud83d\ude00 \/ \b\f\r\t"})",
           R"({"a":"x","A":"y"})"}) {
-        EXPECT_TRUE(matches(g, doc)) << doc;
+        EXPECT_TRUE(matcher_accepts(g, doc)) << doc;
     }
 }
 
@@ -79,11 +79,11 @@ TEST(JsonMatcher, AnyObjectRefusesAtTheRightByte) {
 
 TEST(JsonMatcher, NumberLengthsAreBounded) {
     const auto g = schema(R"({"type":"number"})");
-    EXPECT_TRUE(matches(g, "123456789012345678"));
+    EXPECT_TRUE(matcher_accepts(g, "123456789012345678"));
     EXPECT_EQ(refused_at(g, "1234567890123456789"), 18u);
-    EXPECT_TRUE(matches(g, "0.12345678901234567890"));
+    EXPECT_TRUE(matcher_accepts(g, "0.12345678901234567890"));
     EXPECT_EQ(refused_at(g, "0.123456789012345678901"), 22u);
-    EXPECT_TRUE(matches(g, "-1.5e-07"));
+    EXPECT_TRUE(matcher_accepts(g, "-1.5e-07"));
     bool complete = true;
     EXPECT_EQ(refused_at(g, "-1.5e", &complete), kAll);
     EXPECT_FALSE(complete);
@@ -93,7 +93,7 @@ TEST(JsonMatcher, WhitespaceRunIsAnOption) {
     JsonGrammarOptions compact;
     compact.max_whitespace_run = 0;
     const auto g = JsonGrammar::any_json_object(compact);
-    EXPECT_TRUE(matches(g, R"({"a":[1,2]})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":[1,2]})"));
     EXPECT_EQ(refused_at(g, R"({"a": 1})"), 5u);
 }
 
@@ -101,8 +101,8 @@ TEST(JsonMatcher, DepthIsBounded) {
     JsonGrammarOptions o;
     o.max_depth = 3;
     const auto g = JsonGrammar::any_json_object(o);
-    EXPECT_TRUE(matches(g, R"({"a":[{"b":1}]})"));
-    EXPECT_TRUE(matches(g, R"({"a":[[1]]})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":[{"b":1}]})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":[[1]]})"));
     EXPECT_EQ(refused_at(g, R"({"a":[[[1]]]})"), 7u);
     EXPECT_EQ(refused_at(g, R"({"a":[{"b":{}}]})"), 11u);
 }
@@ -110,8 +110,8 @@ TEST(JsonMatcher, DepthIsBounded) {
 TEST(JsonMatcher, PropertiesInSchemaOrder) {
     const auto g = schema(R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
         "email":{"type":"string"}},"required":["name","email"]})");
-    EXPECT_TRUE(matches(g, R"({"name":"x","age":3,"email":"y"})"));
-    EXPECT_TRUE(matches(g, R"({"name":"x","email":"y"})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"name":"x","age":3,"email":"y"})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"name":"x","email":"y"})"));
     EXPECT_EQ(refused_at(g, R"({"age":3})"), 2u);  // name is required first
     EXPECT_EQ(refused_at(g, R"({"name":"x","email":"y","age":3})"),
               23u);                                               // age comes before email: no key may follow
@@ -124,8 +124,8 @@ TEST(JsonMatcher, PropertiesInSchemaOrder) {
 TEST(JsonMatcher, AdditionalPropertiesComeLast) {
     const auto g = schema(R"({"type":"object","properties":{"a":{"type":"integer"}},
         "additionalProperties":{"type":"boolean"}})");
-    EXPECT_TRUE(matches(g, R"({"a":1,"x":true,"y":false})"));
-    EXPECT_TRUE(matches(g, R"({"x":true})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":1,"x":true,"y":false})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"x":true})"));
     EXPECT_EQ(refused_at(g, R"({"x":true,"a":1})"), 12u);  // "a" is listed: not an extra, and too late
     EXPECT_EQ(refused_at(g, R"({"x":1})"), 5u);
     EXPECT_EQ(refused_at(g, R"({"x":true,"x":false})"), 12u);
@@ -136,11 +136,11 @@ TEST(JsonMatcher, EnumConstAndLiterals) {
         "color":{"enum":["red","green",1,12,null,{"k":[1,"x"]}]},
         "fixed":{"const":"v"},
         "flag":{"type":"boolean"}},"required":["color","fixed","flag"]})");
-    EXPECT_TRUE(matches(g, R"({"color":"red","fixed":"v","flag":true})"));
-    EXPECT_TRUE(matches(g, R"({"color":12,"fixed":"v","flag":false})"));
-    EXPECT_TRUE(matches(g, R"({"color":1,"fixed":"v","flag":false})"));
-    EXPECT_TRUE(matches(g, R"({"color":null,"fixed":"v","flag":false})"));
-    EXPECT_TRUE(matches(g, R"({"color":{"k":[1,"x"]},"fixed":"v","flag":false})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"color":"red","fixed":"v","flag":true})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"color":12,"fixed":"v","flag":false})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"color":1,"fixed":"v","flag":false})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"color":null,"fixed":"v","flag":false})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"color":{"k":[1,"x"]},"fixed":"v","flag":false})"));
     EXPECT_EQ(refused_at(g, R"({"color":"blue")"), 10u);
     EXPECT_EQ(refused_at(g, R"({"color":13)"), 10u);
     EXPECT_EQ(refused_at(g, R"({"color":"red","fixed":"w")"), 24u);
@@ -148,9 +148,9 @@ TEST(JsonMatcher, EnumConstAndLiterals) {
 
 TEST(JsonMatcher, StringLengths) {
     const auto g = schema(R"({"type":"string","minLength":2,"maxLength":3})");
-    EXPECT_TRUE(matches(g, R"("ab")"));
-    EXPECT_TRUE(matches(g, "\"\xc3\xa9\xe2\x82\xac\\n\""));  // three code points
-    EXPECT_TRUE(matches(g, R"("\ud83d\ude00a")"));           // a surrogate pair is one
+    EXPECT_TRUE(matcher_accepts(g, R"("ab")"));
+    EXPECT_TRUE(matcher_accepts(g, "\"\xc3\xa9\xe2\x82\xac\\n\""));  // three code points
+    EXPECT_TRUE(matcher_accepts(g, R"("\ud83d\ude00a")"));           // a surrogate pair is one
     EXPECT_EQ(refused_at(g, R"("a")"), 2u);
     EXPECT_EQ(refused_at(g, R"("abcd")"), 4u);
     EXPECT_EQ(refused_at(g, "\"abc\xc3\xa9\""), 4u);
@@ -158,7 +158,7 @@ TEST(JsonMatcher, StringLengths) {
 
 TEST(JsonMatcher, IntegerBounds) {
     const auto g = schema(R"({"type":"integer","minimum":10,"maximum":20})");
-    for (int v = -5; v < 40; ++v) EXPECT_EQ(matches(g, std::to_string(v)), v >= 10 && v <= 20) << v;
+    for (int v = -5; v < 40; ++v) EXPECT_EQ(matcher_accepts(g, std::to_string(v)), v >= 10 && v <= 20) << v;
     EXPECT_EQ(refused_at(g, "3"), 0u);  // no completion of "3" lies in [10, 20]
     EXPECT_EQ(refused_at(g, "-"), 0u);
     EXPECT_EQ(refused_at(g, "10.0"), 2u);
@@ -171,8 +171,8 @@ TEST(JsonMatcher, IntegerBounds) {
 
 TEST(JsonMatcher, NumberBounds) {
     const auto g = schema(R"({"type":"number","minimum":0,"maximum":1})");
-    for (const char* ok : {"0", "1", "0.5", "0.999", "0.0"}) EXPECT_TRUE(matches(g, ok)) << ok;
-    for (const char* bad : {"-0.5", "1.5", "2", "1e0", "-1"}) EXPECT_FALSE(matches(g, bad)) << bad;
+    for (const char* ok : {"0", "1", "0.5", "0.999", "0.0"}) EXPECT_TRUE(matcher_accepts(g, ok)) << ok;
+    for (const char* bad : {"-0.5", "1.5", "2", "1e0", "-1"}) EXPECT_FALSE(matcher_accepts(g, bad)) << bad;
     const auto neg = schema(R"({"type":"number","minimum":-2.5,"maximum":-1})");
     for (const char* ok : {"-2", "-1", "-1.5", "-1.0"}) EXPECT_TRUE(matches(neg, ok)) << ok;
     for (const char* bad : {"-3", "-0.5", "0", "-2.6"}) EXPECT_FALSE(matches(neg, bad)) << bad;
@@ -181,8 +181,8 @@ TEST(JsonMatcher, NumberBounds) {
 TEST(JsonMatcher, Arrays) {
     const auto g = schema(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],
         "items":{"type":"boolean"},"minItems":2,"maxItems":3})");
-    EXPECT_TRUE(matches(g, R"(["a",1])"));
-    EXPECT_TRUE(matches(g, R"(["a", 1, true])"));
+    EXPECT_TRUE(matcher_accepts(g, R"(["a",1])"));
+    EXPECT_TRUE(matcher_accepts(g, R"(["a", 1, true])"));
     EXPECT_EQ(refused_at(g, R"(["a"])"), 4u);
     EXPECT_EQ(refused_at(g, R"(["a",1,true,false])"), 11u);
     EXPECT_EQ(refused_at(g, R"([1])"), 1u);
@@ -196,10 +196,10 @@ TEST(JsonMatcher, AnyOfForksAndMerges) {
         {"type":"object","properties":{"kind":{"const":"rect"},"w":{"type":"number"},"h":{"type":"number"}},"required":["kind","w","h"]},
         {"type":"string","maxLength":2},
         {"enum":["long enum string"]}]})");
-    EXPECT_TRUE(matches(g, R"({"kind":"circle","r":1})"));
-    EXPECT_TRUE(matches(g, R"({"kind":"rect","w":1,"h":2})"));
-    EXPECT_TRUE(matches(g, R"("ab")"));
-    EXPECT_TRUE(matches(g, R"("long enum string")"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"kind":"circle","r":1})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"kind":"rect","w":1,"h":2})"));
+    EXPECT_TRUE(matcher_accepts(g, R"("ab")"));
+    EXPECT_TRUE(matcher_accepts(g, R"("long enum string")"));
     EXPECT_EQ(refused_at(g, R"({"kind":"circle","w":1})"), 18u);
     EXPECT_EQ(refused_at(g, R"("abc")"), 3u);
     EXPECT_EQ(refused_at(g, R"("lonx")"), 4u);
@@ -211,9 +211,9 @@ TEST(JsonMatcher, RecursiveRef) {
     const auto g = schema(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
         "kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}},"$ref":"#/$defs/node"})",
                           o);
-    EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[]}]})"));
     // Depth 4 is the limit: the object at depth 5 cannot be opened, so the array must stay empty.
-    EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":2,"kids":[]}]})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"v":1,"kids":[{"v":2,"kids":[]}]})"));
     EXPECT_EQ(refused_at(g, R"({"v":1,"kids":[{"v":2,"kids":[{)"), 30u);
 }
 
@@ -221,8 +221,8 @@ TEST(JsonMatcher, NullableAndTypeArrays) {
     const auto g = schema(
         R"({"type":"object","properties":{"a":{"type":["string","null"]},"b":{"type":"integer","nullable":true}},
         "required":["a","b"]})");
-    EXPECT_TRUE(matches(g, R"({"a":null,"b":null})"));
-    EXPECT_TRUE(matches(g, R"({"a":"x","b":3})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":null,"b":null})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"a":"x","b":3})"));
     EXPECT_EQ(refused_at(g, R"({"a":1)"), 5u);
 }
 
@@ -233,8 +233,8 @@ TEST(JsonMatcher, AllOfMergesObjects) {
         "additionalProperties":true}},
         "allOf":[{"$ref":"#/$defs/base"},{"properties":{"name":{"type":"string"}},"required":["name"],
         "additionalProperties":{"type":"integer"}}]})");
-    EXPECT_TRUE(matches(g, R"({"id":1,"name":"x"})"));
-    EXPECT_TRUE(matches(g, R"({"id":1,"name":"x","z":1})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"id":1,"name":"x"})"));
+    EXPECT_TRUE(matcher_accepts(g, R"({"id":1,"name":"x","z":1})"));
     EXPECT_EQ(refused_at(g, R"({"name":"x"})"), 2u);
     EXPECT_EQ(refused_at(g, R"({"id":1,"name":"x","z":"s"})"), 23u);
     // A part that lists no property and allows no extras accepts only {}.
@@ -313,7 +313,7 @@ TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
         nlohmann::json o = nlohmann::json::object();
         for (size_t n = rng() % 5; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, 4);
         const std::string compact = o.dump();
-        EXPECT_TRUE(matches(g, compact)) << compact;
+        EXPECT_TRUE(matcher_accepts(g, compact)) << compact;
         // json.dumps style: ", " and ": " (a one-byte whitespace run).
         std::string spaced;
         bool in_string = false;
@@ -324,7 +324,7 @@ TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
                 in_string = !in_string;
             if (!in_string && (ch == ',' || ch == ':')) spaced += ' ';
         }
-        EXPECT_TRUE(matches(g, spaced)) << spaced;
+        EXPECT_TRUE(matcher_accepts(g, spaced)) << spaced;
     }
 }
 
@@ -345,7 +345,7 @@ TEST(JsonMatcher, WhatItCompletesParsesWithUniqueKeys) {
             case 1: doc.erase(pos, 1); break;
             default: doc.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
         }
-        if (!matches(g, doc)) continue;
+        if (!matcher_accepts(g, doc)) continue;
         ++completed;
         nlohmann::json parsed;
         ASSERT_NO_THROW(parsed = nlohmann::json::parse(doc)) << doc;

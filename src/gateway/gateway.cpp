@@ -1,0 +1,549 @@
+#include "gateway/gateway.h"
+
+#include <httplib.h>
+
+#include <cstdio>
+
+#include "gateway/lane.h"
+#include "gateway/upstream_call.h"
+#include "gateway/window_guard.h"
+#include "serve/api_shapes.h"
+#include "serve/connection.h"
+#include "serve/server_call.h"
+#include "util/error.h"
+
+namespace strata::gateway {
+
+using nlohmann::json;
+using serve::ApiError;
+using serve::ApiKind;
+using serve::ojson;
+
+namespace {
+
+void log_line(const std::string& line) {
+    std::fprintf(stderr, "gateway: %s\n", line.c_str());
+    std::fflush(stderr);
+}
+
+enum class State { Queued, Guarding, WaitingLane, Upstream, Streaming };
+
+const char* state_name(State s) {
+    switch (s) {
+        case State::Queued: return "queued";
+        case State::Guarding: return "assembling";
+        case State::WaitingLane: return "waiting_for_lane";
+        case State::Upstream: return "upstream";
+        case State::Streaming: return "streaming";
+    }
+    return "?";
+}
+
+// Token events in a piece of a lane's SSE stream (a content or tool-argument delta each).
+int64_t count_delta_events(const std::string& text) {
+    int64_t n = 0;
+    for (const char* marker : {"\"delta\":{\"content\"", "\"delta\":{\"reasoning_content\"", "\"arguments\":", "content_block_delta"})
+        for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + 1)) ++n;
+    if (n == 0 && text.find("\"object\":\"text_completion\"") != std::string::npos)
+        for (size_t pos = text.find("data: {"); pos != std::string::npos; pos = text.find("data: {", pos + 1)) ++n;
+    return n;
+}
+
+bool stream_finished(ApiKind api, const std::string& tail) {
+    return api == ApiKind::Anthropic ? tail.find("message_stop") != std::string::npos : tail.find("data: [DONE]") != std::string::npos;
+}
+
+}  // namespace
+
+struct Gateway::Flight {
+    std::string id, key, model, lane, path;
+    ApiKind api = ApiKind::OpenAI;
+    bool stream = false;
+    int fd = -1;
+    std::atomic<State> state{State::Queued};
+    std::atomic<int> queue_position{0};
+    std::atomic<int64_t> token_events{0}, prompt_tokens{0};
+    std::atomic<bool> abridged{false}, saw_end{false}, first_byte{false};
+    std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+    std::string tail;  // the last bytes streamed (to see whether the lane ended the stream)
+    bool gone() const { return serve::peer_closed(fd); }
+    double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count(); }
+};
+
+Gateway::Gateway(GatewayConfig config, std::filesystem::path cache_dir)
+    : config_(std::move(config)), cache_dir_(std::move(cache_dir)), limiter_(config_.keys, config_.limits) {
+    validate(config_);
+    for (const auto& l : config_.lanes) {
+        lanes_.push_back(std::make_unique<Lane>(l, cache_dir_));
+        for (const auto& m : l.models) {
+            if (m == "*") any_model_ = lanes_.back().get();
+            else by_model_[m] = lanes_.back().get();
+        }
+    }
+}
+
+Gateway::~Gateway() {
+    stop();
+    for (auto& l : lanes_) l->stop();
+}
+
+void Gateway::start() {
+    guard_ = std::make_unique<WindowGuard>(config_.long_context);
+    for (auto& l : lanes_) {
+        log_line("starting lane " + l->name() + (l->supervised() ? " (supervised)" : " at " + l->config().upstream));
+        l->start(l->supervised() ? std::chrono::minutes(10) : std::chrono::seconds(3));
+    }
+}
+
+int Gateway::bind() {
+    if (!config_.tls_cert.empty()) {
+        auto tls = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
+        if (!tls->is_valid()) throw Error("cannot use TLS certificate '" + config_.tls_cert + "' with key '" + config_.tls_key + "' (unreadable or not a matching PEM pair)");
+        http_ = std::move(tls);
+    } else {
+        http_ = std::make_unique<httplib::Server>();
+    }
+    const int threads = config_.limits.http_threads > 0 ? config_.limits.http_threads : 512;
+    http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    http_->set_payload_max_length(static_cast<size_t>(config_.limits.max_body_bytes));
+    http_->set_read_timeout(std::chrono::seconds(60));
+    http_->set_write_timeout(std::chrono::seconds(60));
+    http_->set_keep_alive_timeout(30);
+    http_->set_tcp_nodelay(true);
+    route();
+    int port = config_.port;
+    if (port == 0) port = http_->bind_to_any_port(config_.host);
+    else if (!http_->bind_to_port(config_.host, port)) port = -1;
+    if (port < 0) throw Error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) + " (in use, or not an address of this machine)");
+    serve::raise_listen_backlog(port, 1024);
+    log_line("listening on " + std::string(config_.tls_cert.empty() ? "http" : "https") + "://" + config_.host + ":" + std::to_string(port) +
+             (limiter_.auth_required() ? "" : " (no API key required)"));
+    return port;
+}
+
+void Gateway::listen() { http_->listen_after_bind(); }
+
+void Gateway::stop() {
+    if (http_) http_->stop();
+}
+
+bool Gateway::trusted_peer(const httplib::Request& req) const {
+    return req.remote_addr == "127.0.0.1" || req.remote_addr == "::1" || req.remote_addr == "::ffff:127.0.0.1";
+}
+
+std::optional<std::string> Gateway::authenticate(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+    auto name = limiter_.identify(serve::presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization")));
+    if (!name) {
+        reply_error(res, api, ApiError(401, api == ApiKind::Anthropic ? "invalid x-api-key" : "Incorrect API key provided"), "");
+        metrics_.count_request(api == ApiKind::Anthropic ? "anthropic" : "openai", "unauthorized");
+    }
+    return name;
+}
+
+void Gateway::reply_error(httplib::Response& res, ApiKind api, const ApiError& e, const std::string& request_id) {
+    res.status = e.status;
+    if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
+    res.set_content(serve::dump_json(serve::api_error_body(api, e, request_id)), "application/json");
+}
+
+Lane* Gateway::lane_for(const std::string& model) const {
+    if (auto it = by_model_.find(model); it != by_model_.end()) return it->second;
+    return any_model_;
+}
+
+std::shared_ptr<Gateway::Flight> Gateway::begin_flight(const httplib::Request& req, ApiKind api, const std::string& key) {
+    auto f = std::make_shared<Flight>();
+    f->id = "gw_" + serve::random_id(24);
+    f->api = api;
+    f->key = key;
+    f->path = req.path;
+    f->fd = serve::find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    std::lock_guard lock(flights_mu_);
+    flights_[f->id] = f;
+    return f;
+}
+
+void Gateway::end_flight(const std::shared_ptr<Flight>& f, const std::string& outcome) {
+    {
+        std::lock_guard lock(flights_mu_);
+        if (!flights_.erase(f->id)) return;  // already ended
+    }
+    metrics_.count_request(f->api == ApiKind::Anthropic ? "anthropic" : "openai", outcome);
+    if (outcome == "ok") metrics_.e2e.observe(f->seconds());
+}
+
+void Gateway::route() {
+    auto& h = *http_;
+    auto post = [this](ApiKind api, bool guard) {
+        return [this, api, guard](const httplib::Request& req, httplib::Response& res) { forward(req, res, api, guard); };
+    };
+    h.Post("/v1/chat/completions", post(ApiKind::OpenAI, true));
+    h.Post("/v1/completions", post(ApiKind::OpenAI, false));
+    h.Post("/v1/messages", post(ApiKind::Anthropic, true));
+    h.Post("/v1/messages/count_tokens", post(ApiKind::Anthropic, false));
+    h.Post("/v1/embeddings", post(ApiKind::OpenAI, false));
+    h.Post("/v1/gateway/assemble", [this](const httplib::Request& req, httplib::Response& res) { assemble_debug(req, res); });
+    h.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
+    h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
+    h.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+    h.Get("/concurrency", [this](const httplib::Request& req, httplib::Response& res) {
+        if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) concurrency(res);
+    });
+    h.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+        if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) metrics(res);
+    });
+    h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        std::string message;
+        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+        else if (res.status == 413) message = "request body larger than " + std::to_string(config_.limits.max_body_bytes) + " bytes";
+        else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
+        else message = "bad request";
+        reply_error(res, serve::api_of_path(req.path), ApiError(res.status, message), "");
+    });
+    h.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        log_line("internal error on " + req.method + " " + req.path + ": " + what);
+        reply_error(res, serve::api_of_path(req.path), ApiError(500, "internal error: " + what), "");
+    });
+    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+        if (req.path == "/health" || req.path == "/metrics" || req.path == "/concurrency") return;
+        log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);
+    });
+}
+
+void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKind api, bool guard_window) {
+    const auto key = authenticate(req, res, api);
+    if (!key) return;
+    const std::string identity = limiter_.auth_required() ? *key : "addr:" + req.remote_addr;
+    auto flight = begin_flight(req, api, identity);
+    res.set_header(api == ApiKind::Anthropic ? "request-id" : "x-request-id", flight->id);
+    auto fail = [&](const ApiError& e, const std::string& outcome) {
+        if (e.status == 499) res.status = 499;  // the client left: nobody to answer
+        else reply_error(res, api, e, flight->id);
+        end_flight(flight, outcome);
+    };
+    ojson body;
+    try {
+        body = serve::parse_json_body(req.body);
+        if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+        if (body.contains("model") && !body["model"].is_string()) throw ApiError(400, "model: must be a string", "model");
+        if (body.contains("stream") && body["stream"].is_boolean()) flight->stream = body["stream"].get<bool>();
+    } catch (const ApiError& e) {
+        return fail(e, "rejected");
+    }
+    flight->model = body.value("model", "");
+    Lane* lane = lane_for(flight->model);
+    if (!lane) {
+        std::string ids;
+        for (const auto& [id, l] : by_model_) ids += (ids.empty() ? "" : ", ") + id;
+        return fail(ApiError(404, flight->model.empty() ? "a model is required (served here: " + ids + ")"
+                                                        : "the model '" + flight->model + "' does not exist (served here: " + ids + ")",
+                             "model"),
+                    "rejected");
+    }
+    flight->lane = lane->name();
+
+    // The key's share: its rate, then one of its concurrency slots (FIFO queue in front).
+    auto slot = std::make_shared<KeyLimiter::Slot>();
+    const auto admitted = limiter_.acquire(identity, [&] { return flight->gone(); }, [&](int pos) { flight->queue_position = pos; }, *slot);
+    if (admitted.outcome != KeyLimiter::Outcome::Admitted) {
+        if (admitted.outcome == KeyLimiter::Outcome::Gone) return fail(ApiError(499, "client closed the connection"), "cancelled");
+        const bool rate = admitted.outcome == KeyLimiter::Outcome::RateLimited;
+        ApiError e(rate || api == ApiKind::OpenAI ? 429 : 529,
+                   rate ? "rate limit exceeded for this key; retry after " + std::to_string(admitted.retry_after_s) + " s"
+                        : (api == ApiKind::Anthropic ? "Overloaded" : "too many requests of this key are waiting; retry later"));
+        e.retry_after_s = admitted.retry_after_s;
+        return fail(e, "overloaded");
+    }
+
+    // A live lane (this one, its fallback, or this one once it is back), guarded, then the call.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.limits.lane_wait_s);
+    std::shared_ptr<UpstreamCall> call;
+    GuardReport report;
+    Lane* target = lane;
+    for (;;) {
+        target = lane;
+        if (!lane->healthy() && !lane->config().fallback.empty()) {
+            for (auto& l : lanes_)
+                if (l->name() == lane->config().fallback && l->healthy()) target = l.get();
+        }
+        if (!target->healthy()) {
+            flight->state = State::WaitingLane;
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (!target->wait_healthy(std::max(left, std::chrono::milliseconds(0)), [&] { return flight->gone(); })) {
+                if (flight->gone()) return fail(ApiError(499, "client closed the connection"), "cancelled");
+                ApiError e(503, "the lane '" + lane->name() + "' serving '" + flight->model + "' is unavailable; retry later");
+                e.retry_after_s = std::max(1, config_.limits.lane_wait_s / 4);
+                return fail(e, "unavailable");
+            }
+        }
+        flight->lane = target->name();
+        ojson out = body;
+        if (guard_window) {
+            flight->state = State::Guarding;
+            try {
+                const auto model = target->model();
+                if (model) report = guard_->apply(api, out, *model, identity);
+            } catch (const ApiError& e) {
+                return fail(e, "rejected");
+            }
+            if (report.ms > 0) assemble_seconds_.observe(report.ms / 1000.0);
+            if (report.abridged) (report.retrieval == "hybrid" ? abridged_hybrid_ : abridged_bm25_)++;
+            if (report.thinking_clamped || report.thinking_disabled) ++thinking_clamped_;
+            flight->abridged = report.abridged;
+            flight->prompt_tokens = report.prompt_tokens_out;
+        }
+        UpstreamCall::Headers headers{{"Content-Type", "application/json"}, {"x-strata-client", identity}};
+        for (const char* h : {"anthropic-version", "anthropic-beta"})
+            if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
+        if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
+        flight->state = State::Upstream;
+        ++target->in_flight;
+        call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), serve::dump_json(out));
+        const auto head = call->wait_head([&] { return flight->gone(); });
+        if (head == UpstreamCall::Head::Ready && !flight->stream) {
+            // A whole answer: a lane that dies before finishing it produced nothing the client saw.
+            if (!call->wait_done([&] { return flight->gone(); })) {
+                --target->in_flight;
+                return fail(ApiError(499, "client closed the connection"), "cancelled");
+            }
+            if (!call->broken()) break;
+        } else if (head == UpstreamCall::Head::Ready) {
+            break;
+        }
+        --target->in_flight;
+        if (head == UpstreamCall::Head::Gone) return fail(ApiError(499, "client closed the connection"), "cancelled");
+        // Unreachable, or lost before the answer was complete: retry while the deadline allows.
+        target->report_failure();
+        ++lane_retries_;
+        log_line("request " + flight->id + ": lane " + target->name() + " failed (" + call->error() + "); retrying");
+        if (std::chrono::steady_clock::now() >= deadline) {
+            ApiError e(503, "the lane '" + target->name() + "' failed while answering; retry later");
+            e.retry_after_s = 1;
+            return fail(e, "unavailable");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+
+    if (report.abridged)
+        res.set_header("x-strata-context", "abridged; retrieval=" + report.retrieval + "; tokens_in=" + std::to_string(report.prompt_tokens_in) +
+                                               "; tokens_out=" + std::to_string(report.prompt_tokens_out));
+    if (report.thinking_clamped || report.thinking_disabled) res.set_header("x-strata-thinking", report.thinking_disabled ? "disabled" : "clamped");
+    if (const std::string ra = call->header("Retry-After"); !ra.empty()) res.set_header("Retry-After", ra);
+    const int status = call->status();
+    const std::string type = call->header("Content-Type");
+    if (!flight->stream || status != 200 || type.rfind("text/event-stream", 0) != 0) {
+        std::string whole;
+        call->wait_done(nullptr);
+        while (call->take(whole, std::chrono::milliseconds(0), false)) {
+        }
+        --target->in_flight;
+        res.status = status;
+        res.set_content(whole, type.empty() ? "application/json" : type);
+        metrics_.ttft.observe(flight->seconds());
+        return end_flight(flight, status == 200 ? "ok" : status >= 500 ? "error" : "rejected");
+    }
+
+    // A stream: whole events passed through as they come; a lane that dies mid-answer ends it
+    // with an error in the API's shape.
+    flight->state = State::Streaming;
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        type,
+        [this, call, flight, api](size_t, httplib::DataSink& sink) {
+            std::string out;
+            const bool more = call->take(out, std::chrono::milliseconds(100), true);
+            if (!out.empty()) {
+                if (!flight->first_byte.exchange(true)) metrics_.ttft.observe(flight->seconds());
+                flight->token_events += count_delta_events(out);
+                flight->tail = out.size() > 256 ? out.substr(out.size() - 256) : out;
+                if (!sink.write(out.data(), out.size())) {
+                    call->cancel();
+                    return false;
+                }
+            }
+            if (!more) {
+                if (!stream_finished(api, flight->tail)) {
+                    const std::string why = call->broken() ? call->error() : std::string("the stream ended early");
+                    log_line("request " + flight->id + ": lane " + flight->lane + " failed mid-stream (" + why + ")");
+                    const std::string err = serve::api_stream_error(api, "the model's lane failed mid-answer (" + why + "); retry the request");
+                    sink.write(err.data(), err.size());
+                    flight->saw_end = false;
+                } else {
+                    flight->saw_end = true;
+                }
+                sink.done();
+                return true;
+            }
+            if (out.empty() && flight->gone()) {
+                call->cancel();
+                return false;
+            }
+            return true;
+        },
+        [this, call, flight, slot, target](bool success) {
+            if (!success) call->cancel();
+            --target->in_flight;
+            end_flight(flight, !success ? "cancelled" : flight->saw_end ? "ok" : "error");
+            (void)slot;  // the key's slot is held until the stream ends
+        });
+}
+
+void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res) {
+    if (!config_.debug_endpoints || !trusted_peer(req)) {
+        reply_error(res, ApiKind::OpenAI, ApiError(404, "no such endpoint: POST /v1/gateway/assemble (start the gateway with --debug-endpoints; loopback clients only)"), "");
+        return;
+    }
+    const ApiKind api = req.get_param_value("api") == "anthropic" || req.has_header("anthropic-version") ? ApiKind::Anthropic : ApiKind::OpenAI;
+    const auto key = authenticate(req, res, api);
+    if (!key) return;
+    try {
+        ojson body = serve::parse_json_body(req.body);
+        if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+        Lane* lane = lane_for(body.value("model", ""));
+        if (!lane) throw ApiError(404, "no lane serves the model '" + body.value("model", "") + "'", "model");
+        const auto model = lane->model();
+        if (!model) throw ApiError(503, "the lane '" + lane->name() + "' has not reported its model yet");
+        const auto report = guard_->apply(api, body, *model, limiter_.auth_required() ? *key : "addr:" + req.remote_addr);
+        ojson out = {{"lane", lane->name()},
+                     {"window", model->window},
+                     {"abridged", report.abridged},
+                     {"retrieval", report.retrieval},
+                     {"prompt_tokens_in", report.prompt_tokens_in},
+                     {"prompt_tokens_out", report.prompt_tokens_out},
+                     {"counted", report.counted},
+                     {"thinking_clamped", report.thinking_clamped},
+                     {"thinking_disabled", report.thinking_disabled},
+                     {"ms", report.ms},
+                     {"stats", report.stats},
+                     {"body", std::move(body)}};
+        res.set_content(serve::dump_json(out), "application/json");
+    } catch (const ApiError& e) {
+        reply_error(res, api, e, "");
+    }
+}
+
+void Gateway::models(const httplib::Request& req, httplib::Response& res) {
+    if (!authenticate(req, res, ApiKind::OpenAI)) return;
+    json data = json::array();
+    auto entry = [](const std::string& id, const Lane& lane) {
+        const auto m = lane.model();
+        json e = {{"id", id},         {"object", "model"}, {"type", "model"}, {"created", 0}, {"created_at", "1970-01-01T00:00:00Z"},
+                  {"display_name", id}, {"owned_by", "strata"}, {"lane", lane.name()}};
+        if (m && m->window > 0) {
+            e["context_length"] = m->window;
+            e["max_model_len"] = m->window;
+        }
+        return e;
+    };
+    for (const auto& lane : lanes_)
+        for (const auto& id : lane->config().models) {
+            if (id != "*") data.push_back(entry(id, *lane));
+            else if (const auto m = lane->model()) data.push_back(entry(m->id, *lane));
+        }
+    if (req.matches.size() > 1) {
+        for (const auto& e : data)
+            if (e["id"] == req.matches[1].str()) return res.set_content(serve::dump_json(e), "application/json");
+        if (Lane* l = lane_for(req.matches[1].str())) return res.set_content(serve::dump_json(entry(req.matches[1].str(), *l)), "application/json");
+        return reply_error(res, ApiKind::OpenAI, ApiError(404, "the model '" + req.matches[1].str() + "' does not exist", "model"), "");
+    }
+    json list = {{"object", "list"}, {"data", data}, {"has_more", false}};
+    if (!data.empty()) {
+        list["first_id"] = data.front()["id"];
+        list["last_id"] = data.back()["id"];
+    }
+    res.set_content(serve::dump_json(list), "application/json");
+}
+
+void Gateway::health(httplib::Response& res) {
+    json lanes = json::array();
+    bool any = false;
+    for (const auto& l : lanes_) {
+        any = any || l->healthy();
+        lanes.push_back({{"name", l->name()}, {"healthy", l->healthy()}, {"restarts", l->restarts()}, {"in_flight", l->in_flight.load()}});
+    }
+    res.status = any ? 200 : 503;
+    if (!any) res.set_header("Retry-After", "1");
+    res.set_content(serve::dump_json(json{{"status", any ? "ok" : "no lane available"}, {"lanes", lanes}}), "application/json");
+}
+
+void Gateway::concurrency(httplib::Response& res) {
+    json lanes = json::array(), keys = json::array(), requests = json::array();
+    for (const auto& l : lanes_) {
+        const auto m = l->model();
+        lanes.push_back({{"name", l->name()},
+                         {"healthy", l->healthy()},
+                         {"in_flight", l->in_flight.load()},
+                         {"restarts", l->restarts()},
+                         {"model", m ? m->id : ""},
+                         {"window", m ? m->window : 0}});
+    }
+    for (const auto& k : limiter_.snapshot())
+        if (k.running > 0 || k.queued > 0) keys.push_back({{"key", k.name}, {"running", k.running}, {"queued", k.queued}, {"limit", k.limit}});
+    {
+        std::lock_guard lock(flights_mu_);
+        for (const auto& [id, f] : flights_) {
+            json r = {{"id", id},
+                      {"key", f->key},
+                      {"lane", f->lane},
+                      {"model", f->model},
+                      {"api", f->api == ApiKind::Anthropic ? "anthropic" : "openai"},
+                      {"path", f->path},
+                      {"stream", f->stream},
+                      {"state", state_name(f->state.load())},
+                      {"token_events", f->token_events.load()},
+                      {"prompt_tokens", f->prompt_tokens.load()},
+                      {"abridged", f->abridged.load()},
+                      {"elapsed_s", f->seconds()}};
+            if (f->state.load() == State::Queued && f->queue_position.load() > 0) r["queue_position"] = f->queue_position.load();
+            requests.push_back(std::move(r));
+        }
+    }
+    res.set_content(serve::dump_json(json{{"lanes", lanes}, {"keys", keys}, {"requests", requests}}), "application/json");
+}
+
+void Gateway::metrics(httplib::Response& res) {
+    std::string extra;
+    auto line = [&](const std::string& name, const std::string& help, const std::string& type, const std::vector<std::pair<std::string, double>>& samples) {
+        extra += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+        for (const auto& [labels, v] : samples) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.9g", v);
+            extra += name + labels + " " + buf + "\n";
+        }
+    };
+    std::vector<std::pair<std::string, double>> up, inflight, restarts;
+    for (const auto& l : lanes_) {
+        const std::string label = "{lane=\"" + l->name() + "\"}";
+        up.emplace_back(label, l->healthy() ? 1 : 0);
+        inflight.emplace_back(label, l->in_flight.load());
+        restarts.emplace_back(label, l->restarts());
+    }
+    line("strata_gateway_lane_up", "1 while the lane answers /health.", "gauge", up);
+    line("strata_gateway_lane_in_flight", "Requests at the lane.", "gauge", inflight);
+    line("strata_gateway_lane_restarts_total", "Times a supervised lane was restarted.", "counter", restarts);
+    int running = 0, queued = 0;
+    for (const auto& k : limiter_.snapshot()) {
+        running += k.running;
+        queued += k.queued;
+    }
+    line("strata_gateway_requests_running", "Requests holding a key's concurrency slot.", "gauge", {{"", running}});
+    line("strata_gateway_requests_queued", "Requests waiting for a key's concurrency slot.", "gauge", {{"", queued}});
+    line("strata_gateway_abridged_total", "Requests whose conversation was abridged to fit the lane's window, by retrieval mode.", "counter",
+         {{"{retrieval=\"bm25\"}", static_cast<double>(abridged_bm25_.load())}, {"{retrieval=\"hybrid\"}", static_cast<double>(abridged_hybrid_.load())}});
+    line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter", {{"", static_cast<double>(thinking_clamped_.load())}});
+    line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter", {{"", static_cast<double>(lane_retries_.load())}});
+    assemble_seconds_.render(extra, "strata_gateway_window_guard_seconds", "Time spent guarding the window (counting and assembling).");
+    res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");
+}
+
+}  // namespace strata::gateway

@@ -1,0 +1,83 @@
+// `strata gateway`: the process that faces the network (docs/gateway.md). It authenticates keys,
+// routes each request by model id to a lane (a `strata serve` over loopback), limits each key's
+// concurrency and rate, guards the thinking budget and the lane's window (abridging conversations
+// that do not fit by retrieval), streams the lane's answer through, and reports what is in
+// flight (/concurrency) and how it went (/metrics).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gateway/gateway_config.h"
+#include "gateway/key_limiter.h"
+#include "serve/chat_request.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace strata::gateway {
+
+class Lane;
+class WindowGuard;
+
+class Gateway {
+public:
+    // `cache_dir`: where lanes' model-info files are kept (a fresh temporary folder by default).
+    Gateway(GatewayConfig config, std::filesystem::path cache_dir);
+    ~Gateway();
+    Gateway(const Gateway&) = delete;
+    Gateway& operator=(const Gateway&) = delete;
+
+    // Starts supervised lanes and waits for them (upstream lanes are waited for at most a
+    // moment); opens the session store. Throws strata::Error.
+    void start();
+    int bind();     // throws strata::Error; returns the bound port
+    void listen();  // until stop()
+    void stop();
+
+private:
+    struct Flight;  // one request in flight
+    void route();
+    // The key's name ("" without keys), or nullopt after answering 401.
+    std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res, serve::ApiKind api);
+    bool trusted_peer(const httplib::Request& req) const;  // loopback
+    Lane* lane_for(const std::string& model) const;
+    std::shared_ptr<Flight> begin_flight(const httplib::Request& req, serve::ApiKind api, const std::string& key);
+    void end_flight(const std::shared_ptr<Flight>& f, const std::string& outcome);
+    void reply_error(httplib::Response& res, serve::ApiKind api, const serve::ApiError& e, const std::string& request_id);
+
+    // POST routes that go to a lane: chat completions, completions, messages, count_tokens.
+    void forward(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window);
+    void assemble_debug(const httplib::Request& req, httplib::Response& res);
+    void models(const httplib::Request& req, httplib::Response& res);
+    void health(httplib::Response& res);
+    void concurrency(httplib::Response& res);
+    void metrics(httplib::Response& res);
+
+    GatewayConfig config_;
+    std::filesystem::path cache_dir_;
+    std::vector<std::unique_ptr<Lane>> lanes_;
+    std::map<std::string, Lane*> by_model_;
+    Lane* any_model_ = nullptr;  // the lane of "*"
+    KeyLimiter limiter_;
+    std::unique_ptr<WindowGuard> guard_;
+    std::unique_ptr<httplib::Server> http_;
+    serve::Metrics metrics_;
+    serve::Histogram assemble_seconds_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
+    std::atomic<uint64_t> abridged_bm25_{0}, abridged_hybrid_{0}, thinking_clamped_{0}, lane_retries_{0};
+    mutable std::mutex flights_mu_;
+    std::map<std::string, std::shared_ptr<Flight>> flights_;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace strata::gateway

@@ -1,0 +1,71 @@
+// What a gateway runs with: where it listens, its lanes, keys, limits and long-context settings.
+// Filled from the command line (quick start: one upstream lane) or from a TOML file
+// (docs/gateway.md has every key; examples/gateway.toml runs from the repository).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::gateway {
+
+struct LaneConfig {
+    std::string name;
+    // Either an upstream URL (http://host:port of a running `strata serve`) or a command line the
+    // gateway starts and supervises (a `strata serve ...` without --host/--port: the gateway adds
+    // --host 127.0.0.1 --port 0 and reads the port the lane prints).
+    std::string upstream;
+    std::vector<std::string> command;
+    std::vector<std::string> models;  // model ids routed here (aliases too); "*": any id no other lane names
+    std::string fallback;             // a lane that takes this one's requests while it is down
+    std::string cpus;                 // supervised lanes: CPU list to pin to ("0-7,16")
+    std::string gpu;                  // supervised lanes: CUDA_VISIBLE_DEVICES
+    std::string upstream_key;         // the key the lane itself expects, if any (sent as x-api-key)
+};
+
+struct KeyConfig {
+    std::string name;        // what logs, /concurrency and the lane see
+    std::string sha256_hex;  // digest of the secret; the secret itself is never stored
+    int max_concurrency = 0;         // 0: limits.max_concurrency_per_key
+    double requests_per_minute = -1; // < 0: limits.requests_per_minute
+};
+
+struct LimitsConfig {
+    int max_concurrency_per_key = 16;  // requests of one key in flight; more wait in its queue
+    int queue_per_key = 64;            // waiting requests of one key; more get 429 / 529
+    double requests_per_minute = 0;    // per key; 0: unlimited
+    int64_t max_body_bytes = 64ll << 20;
+    int lane_wait_s = 30;              // how long a request waits for a dead lane to come back
+    int http_threads = 0;              // 0: enough for every key's concurrency and queue
+};
+
+struct LongContextConfig {
+    bool enabled = true;
+    double recent_fraction = 0.25;     // of the window, for the latest turns kept verbatim
+    std::string store_path;            // SQLite session store; "": sessions kept in memory only
+    int64_t store_max_bytes = 1ll << 30;
+    int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
+};
+
+struct GatewayConfig {
+    std::string host = "127.0.0.1";
+    int port = 8090;
+    std::string tls_cert, tls_key;     // both set: HTTPS
+    bool debug_endpoints = false;      // POST /v1/gateway/assemble (loopback clients only)
+    std::vector<LaneConfig> lanes;
+    std::vector<KeyConfig> keys;       // empty: no authentication
+    LimitsConfig limits;
+    LongContextConfig long_context;
+};
+
+// Parses a TOML config. Throws strata::Error "PATH: problem" (unknown keys are errors too, so a
+// typo is not silently ignored).
+GatewayConfig load_gateway_config(const std::string& path);
+// A keys file: [[keys]] tables as in the config. Throws strata::Error.
+std::vector<KeyConfig> load_keys_file(const std::string& path);
+// Checks lanes (names unique, upstream or command, fallbacks exist) and keys. Throws strata::Error.
+void validate(const GatewayConfig& config);
+// "HOST:PORT" -> host, port. Throws strata::Error naming `what`.
+void parse_listen(const std::string& text, std::string& host, int& port, const std::string& what);
+
+}  // namespace strata::gateway

@@ -1,0 +1,318 @@
+#include "gateway/lane.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "serve/api_shapes.h"
+#include "serve/served_model.h"
+#include "util/error.h"
+
+extern char** environ;
+
+namespace strata::gateway {
+
+using nlohmann::json;
+
+namespace {
+
+void log_line(const std::string& line) {
+    std::fprintf(stderr, "gateway: %s\n", line.c_str());
+    std::fflush(stderr);
+}
+
+// "0-3,8,10-11" -> a CPU set. Throws strata::Error.
+cpu_set_t parse_cpus(const std::string& lane, const std::string& list) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    size_t pos = 0;
+    while (pos < list.size()) {
+        size_t end = list.find(',', pos);
+        if (end == std::string::npos) end = list.size();
+        const std::string part = list.substr(pos, end - pos);
+        int a = -1, b = -1;
+        char extra = 0;
+        if (std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &extra) == 2 || (std::sscanf(part.c_str(), "%d%c", &a, &extra) == 1 && (b = a) >= 0)) {
+            if (a < 0 || b < a || b >= CPU_SETSIZE) throw Error("lane '" + lane + "': bad cpus range '" + part + "'");
+            for (int c = a; c <= b; ++c) CPU_SET(c, &set);
+        } else {
+            throw Error("lane '" + lane + "': cpus '" + list + "' must look like 0-7,16");
+        }
+        pos = end + 1;
+    }
+    return set;
+}
+
+httplib::Headers lane_headers(const LaneConfig& c) {
+    httplib::Headers h;
+    if (!c.upstream_key.empty()) h.emplace("x-api-key", c.upstream_key);
+    return h;
+}
+
+}  // namespace
+
+Lane::Lane(LaneConfig config, std::filesystem::path cache_dir) : config_(std::move(config)), cache_dir_(std::move(cache_dir)) {
+    if (!config_.upstream.empty()) {
+        static const std::regex url(R"(http://([^/:]+|\[[^\]]+\]):(\d+)/?)");
+        std::smatch m;
+        if (!std::regex_match(config_.upstream, m, url)) throw Error("lane '" + config_.name + "': upstream '" + config_.upstream + "' must be http://HOST:PORT");
+        host_ = m[1].str();
+        if (host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
+        port_ = std::stoi(m[2].str());
+    }
+    if (!config_.cpus.empty()) parse_cpus(config_.name, config_.cpus);  // reject a bad list now
+}
+
+Lane::~Lane() { stop(); }
+
+std::string Lane::host() const {
+    std::lock_guard lock(mu_);
+    return host_;
+}
+
+int Lane::port() const {
+    std::lock_guard lock(mu_);
+    return port_;
+}
+
+std::shared_ptr<const LaneModel> Lane::model() const {
+    std::lock_guard lock(mu_);
+    return model_;
+}
+
+void Lane::spawn() {
+    std::vector<std::string> argv = config_.command;
+    argv.insert(argv.end(), {"--host", "127.0.0.1", "--port", "0"});
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    // The environment and CPU set are made before fork: only async-signal-safe calls after it.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e)
+        if (config_.gpu.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_strings.emplace_back(*e);
+    if (!config_.gpu.empty()) env_strings.push_back("CUDA_VISIBLE_DEVICES=" + config_.gpu);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const bool pin = !config_.cpus.empty();
+    const cpu_set_t cpus = pin ? parse_cpus(config_.name, config_.cpus) : cpu_set_t{};
+
+    int err_pipe[2];
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("lane '" + config_.name + "': cannot create a pipe: " + std::strerror(errno));
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error("lane '" + config_.name + "': cannot start: " + std::strerror(errno));
+    if (pid == 0) {
+        ::dup2(err_pipe[1], 2);
+        ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a lane does not outlive its gateway
+        if (::getppid() != parent) ::_exit(1);
+        if (pin) ::sched_setaffinity(0, sizeof cpus, &cpus);
+        ::execve(args[0], args.data(), envp.data());
+        static const char msg[] = "cannot run the lane's command\n";
+        [[maybe_unused]] const ssize_t w = ::write(2, msg, sizeof msg - 1);
+        ::_exit(127);
+    }
+    ::close(err_pipe[1]);
+    {
+        std::lock_guard lock(mu_);
+        port_ = 0;
+        child_exited_ = false;
+    }
+    pid_ = pid;
+    if (stderr_reader_.joinable()) stderr_reader_.join();
+    stderr_reader_ = std::thread([this, fd = err_pipe[0]] { read_child_stderr(fd); });
+    log_line("lane " + config_.name + ": started pid " + std::to_string(pid) + ": " + argv[0] + " " + (argv.size() > 1 ? argv[1] : ""));
+}
+
+// The lane's messages go to the gateway's stderr, prefixed; "listening on http://H:P" gives its port.
+void Lane::read_child_stderr(int fd) {
+    static const std::regex listening(R"(listening on http://([^ ]+):(\d+))");
+    std::string buf;
+    char chunk[4096];
+    for (;;) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        buf.append(chunk, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = buf.find('\n')) != std::string::npos) {
+            const std::string line = buf.substr(0, nl);
+            buf.erase(0, nl + 1);
+            std::fprintf(stderr, "lane %s: %s\n", config_.name.c_str(), line.c_str());
+            std::smatch m;
+            if (std::regex_search(line, m, listening)) {
+                std::lock_guard lock(mu_);
+                port_ = std::stoi(m[2].str());
+                cv_.notify_all();
+            }
+            std::lock_guard lock(mu_);
+            last_child_error_ = line;
+        }
+    }
+    std::fflush(stderr);
+    ::close(fd);
+}
+
+bool Lane::probe() {
+    const int port = this->port();
+    if (port <= 0) return false;
+    httplib::Client cli(host(), port);
+    cli.set_connection_timeout(std::chrono::seconds(2));
+    cli.set_read_timeout(std::chrono::seconds(5));
+    auto res = cli.Get("/health", lane_headers(config_));
+    return res && res->status == 200;
+}
+
+void Lane::fetch_model() {
+    httplib::Client cli(host(), port());
+    cli.set_connection_timeout(std::chrono::seconds(2));
+    cli.set_read_timeout(std::chrono::seconds(30));
+    auto models = cli.Get("/v1/models", lane_headers(config_));
+    if (!models || models->status != 200) {
+        log_line("lane " + config_.name + ": /v1/models failed; no window guard until it answers");
+        return;
+    }
+    auto m = std::make_shared<LaneModel>();
+    try {
+        const json list = json::parse(models->body);
+        const json& first = list.at("data").at(0);
+        m->id = first.at("id").get<std::string>();
+        m->window = first.value("context_length", int64_t{0});
+    } catch (const std::exception& e) {
+        log_line("lane " + config_.name + ": unexpected /v1/models answer (" + e.what() + ")");
+        return;
+    }
+    auto info = cli.Get("/strata/v1/model-info.gguf", lane_headers(config_));
+    if (info && info->status == 200 && info->body.size() < (size_t{512} << 20)) {
+        try {
+            std::filesystem::create_directories(cache_dir_);
+            const auto path = cache_dir_ / (config_.name + "-model-info.gguf");
+            const auto tmp = cache_dir_ / (config_.name + "-model-info.gguf.tmp");
+            {
+                std::ofstream out(tmp, std::ios::binary);
+                out.write(info->body.data(), static_cast<std::streamsize>(info->body.size()));
+                if (!out) throw Error("cannot write " + tmp.string());
+            }
+            std::filesystem::rename(tmp, path);
+            m->counter = std::make_shared<serve::ServedModel>(path.string(), m->id);
+        } catch (const std::exception& e) {
+            log_line("lane " + config_.name + ": cannot load its tokenizer (" + e.what() + "); no window guard");
+        }
+    } else {
+        log_line("lane " + config_.name + ": no /strata/v1/model-info.gguf (not a strata lane?); no window guard");
+    }
+    log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) + (m->counter ? ", tokenizer loaded" : ""));
+    std::lock_guard lock(mu_);
+    model_ = std::move(m);
+}
+
+void Lane::start(std::chrono::milliseconds timeout) {
+    if (supervised()) spawn();
+    monitor_ = std::thread([this] { monitor_loop(); });
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(mu_);
+    while (!healthy_.load() && std::chrono::steady_clock::now() < deadline) {
+        if (supervised() && restarts_.load() > 0) {
+            // The first start must succeed: a bad command is a startup error, not something to retry.
+            throw Error("lane '" + config_.name + "' exited while starting (" + last_child_error_ + ")");
+        }
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (!healthy_.load()) {
+        if (supervised()) throw Error("lane '" + config_.name + "' did not become ready in " + std::to_string(timeout.count() / 1000) + " s");
+        log_line("lane " + config_.name + ": " + config_.upstream + " is not answering yet; requests wait for it");
+    }
+}
+
+void Lane::monitor_loop() {
+    auto backoff = std::chrono::milliseconds(250);
+    bool was_healthy = false;
+    while (!stopping_.load()) {
+        if (supervised()) {
+            int status = 0;
+            const pid_t pid = pid_.load();
+            if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
+                healthy_ = false;
+                pid_ = -1;
+                if (stopping_.load()) break;
+                std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status)) : "exited with status " + std::to_string(WEXITSTATUS(status));
+                log_line("lane " + config_.name + " " + how + "; restarting in " + std::to_string(backoff.count()) + " ms");
+                ++restarts_;
+                cv_.notify_all();
+                if (!was_healthy) {
+                    std::this_thread::sleep_for(backoff);
+                    backoff = std::min(backoff * 2, std::chrono::milliseconds(8000));
+                } else {
+                    backoff = std::chrono::milliseconds(250);
+                }
+                was_healthy = false;
+                if (stopping_.load()) break;
+                try {
+                    spawn();
+                } catch (const std::exception& e) {
+                    log_line(e.what());
+                }
+                continue;
+            }
+        }
+        const bool up = probe();
+        if (up && !healthy_.load()) {
+            fetch_model();
+            log_line("lane " + config_.name + " is ready on " + host() + ":" + std::to_string(port()));
+        } else if (!up && healthy_.load()) {
+            log_line("lane " + config_.name + " stopped answering /health");
+        }
+        healthy_ = up;
+        was_healthy = was_healthy || up;
+        cv_.notify_all();
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(up ? 1000 : 100), [&] { return stopping_.load() || check_now_.exchange(false); });
+    }
+}
+
+bool Lane::wait_healthy(std::chrono::milliseconds timeout, const std::function<bool()>& gone) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::unique_lock lock(mu_);
+    while (!healthy_.load()) {
+        if (std::chrono::steady_clock::now() >= deadline || (gone && gone())) return false;
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    return true;
+}
+
+void Lane::report_failure() {
+    check_now_ = true;
+    cv_.notify_all();
+}
+
+void Lane::stop() {
+    if (stopping_.exchange(true)) return;
+    cv_.notify_all();
+    if (monitor_.joinable()) monitor_.join();
+    const pid_t pid = pid_.load();
+    if (pid > 0) {
+        ::kill(pid, SIGTERM);
+        int status = 0;
+        for (int i = 0; i < 100; ++i) {
+            if (::waitpid(pid, &status, WNOHANG) == pid) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            if (i == 99) {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, &status, 0);
+            }
+        }
+    }
+    if (stderr_reader_.joinable()) stderr_reader_.join();
+}
+
+}  // namespace strata::gateway

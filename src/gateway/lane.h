@@ -1,0 +1,90 @@
+// One lane as the gateway sees it: a `strata serve` reached over loopback HTTP, either already
+// running (an upstream URL) or started and supervised by the gateway (a command line, pinned to
+// CPUs and a GPU). A monitor thread checks /health, restarts a supervised lane that died (with
+// back-off), and after every (re)start fetches what the lane serves: its model id, its window
+// (context_length of /v1/models) and its tokenizer and chat template (/strata/v1/model-info.gguf),
+// so the gateway counts tokens exactly as the lane will.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gateway/gateway_config.h"
+
+namespace strata::serve {
+class ServedModel;
+}
+
+namespace strata::gateway {
+
+// What a lane serves; replaced as a whole when the lane restarts.
+struct LaneModel {
+    std::string id;          // the lane's own model id
+    int64_t window = 0;      // positions per sequence
+    std::shared_ptr<const serve::ServedModel> counter;  // tokenizer + template; null: not a strata lane (no window guard)
+};
+
+class Lane {
+public:
+    // `cache_dir`: where the lane's model-info file is kept.
+    Lane(LaneConfig config, std::filesystem::path cache_dir);
+    ~Lane();
+    Lane(const Lane&) = delete;
+    Lane& operator=(const Lane&) = delete;
+
+    // Starts the lane (supervised) or probes it (upstream), and the monitor. Waits up to
+    // `timeout` for the lane to be ready; throws strata::Error if a supervised lane exits before.
+    void start(std::chrono::milliseconds timeout);
+    void stop();
+
+    const LaneConfig& config() const { return config_; }
+    const std::string& name() const { return config_.name; }
+    bool healthy() const { return healthy_.load(); }
+    bool supervised() const { return !config_.command.empty(); }
+    std::string host() const;
+    int port() const;
+    int restarts() const { return restarts_.load(); }
+    pid_t pid() const { return pid_.load(); }
+    std::shared_ptr<const LaneModel> model() const;
+
+    // Waits until the lane is healthy, checking `gone()` (the client left); false on timeout.
+    bool wait_healthy(std::chrono::milliseconds timeout, const std::function<bool()>& gone);
+    // A request failed to reach the lane: check it now rather than at the next poll.
+    void report_failure();
+
+    std::atomic<int> in_flight{0};
+
+private:
+    void spawn();           // supervised: fork/exec the command, its stderr read by a thread
+    void monitor_loop();
+    bool probe();           // GET /health
+    void fetch_model();     // /v1/models + model-info
+    void read_child_stderr(int fd);
+
+    LaneConfig config_;
+    std::filesystem::path cache_dir_;
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::string host_ = "127.0.0.1";
+    int port_ = 0;
+    std::shared_ptr<const LaneModel> model_;
+    std::atomic<bool> healthy_{false}, stopping_{false}, check_now_{false};
+    std::atomic<int> restarts_{0};
+    std::atomic<pid_t> pid_{-1};
+    std::thread monitor_, stderr_reader_;
+    std::string last_child_error_;
+    bool child_exited_ = false;
+    int exit_status_ = 0;
+};
+
+}  // namespace strata::gateway

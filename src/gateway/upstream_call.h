@@ -1,0 +1,58 @@
+// One request from the gateway to a lane, run on its own thread so that the gateway's handler can
+// answer as soon as the lane's response head arrives and then pass the body through as it comes
+// (SSE streams: whole events only, so a lane that dies mid-event never leaves half an event in
+// the client's stream). Cancelling closes the lane connection at once, which cancels the lane's
+// work (the lane notices its client went away).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace httplib {
+class Client;
+}
+
+namespace strata::gateway {
+
+class UpstreamCall : public std::enable_shared_from_this<UpstreamCall> {
+public:
+    using Headers = std::vector<std::pair<std::string, std::string>>;
+    static std::shared_ptr<UpstreamCall> start(const std::string& host, int port, const std::string& path, Headers headers, std::string body);
+    ~UpstreamCall();
+
+    enum class Head { Ready, Unreachable, Gone };
+    // Waits for the response's status and headers; Unreachable: the lane refused or dropped the
+    // connection before answering (nothing was produced: safe to retry elsewhere).
+    Head wait_head(const std::function<bool()>& gone);
+    int status() const;
+    std::string header(const std::string& name) const;  // "" when absent
+
+    // Moves the body bytes received so far into `out` (for an SSE stream: up to the last complete
+    // event); waits up to `wait` for some. Returns false once everything has been taken.
+    bool take(std::string& out, std::chrono::milliseconds wait, bool whole_events);
+    // Waits for the whole body, checking `gone()`; false when the client left (then cancelled).
+    bool wait_done(const std::function<bool()>& gone);
+    bool broken() const;        // ended by an error (connection lost, timeout) after the head
+    std::string error() const;  // what went wrong
+    void cancel();
+
+private:
+    UpstreamCall() = default;
+    void run(std::string path, Headers headers, std::string body);
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    bool head_ = false, done_ = false, failed_ = false, cancelled_ = false;
+    bool draining_ = false;  // a stream is being taken: the receiver waits while kMaxPending bytes are unread
+    int status_ = 0;
+    std::vector<std::pair<std::string, std::string>> response_headers_;
+    std::string pending_, error_;
+    std::shared_ptr<httplib::Client> client_;
+};
+
+}  // namespace strata::gateway

@@ -1,0 +1,57 @@
+// The gateway's guards on a request body before it goes to a lane (docs/gateway.md):
+// - thinking budget: a budget that leaves no room for the answer is clamped (or thinking turned
+//   off when even the smallest budget would not leave room);
+// - window: when prompt + max_tokens exceeds the lane's window, the conversation is abridged by
+//   retrieval (gateway/context) into a prompt that fits, counted with the lane's own tokenizer
+//   and template, so the lane never receives more than its window.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gateway/gateway_config.h"
+#include "serve/chat_request.h"
+
+namespace strata::gateway {
+
+struct LaneModel;
+class ContextAssembler;
+class SessionStore;
+
+struct GuardReport {
+    bool thinking_clamped = false, thinking_disabled = false;
+    bool abridged = false;
+    bool counted = false;            // an exact count was made
+    int64_t prompt_tokens_in = 0;    // the request as sent by the client (exact or a bound)
+    int64_t prompt_tokens_out = 0;   // what goes to the lane (exact when counted)
+    int64_t max_tokens_out = -1;     // the output limit sent (when the guard changed it)
+    std::string retrieval;           // "bm25" / "hybrid" when abridged
+    nlohmann::json stats = nlohmann::json::object();  // assembler statistics
+    double ms = 0;
+};
+
+class WindowGuard {
+public:
+    explicit WindowGuard(const LongContextConfig& config);  // opens the session store; throws strata::Error
+    ~WindowGuard();
+
+    // Applies both guards to `body` (an OpenAI chat or Anthropic messages body), rewriting it in
+    // place. `scope`: the key's identity (sessions never cross it). Throws serve::ApiError for a
+    // body the lane would reject anyway (so the client hears it in its API's terms).
+    GuardReport apply(serve::ApiKind api, serve::ojson& body, const LaneModel& lane, const std::string& scope);
+
+    SessionStore* store() const { return store_.get(); }
+
+private:
+    std::unique_ptr<SessionStore> store_;
+    LongContextConfig config_;
+    serve::RequestLimits limits_;
+    // One assembler per lane tokenizer (its counter), made on first use.
+    struct Assemblers;
+    std::unique_ptr<Assemblers> assemblers_;
+};
+
+}  // namespace strata::gateway
