@@ -157,15 +157,31 @@ TEST(GatewaySessions, StoreEvictsLeastRecentlyUsedSessions) {
 }
 
 TEST(GatewaySessions, MemoryCacheIsBounded) {
-    const int64_t bound = 2'000'000;
-    ContextAssembler a(nullptr, rough_count, {}, {.cache_max_bytes = bound});
-    for (int i = 0; i < static_cast<int>(test::scaled(30, 8)); ++i) {
+    auto conversation = [](int i) {
         Conversation c = chat(300 + static_cast<uint64_t>(i), 80);
         ask(c, "Summarise.");
-        a.assemble("k", c, {.budget_tokens = 2000});
-        EXPECT_LE(a.cache().bytes(), bound + 1'000'000);  // the newest session always stays
+        return c;
+    };
+    int64_t one = 0;  // the bytes of one such session
+    {
+        ContextAssembler a(nullptr, rough_count);
+        a.assemble("k", conversation(0), {.budget_tokens = 2000});
+        one = a.cache().bytes();
     }
-    EXPECT_LT(a.cache().size(), static_cast<size_t>(test::scaled(30, 8)));
+    ASSERT_GT(one, 0);
+    const int64_t bound = one * 7 / 2;  // room for three sessions and a half
+    ContextAssembler a(nullptr, rough_count, {}, {.cache_max_bytes = bound});
+    for (int i = 0; i < 12; ++i) {
+        a.assemble("k", conversation(i), {.budget_tokens = 2000});
+        EXPECT_LE(a.cache().bytes(), bound);
+        EXPECT_LE(a.cache().size(), 4u);
+    }
+    EXPECT_GE(a.cache().size(), 3u);
+    // The most recent is in memory (a hit with nothing new), the oldest is not (indexed again).
+    EXPECT_EQ(a.assemble("k", conversation(11), {.budget_tokens = 2000}).stats.chunks_new, 0);
+    const AssembleResult old = a.assemble("k", conversation(0), {.budget_tokens = 2000});
+    EXPECT_FALSE(old.stats.session_hit);
+    EXPECT_EQ(old.stats.chunks_new, old.stats.chunks_total);
 }
 
 }  // namespace
