@@ -191,6 +191,42 @@ TEST(GatewayAssembler, HugeMessageKeepsHeadAndTail) {
     EXPECT_GE(last, 0);
 }
 
+// A reranker that only likes passages naming the lighthouse: fused with BM25 by reciprocal
+// rank, it lifts the one fact BM25 alone ranks low.
+class LighthouseReranker : public Reranker {
+public:
+    std::vector<double> score(std::string_view, std::span<const std::string_view> passages) override {
+        ++calls;
+        std::vector<double> s;
+        for (std::string_view p : passages) s.push_back(p.find("lighthouse keeper Ansel") != std::string_view::npos ? 1.0 : 0.0);
+        return s;
+    }
+    int calls = 0;
+};
+
+TEST(GatewayAssembler, RerankerIsFusedWhenGiven) {
+    Gen g(21);
+    Conversation c;
+    const std::string fact = "The lighthouse keeper Ansel logged one storm in the red ledger.";
+    for (int t = 0; t < 120; ++t) {
+        std::string u = paragraph(g, 3);
+        for (int k = 0; k < 3; ++k) u += " The red ledger of the harbor was " + std::string(g.pick(bench::needles::pools().verb)) + " again.";
+        if (t == 40) u += " " + fact;
+        c.messages.push_back({"user", u, true});
+        c.messages.push_back({"assistant", paragraph(g, 5), false});
+    }
+    c.messages.push_back({"user", "What did the red ledger record?", true});
+    auto reranker = std::make_shared<LighthouseReranker>();
+    RetrievalOptions ro;
+    ro.reranker = reranker;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r.abridged && r.fits);
+    EXPECT_EQ(r.stats.retrieval, "bm25+rerank");
+    EXPECT_EQ(reranker->calls, 1);
+    EXPECT_NE(r.history_block.find(fact), std::string::npos);
+}
+
 TEST(GatewayAssembler, ManyThreadsShareSessions) {
     test::TempDir dir;
     SessionStore store({.path = dir / "s.db"});
