@@ -76,6 +76,12 @@ TEST(GatewayAssembler, PassthroughWhenItFits) {
     EXPECT_TRUE(r2.stats.session_hit);
     EXPECT_EQ(r2.stats.chunks_new, 0);
     EXPECT_LE(counted(c, r2, rough_count), o.budget_tokens);
+    // No messages: passthrough, or (a system prompt alone over the budget) does not fit.
+    Conversation empty{.system = "Be brief."};
+    EXPECT_FALSE(a.assemble("", empty, {.budget_tokens = 100}).abridged);
+    const AssembleResult none = a.assemble("", empty, {.budget_tokens = 1});
+    EXPECT_TRUE(none.abridged);
+    EXPECT_FALSE(none.fits);
 }
 
 TEST(GatewayAssembler, BudgetNeverExceeded) {

@@ -88,6 +88,15 @@ TEST(GatewaySessions, DivergedConversationSeesOnlyTheSharedPrefix) {
     EXPECT_TRUE(r.stats.session_hit);
     EXPECT_EQ(r.stats.chunks_new, expected_chunks(fork, 150));
     EXPECT_EQ(r.history_block.find("8841"), std::string::npos) << "a fork saw its parent's later messages";
+    // A retry of an earlier state of the original (a prefix of its session) reuses the session
+    // and sees nothing past its own last message.
+    Conversation earlier;
+    earlier.system = base.system;
+    earlier.messages.assign(base.messages.begin(), base.messages.begin() + 181);  // ends on a user turn
+    const AssembleResult retry = a.assemble("k", earlier, o);
+    EXPECT_TRUE(retry.stats.session_hit);
+    EXPECT_EQ(retry.stats.chunks_new, 0);
+    EXPECT_EQ(retry.history_block.find("8841"), std::string::npos);
     // The original conversation still finds its fact, incrementally.
     ask(base, kQuestion);
     const AssembleResult back = a.assemble("k", base, o);

@@ -220,7 +220,10 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
         for (size_t i = 0; i < ranked.size(); ++i) {
             if (taken[i]) continue;
             const double s = o.mmr_lambda * ranked[i].relevance - (1.0 - o.mmr_lambda) * max_sim[i];
-            if (s > best_score) best_score = s, best = i;
+            if (s > best_score) {
+                best_score = s;
+                best = i;
+            }
         }
         taken[best] = true;
         out.ranked.push_back(ranked[best]);
