@@ -38,6 +38,8 @@ std::vector<Case> make_cases(bool quick) {
     for (int i = 0; i < (quick ? 3 : 6); ++i) cases.push_back(multi_needle(300 + i, mid, 4));
     for (int d = 0; d <= 10; ++d) cases.push_back(two_hop(400 + d, mid, d / 10.0));
     if (!quick)
+        for (int d = 0; d <= 10; ++d) cases.push_back(two_hop(420 + d, mid, d / 10.0));
+    if (!quick)
         for (int d = 0; d < 3; ++d) cases.push_back(two_hop(450 + d, 1'000'000, 0.15 + d * 0.35));
     for (int d = 0; d < 10; ++d) cases.push_back(chat_needle(500 + d, quick ? 80 : 300, quick ? 300 : 800, d / 10.0));
     for (int d = 0; d < 10; ++d) cases.push_back(code_needle(600 + d, quick ? 24'000 : 200'000, d / 10.0));

@@ -76,6 +76,12 @@ TEST(GatewayAssembler, PassthroughWhenItFits) {
     EXPECT_TRUE(r2.stats.session_hit);
     EXPECT_EQ(r2.stats.chunks_new, 0);
     EXPECT_LE(counted(c, r2, rough_count), o.budget_tokens);
+    // No messages: passthrough, or (a system prompt alone over the budget) does not fit.
+    Conversation empty{.system = "Be brief."};
+    EXPECT_FALSE(a.assemble("", empty, {.budget_tokens = 100}).abridged);
+    const AssembleResult none = a.assemble("", empty, {.budget_tokens = 1});
+    EXPECT_TRUE(none.abridged);
+    EXPECT_FALSE(none.fits);
 }
 
 TEST(GatewayAssembler, BudgetNeverExceeded) {
@@ -189,6 +195,42 @@ TEST(GatewayAssembler, HugeMessageKeepsHeadAndTail) {
         last = std::stoi((*it)[1]);
     }
     EXPECT_GE(last, 0);
+}
+
+// A reranker that only likes passages naming the lighthouse: fused with BM25 by reciprocal
+// rank, it lifts the one fact BM25 alone ranks low.
+class LighthouseReranker : public Reranker {
+public:
+    std::vector<double> score(std::string_view, std::span<const std::string_view> passages) override {
+        ++calls;
+        std::vector<double> s;
+        for (std::string_view p : passages) s.push_back(p.find("lighthouse keeper Ansel") != std::string_view::npos ? 1.0 : 0.0);
+        return s;
+    }
+    int calls = 0;
+};
+
+TEST(GatewayAssembler, RerankerIsFusedWhenGiven) {
+    Gen g(21);
+    Conversation c;
+    const std::string fact = "The lighthouse keeper Ansel logged one storm in the red ledger.";
+    for (int t = 0; t < 120; ++t) {
+        std::string u = paragraph(g, 3);
+        for (int k = 0; k < 3; ++k) u += " The red ledger of the harbor was " + std::string(g.pick(bench::needles::pools().verb)) + " again.";
+        if (t == 40) u += " " + fact;
+        c.messages.push_back({"user", u, true});
+        c.messages.push_back({"assistant", paragraph(g, 5), false});
+    }
+    c.messages.push_back({"user", "What did the red ledger record?", true});
+    auto reranker = std::make_shared<LighthouseReranker>();
+    RetrievalOptions ro;
+    ro.reranker = reranker;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r.abridged && r.fits);
+    EXPECT_EQ(r.stats.retrieval, "bm25+rerank");
+    EXPECT_EQ(reranker->calls, 1);
+    EXPECT_NE(r.history_block.find(fact), std::string::npos);
 }
 
 TEST(GatewayAssembler, ManyThreadsShareSessions) {

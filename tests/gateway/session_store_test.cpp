@@ -88,6 +88,15 @@ TEST(GatewaySessions, DivergedConversationSeesOnlyTheSharedPrefix) {
     EXPECT_TRUE(r.stats.session_hit);
     EXPECT_EQ(r.stats.chunks_new, expected_chunks(fork, 150));
     EXPECT_EQ(r.history_block.find("8841"), std::string::npos) << "a fork saw its parent's later messages";
+    // A retry of an earlier state of the original (a prefix of its session) reuses the session
+    // and sees nothing past its own last message.
+    Conversation earlier;
+    earlier.system = base.system;
+    earlier.messages.assign(base.messages.begin(), base.messages.begin() + 181);  // ends on a user turn
+    const AssembleResult retry = a.assemble("k", earlier, o);
+    EXPECT_TRUE(retry.stats.session_hit);
+    EXPECT_EQ(retry.stats.chunks_new, 0);
+    EXPECT_EQ(retry.history_block.find("8841"), std::string::npos);
     // The original conversation still finds its fact, incrementally.
     ask(base, kQuestion);
     const AssembleResult back = a.assemble("k", base, o);
@@ -157,15 +166,31 @@ TEST(GatewaySessions, StoreEvictsLeastRecentlyUsedSessions) {
 }
 
 TEST(GatewaySessions, MemoryCacheIsBounded) {
-    const int64_t bound = 2'000'000;
-    ContextAssembler a(nullptr, rough_count, {}, {.cache_max_bytes = bound});
-    for (int i = 0; i < static_cast<int>(test::scaled(30, 8)); ++i) {
+    auto conversation = [](int i) {
         Conversation c = chat(300 + static_cast<uint64_t>(i), 80);
         ask(c, "Summarise.");
-        a.assemble("k", c, {.budget_tokens = 2000});
-        EXPECT_LE(a.cache().bytes(), bound + 1'000'000);  // the newest session always stays
+        return c;
+    };
+    int64_t one = 0;  // the bytes of one such session
+    {
+        ContextAssembler a(nullptr, rough_count);
+        a.assemble("k", conversation(0), {.budget_tokens = 2000});
+        one = a.cache().bytes();
     }
-    EXPECT_LT(a.cache().size(), static_cast<size_t>(test::scaled(30, 8)));
+    ASSERT_GT(one, 0);
+    const int64_t bound = one * 7 / 2;  // room for three sessions and a half
+    ContextAssembler a(nullptr, rough_count, {}, {.cache_max_bytes = bound});
+    for (int i = 0; i < 12; ++i) {
+        a.assemble("k", conversation(i), {.budget_tokens = 2000});
+        EXPECT_LE(a.cache().bytes(), bound);
+        EXPECT_LE(a.cache().size(), 4u);
+    }
+    EXPECT_GE(a.cache().size(), 3u);
+    // The most recent is in memory (a hit with nothing new), the oldest is not (indexed again).
+    EXPECT_EQ(a.assemble("k", conversation(11), {.budget_tokens = 2000}).stats.chunks_new, 0);
+    const AssembleResult old = a.assemble("k", conversation(0), {.budget_tokens = 2000});
+    EXPECT_FALSE(old.stats.session_hit);
+    EXPECT_EQ(old.stats.chunks_new, old.stats.chunks_total);
 }
 
 }  // namespace

@@ -233,7 +233,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     } else if (store_ != nullptr && s.id() != 0) {
         store_->touch(s.id());
     }
-    a.session = cache_.put(a.session);
+    cache_.put(a.session);  // registers new messages' hashes (a.session is already the cached object)
     st.ms_index = ms_since(t);
     st.chunks_total = static_cast<int>(s.n_chunks());
     st.retrieval = retrieval_.reranker ? "bm25+rerank" : "bm25";
@@ -269,6 +269,11 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
         return finish();
     }
     result.abridged = true;
+    if (n == 0) {  // a system prompt alone over the budget
+        result.fits = false;
+        st.tokens_out = system_tokens;
+        return finish();
+    }
 
     // Turns: where a verbatim tail may begin; labels number them.
     std::vector<size_t> starts;
@@ -281,17 +286,12 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
                 last = i - 1;
                 break;
             }
-        starts.push_back(n == 0 ? 0 : last);
+        starts.push_back(last);
     }
     std::vector<int> turn_no(n, 1);
     for (size_t i = 0, k = 0; i < n; ++i) {
         while (k < starts.size() && starts[k] <= i) ++k;
         turn_no[i] = std::max<int>(1, static_cast<int>(k));
-    }
-    if (n == 0) {
-        result.fits = false;
-        st.tokens_out = system_tokens;
-        return finish();
     }
 
     const size_t last_turn = starts.back();

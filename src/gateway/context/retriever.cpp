@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "gateway/context/chunker.h"
 #include "gateway/context/session.h"
@@ -36,8 +35,9 @@ std::vector<uint32_t> top_n(const std::vector<double>& scores, std::span<const u
 }
 
 // The rarer terms of the sentence of `chunk_text` that shares the most query weight, minus the
-// query's own terms: what a second hop should look for.
-std::vector<WeightedTerm> expansion_for(std::string_view chunk_text, const std::unordered_set<uint64_t>& query,
+// question's own terms (those at full weight; words of the text before the question may well be
+// the next hop): what a second hop should look for.
+std::vector<WeightedTerm> expansion_for(std::string_view chunk_text, const std::unordered_map<uint64_t, double>& query,
                                         const Bm25Index& index, int n_terms) {
     std::string_view best;
     double best_overlap = 0;
@@ -45,8 +45,11 @@ std::vector<WeightedTerm> expansion_for(std::string_view chunk_text, const std::
         const std::string_view s = chunk_text.substr(b, e - b);
         double overlap = 0;
         for (const TermCount& t : count_terms(s))
-            if (query.count(t.term)) overlap += index.idf(t.term);
-        if (overlap > best_overlap) best_overlap = overlap, best = s;
+            if (const auto it = query.find(t.term); it != query.end()) overlap += it->second * index.idf(t.term);
+        if (overlap > best_overlap) {
+            best_overlap = overlap;
+            best = s;
+        }
     }
     if (best.empty()) return {};
     // Words in more than a fifth of the chunks say nothing about the next hop.
@@ -54,13 +57,45 @@ std::vector<WeightedTerm> expansion_for(std::string_view chunk_text, const std::
     std::vector<std::pair<double, uint64_t>> rare;
     for (const TermCount& t : count_terms(best)) {
         const uint32_t df = index.df(t.term);
-        if (query.count(t.term) == 0 && df >= 1 && df <= max_df) rare.emplace_back(index.idf(t.term), t.term);
+        const auto it = query.find(t.term);
+        const bool asked = it != query.end() && it->second >= 1.0;
+        if (!asked && df >= 1 && df <= max_df) rare.emplace_back(index.idf(t.term), t.term);
     }
     std::sort(rare.begin(), rare.end(), std::greater<>());
     if (rare.size() > static_cast<size_t>(n_terms)) rare.resize(static_cast<size_t>(n_terms));
     std::vector<WeightedTerm> out;
     for (const auto& [idf, term] : rare) out.push_back({term, 1.0});
     return out;
+}
+
+// A second hop is a sentence naming the entity the first hop led to ("the black tin is kept
+// in..."): chunk-level BM25 also rewards chunks where the entity's words sit in different
+// sentences, so the best hits are reordered by their best single sentence's idf-weighted
+// overlap with the expansion (BM25 breaking ties).
+void rerank_by_sentence(std::vector<uint32_t>& hits, std::span<const WeightedTerm> q2, const std::vector<double>& s2,
+                        const Bm25Index& index, const ChunkTextFn& text) {
+    constexpr size_t kRescored = 64;
+    const size_t n = std::min(hits.size(), kRescored);
+    std::unordered_map<uint64_t, double> idf;
+    for (const WeightedTerm& t : q2) idf[t.term] = index.idf(t.term);
+    std::vector<double> best(n, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+        const std::string_view chunk = text(hits[i]);
+        for (const auto& [b, e] : split_sentences(chunk)) {
+            double overlap = 0;
+            for (const TermCount& t : count_terms(chunk.substr(b, e - b)))
+                if (const auto it = idf.find(t.term); it != idf.end()) overlap += it->second;
+            best[i] = std::max(best[i], overlap);
+        }
+    }
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return best[a] != best[b] ? best[a] > best[b] : s2[hits[a]] > s2[hits[b]];
+    });
+    std::vector<uint32_t> head(n);
+    for (size_t i = 0; i < n; ++i) head[i] = hits[order[i]];
+    std::copy(head.begin(), head.end(), hits.begin());
 }
 
 // A chunk's bag of words weighted by idf and L2-normalised, for MMR's similarity.
@@ -124,8 +159,8 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
     for (size_t r = 0; r < hits1.size(); ++r) place(hits1[r], static_cast<double>(r));
 
     // Round 2.
-    std::unordered_set<uint64_t> qset;
-    for (const WeightedTerm& t : q1) qset.insert(t.term);
+    std::unordered_map<uint64_t, double> qset;
+    for (const WeightedTerm& t : q1) qset[t.term] = t.weight;
     std::vector<double> s2;
     size_t expanded = 0;
     for (size_t r = 0; r < sources.size() && expanded < n_expand; ++r) {
@@ -135,7 +170,8 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
         ++expanded;
         std::fill(s2.begin(), s2.end(), 0.0);
         index.score(q2, o.bm25, s2);
-        const std::vector<uint32_t> hits2 = top_n(s2, candidates, pool / 4 + 1);
+        std::vector<uint32_t> hits2 = top_n(s2, candidates, pool / 4 + 1);
+        rerank_by_sentence(hits2, q2, s2, index, text);
         for (size_t j = 0; j < hits2.size(); ++j) place(hits2[j], static_cast<double>(r) + 0.5 + static_cast<double>(j) / o.expansion_weight);
     }
     std::unordered_map<uint32_t, double> rel;  // chunk -> relevance in (0, 1]
@@ -184,7 +220,10 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
         for (size_t i = 0; i < ranked.size(); ++i) {
             if (taken[i]) continue;
             const double s = o.mmr_lambda * ranked[i].relevance - (1.0 - o.mmr_lambda) * max_sim[i];
-            if (s > best_score) best_score = s, best = i;
+            if (s > best_score) {
+                best_score = s;
+                best = i;
+            }
         }
         taken[best] = true;
         out.ranked.push_back(ranked[best]);
