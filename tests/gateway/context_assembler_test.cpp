@@ -8,20 +8,16 @@
 #include "../../bench/gateway_needles.h"
 #include "gateway/context/context_assembler.h"
 #include "gateway/context/session_store.h"
+#include "context_test_util.h"
 #include "test_util.h"
 
 namespace strata::gateway {
 namespace {
 
 using bench::needles::Gen;
+using test_helpers::paragraph;
+using test_helpers::rough_count;
 
-// A stand-in for a tokenizer that is not additive over joins (rounding per call), so the
-// assembler cannot get away with summing chunk counts.
-int64_t rough_count(std::string_view s) {
-    int64_t lines = 0;
-    for (char c : s) lines += c == '\n';
-    return (static_cast<int64_t>(s.size()) + 3) / 4 + lines / 2;
-}
 
 // What the lane is sent, counted the way the caller will count it.
 int64_t counted(const Conversation& c, const AssembleResult& r, const TokenCounter& count) {
@@ -29,12 +25,6 @@ int64_t counted(const Conversation& c, const AssembleResult& r, const TokenCount
     for (size_t i = r.first_verbatim; i < c.messages.size(); ++i)
         total += count(r.split_message && *r.split_message == i ? r.split_text : c.messages[i].text);
     return total;
-}
-
-std::string paragraph(Gen& g, int sentences) {
-    std::string s;
-    for (int i = 0; i < sentences; ++i) s += (i ? " " : "") + bench::needles::prose_sentence(g);
-    return s;
 }
 
 Conversation random_conversation(Gen& g) {

@@ -6,20 +6,16 @@
 #include "gateway/context/context_assembler.h"
 #include "gateway/context/session.h"
 #include "gateway/context/session_store.h"
+#include "context_test_util.h"
 #include "test_util.h"
 
 namespace strata::gateway {
 namespace {
 
 using bench::needles::Gen;
+using test_helpers::paragraph;
+using test_helpers::rough_count;
 
-int64_t rough_count(std::string_view s) { return (static_cast<int64_t>(s.size()) + 3) / 4; }
-
-std::string paragraph(Gen& g, int sentences) {
-    std::string s;
-    for (int i = 0; i < sentences; ++i) s += (i ? " " : "") + bench::needles::prose_sentence(g);
-    return s;
-}
 
 // A chat of `turns` exchanges, with `fact` said by the user in turn `fact_turn`.
 Conversation chat(uint64_t seed, int turns, int fact_turn = -1, const std::string& fact = "") {
