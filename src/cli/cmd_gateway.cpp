@@ -12,6 +12,8 @@
 #include <memory>
 #include <thread>
 
+#include <openssl/crypto.h>
+
 #include "cli/commands.h"
 #include "gateway/gateway.h"
 #include "gateway/key_limiter.h"
@@ -62,12 +64,15 @@ int run_gateway(GatewayArgs& a) {
         c.keys.insert(c.keys.end(), keys.begin(), keys.end());
     }
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && a.api_keys.empty()) a.api_keys.push_back(env);
+    ::unsetenv("STRATA_API_KEY");  // supervised lanes must not take the clients' key as their own
     for (size_t i = 0; i < a.api_keys.size(); ++i) {
         gateway::KeyConfig k;
         k.name = a.api_keys.size() == 1 ? a.key_name : a.key_name + "-" + std::to_string(i + 1);
         k.sha256_hex = serve::hex_of(serve::sha256_digest(a.api_keys[i]));
         c.keys.push_back(k);
+        OPENSSL_cleanse(a.api_keys[i].data(), a.api_keys[i].size());  // only the digest stays
     }
+    a.api_keys.clear();
     for (auto& lane : c.lanes)
         if (!lane.command.empty() && lane.command[0] == "strata") lane.command[0] = self_exe();
     gateway::validate(c);
@@ -79,7 +84,10 @@ int run_gateway(GatewayArgs& a) {
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
 
-    const auto cache = std::filesystem::temp_directory_path() / ("strata-gateway-" + std::to_string(::getpid()));
+    // Lanes' model-info files: a private folder (mkdtemp: fresh, mode 0700, unpredictable name).
+    std::string cache_template = (std::filesystem::temp_directory_path() / "strata-gateway-XXXXXX").string();
+    if (!::mkdtemp(cache_template.data())) throw Error("cannot make a temporary folder under " + std::filesystem::temp_directory_path().string());
+    const std::filesystem::path cache = cache_template;
     gateway::Gateway gw(c, cache);
     gw.start();
     gw.bind();

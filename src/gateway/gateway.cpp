@@ -64,6 +64,7 @@ struct Gateway::Flight {
     std::atomic<int> queue_position{0};
     std::atomic<int64_t> token_events{0}, prompt_tokens{0};
     std::atomic<bool> abridged{false}, saw_end{false}, first_byte{false};
+    bool registered = false, ended = false;  // under flights_mu_
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
     std::string tail;  // the last bytes streamed (to see whether the lane ended the stream)
     bool gone() const { return serve::peer_closed(fd); }
@@ -108,7 +109,7 @@ int Gateway::bind() {
     http_->set_payload_max_length(static_cast<size_t>(config_.limits.max_body_bytes));
     http_->set_read_timeout(std::chrono::seconds(60));
     http_->set_write_timeout(std::chrono::seconds(60));
-    http_->set_keep_alive_timeout(30);
+    http_->set_keep_alive_timeout(5);  // an idle connection holds a thread; shutdown waits for them
     http_->set_tcp_nodelay(true);
     route();
     int port = config_.port;
@@ -158,15 +159,28 @@ std::shared_ptr<Gateway::Flight> Gateway::begin_flight(const httplib::Request& r
     f->key = key;
     f->path = req.path;
     f->fd = serve::find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    return f;
+}
+
+// Publishes a flight to /concurrency once its model, stream flag and lane are set (they are read
+// there under flights_mu_; the lane may change later only through set_lane).
+void Gateway::register_flight(const std::shared_ptr<Flight>& f) {
     std::lock_guard lock(flights_mu_);
     flights_[f->id] = f;
-    return f;
+    f->registered = true;
+}
+
+void Gateway::set_lane(Flight& f, const std::string& lane) {
+    std::lock_guard lock(flights_mu_);
+    f.lane = lane;
 }
 
 void Gateway::end_flight(const std::shared_ptr<Flight>& f, const std::string& outcome) {
     {
         std::lock_guard lock(flights_mu_);
-        if (!flights_.erase(f->id)) return;  // already ended
+        if (f->ended) return;
+        f->ended = true;
+        flights_.erase(f->id);
     }
     metrics_.count_request(f->api == ApiKind::Anthropic ? "anthropic" : "openai", outcome);
     if (outcome == "ok") metrics_.e2e.observe(f->seconds());
@@ -177,6 +191,14 @@ void Gateway::route() {
     auto post = [this](ApiKind api, bool guard) {
         return [this, api, guard](const httplib::Request& req, httplib::Response& res) { forward(req, res, api, guard); };
     };
+    // Keys are checked before a body is read (httplib reads it before the handler runs), so an
+    // unauthenticated client cannot make the gateway hold max_body_mib per connection.
+    h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+        if (req.path == "/health" || req.path == "/api/hello") return httplib::Server::HandlerResponse::Unhandled;
+        if ((req.path == "/metrics" || req.path == "/concurrency") && trusted_peer(req)) return httplib::Server::HandlerResponse::Unhandled;
+        if (!limiter_.auth_required() || authenticate(req, res, serve::api_of_path(req.path))) return httplib::Server::HandlerResponse::Unhandled;
+        return httplib::Server::HandlerResponse::Handled;
+    });
     h.Post("/v1/chat/completions", post(ApiKind::OpenAI, true));
     h.Post("/v1/completions", post(ApiKind::OpenAI, false));
     h.Post("/v1/messages", post(ApiKind::Anthropic, true));
@@ -222,8 +244,24 @@ void Gateway::route() {
 void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKind api, bool guard_window) {
     const auto key = authenticate(req, res, api);
     if (!key) return;
+    std::shared_ptr<Flight> flight;
+    try {
+        forward_authenticated(req, res, api, guard_window, *key, flight);
+    } catch (const std::exception& e) {
+        // Anything unexpected (a store error, memory): the client still gets an answer and the
+        // flight ends.
+        log_line("internal error on " + req.path + ": " + e.what());
+        reply_error(res, api, ApiError(500, std::string("internal error: ") + e.what()), flight ? flight->id : "");
+        if (flight) end_flight(flight, "error");
+    }
+}
+
+void Gateway::forward_authenticated(const httplib::Request& req, httplib::Response& res, ApiKind api, bool guard_window,
+                                    const std::string& key_name, std::shared_ptr<Flight>& flight_out) {
+    const std::optional<std::string> key = key_name;
     const std::string identity = limiter_.auth_required() ? *key : "addr:" + req.remote_addr;
     auto flight = begin_flight(req, api, identity);
+    flight_out = flight;
     res.set_header(api == ApiKind::Anthropic ? "request-id" : "x-request-id", flight->id);
     auto fail = [&](const ApiError& e, const std::string& outcome) {
         if (e.status == 499) res.status = 499;  // the client left: nobody to answer
@@ -250,6 +288,7 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
                     "rejected");
     }
     flight->lane = lane->name();
+    register_flight(flight);
 
     // The key's share: its rate, then one of its concurrency slots (FIFO queue in front).
     auto slot = std::make_shared<KeyLimiter::Slot>();
@@ -265,7 +304,8 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
     }
 
     // A live lane (this one, its fallback, or this one once it is back), guarded, then the call.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.limits.lane_wait_s);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.limits.lane_wait_s);
+    int answer_failures = 0;
     std::shared_ptr<UpstreamCall> call;
     GuardReport report;
     Lane* target = lane;
@@ -285,7 +325,8 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
                 return fail(e, "unavailable");
             }
         }
-        flight->lane = target->name();
+        set_lane(*flight, target->name());
+        report = GuardReport();
         ojson out = body;
         if (guard_window) {
             flight->state = State::Guarding;
@@ -306,8 +347,8 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
         flight->state = State::Upstream;
-        ++target->in_flight;
         call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), serve::dump_json(out));
+        ++target->in_flight;
         const auto head = call->wait_head([&] { return flight->gone(); });
         if (head == UpstreamCall::Head::Ready && !flight->stream) {
             // A whole answer: a lane that dies before finishing it produced nothing the client saw.
@@ -321,11 +362,15 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
         }
         --target->in_flight;
         if (head == UpstreamCall::Head::Gone) return fail(ApiError(499, "client closed the connection"), "cancelled");
-        // Unreachable, or lost before the answer was complete: retry while the deadline allows.
+        // Unreachable, or lost before the answer was complete: wait for the lane again (a fresh
+        // lane_wait_s) and retry — unreachable lanes any number of times within that wait, a
+        // request whose lane died while answering it once (it may be what kills the lane).
         target->report_failure();
         ++lane_retries_;
         log_line("request " + flight->id + ": lane " + target->name() + " failed (" + call->error() + "); retrying");
-        if (std::chrono::steady_clock::now() >= deadline) {
+        const bool died_answering = head == UpstreamCall::Head::Ready;
+        if (died_answering) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.limits.lane_wait_s);
+        if ((died_answering && ++answer_failures > 1) || std::chrono::steady_clock::now() >= deadline) {
             ApiError e(503, "the lane '" + target->name() + "' failed while answering; retry later");
             e.retry_after_s = 1;
             return fail(e, "unavailable");
@@ -391,7 +436,7 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
             return true;
         },
         [this, call, flight, slot, target](bool success) {
-            if (!success) call->cancel();
+            call->cancel();  // no-op once the lane's answer is complete; stops it otherwise (client gone, shutdown)
             --target->in_flight;
             end_flight(flight, !success ? "cancelled" : flight->saw_end ? "ok" : "error");
             (void)slot;  // the key's slot is held until the stream ends

@@ -53,11 +53,15 @@ private:
     bool trusted_peer(const httplib::Request& req) const;  // loopback
     Lane* lane_for(const std::string& model) const;
     std::shared_ptr<Flight> begin_flight(const httplib::Request& req, serve::ApiKind api, const std::string& key);
+    void register_flight(const std::shared_ptr<Flight>& f);
+    void set_lane(Flight& f, const std::string& lane);
     void end_flight(const std::shared_ptr<Flight>& f, const std::string& outcome);
     void reply_error(httplib::Response& res, serve::ApiKind api, const serve::ApiError& e, const std::string& request_id);
 
     // POST routes that go to a lane: chat completions, completions, messages, count_tokens.
     void forward(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window);
+    void forward_authenticated(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window,
+                               const std::string& key_name, std::shared_ptr<Flight>& flight_out);
     void assemble_debug(const httplib::Request& req, httplib::Response& res);
     void models(const httplib::Request& req, httplib::Response& res);
     void health(httplib::Response& res);

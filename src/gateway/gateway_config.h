@@ -36,7 +36,7 @@ struct LimitsConfig {
     double requests_per_minute = 0;    // per key; 0: unlimited
     int64_t max_body_bytes = 64ll << 20;
     int lane_wait_s = 30;              // how long a request waits for a dead lane to come back
-    int http_threads = 0;              // 0: enough for every key's concurrency and queue
+    int http_threads = 0;              // connection threads; 0: 512
 };
 
 struct LongContextConfig {

@@ -101,6 +101,13 @@ void KeyLimiter::release(const std::string& key) {
     std::lock_guard lock(mu_);
     auto it = state_.find(key);
     if (it != state_.end() && it->second.running > 0) --it->second.running;
+    // An idle identity whose bucket would be full again is forgotten (without keys every client
+    // address is an identity: the map must not grow with them). Forgetting it loses nothing.
+    if (it != state_.end()) {
+        PerKey& s = it->second;
+        const double refill = s.rate_per_s * std::chrono::duration<double>(std::chrono::steady_clock::now() - s.refilled).count();
+        if (s.running == 0 && s.waiting.empty() && (s.rate_per_s <= 0 || s.bucket + refill >= s.capacity)) state_.erase(it);
+    }
     cv_.notify_all();
 }
 

@@ -98,8 +98,11 @@ void Lane::spawn() {
     args.push_back(nullptr);
     // The environment and CPU set are made before fork: only async-signal-safe calls after it.
     std::vector<std::string> env_strings;
-    for (char** e = environ; *e; ++e)
-        if (config_.gpu.empty() || std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) != 0) env_strings.emplace_back(*e);
+    for (char** e = environ; *e; ++e) {
+        if (!config_.gpu.empty() && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+        if (std::strncmp(*e, "STRATA_API_KEY=", 15) == 0) continue;  // the clients' key is not the lane's
+        env_strings.emplace_back(*e);
+    }
     if (!config_.gpu.empty()) env_strings.push_back("CUDA_VISIBLE_DEVICES=" + config_.gpu);
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
@@ -114,6 +117,13 @@ void Lane::spawn() {
     if (pid < 0) throw Error("lane '" + config_.name + "': cannot start: " + std::strerror(errno));
     if (pid == 0) {
         ::dup2(err_pipe[1], 2);
+        // The gateway's signal mask (SIGINT/SIGTERM blocked for its signal thread), its ignored
+        // SIGPIPE and its open sockets are not the lane's.
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);
+        ::close_range(3, ~0U, 0);
         ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a lane does not outlive its gateway
         if (::getppid() != parent) ::_exit(1);
         if (pin) ::sched_setaffinity(0, sizeof cpus, &cpus);
@@ -129,13 +139,13 @@ void Lane::spawn() {
         child_exited_ = false;
     }
     pid_ = pid;
-    if (stderr_reader_.joinable()) stderr_reader_.join();
-    stderr_reader_ = std::thread([this, fd = err_pipe[0]] { read_child_stderr(fd); });
+    // Not joined here: the old lane's engine may hold the old pipe a moment longer. Joined at stop().
+    stderr_readers_.emplace_back([this, fd = err_pipe[0], pid] { read_child_stderr(fd, pid); });
     log_line("lane " + config_.name + ": started pid " + std::to_string(pid) + ": " + argv[0] + " " + (argv.size() > 1 ? argv[1] : ""));
 }
 
 // The lane's messages go to the gateway's stderr, prefixed; "listening on http://H:P" gives its port.
-void Lane::read_child_stderr(int fd) {
+void Lane::read_child_stderr(int fd, pid_t child) {
     static const std::regex listening(R"(listening on http://([^ ]+):(\d+))");
     std::string buf;
     char chunk[4096];
@@ -150,7 +160,7 @@ void Lane::read_child_stderr(int fd) {
             buf.erase(0, nl + 1);
             std::fprintf(stderr, "lane %s: %s\n", config_.name.c_str(), line.c_str());
             std::smatch m;
-            if (std::regex_search(line, m, listening)) {
+            if (std::regex_search(line, m, listening) && pid_.load() == child) {  // a late line of a dead child is no port
                 std::lock_guard lock(mu_);
                 port_ = std::stoi(m[2].str());
                 cv_.notify_all();
@@ -179,10 +189,11 @@ void Lane::fetch_model() {
     cli.set_read_timeout(std::chrono::seconds(30));
     auto models = cli.Get("/v1/models", lane_headers(config_));
     if (!models || models->status != 200) {
-        log_line("lane " + config_.name + ": /v1/models failed; no window guard until it answers");
+        log_line("lane " + config_.name + ": /v1/models failed; no window guard until it answers (asked again every 5 s)");
         return;
     }
     auto m = std::make_shared<LaneModel>();
+    m->lane = config_.name;
     try {
         const json list = json::parse(models->body);
         const json& first = list.at("data").at(0);
@@ -208,8 +219,12 @@ void Lane::fetch_model() {
         } catch (const std::exception& e) {
             log_line("lane " + config_.name + ": cannot load its tokenizer (" + e.what() + "); no window guard");
         }
-    } else {
+    } else if (info && info->status == 404) {
+        m->not_strata = true;  // asking again will not help
         log_line("lane " + config_.name + ": no /strata/v1/model-info.gguf (not a strata lane?); no window guard");
+    } else {
+        log_line("lane " + config_.name + ": model info unavailable (" + (info ? "status " + std::to_string(info->status) : httplib::to_string(info.error())) +
+                 "); no window guard until it answers (asked again every 5 s)");
     }
     log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) + (m->counter ? ", tokenizer loaded" : ""));
     std::lock_guard lock(mu_);
@@ -237,6 +252,7 @@ void Lane::start(std::chrono::milliseconds timeout) {
 void Lane::monitor_loop() {
     auto backoff = std::chrono::milliseconds(250);
     bool was_healthy = false;
+    auto next_model_fetch = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
         if (supervised()) {
             int status = 0;
@@ -266,9 +282,14 @@ void Lane::monitor_loop() {
             }
         }
         const bool up = probe();
+        const auto now = std::chrono::steady_clock::now();
         if (up && !healthy_.load()) {
             fetch_model();
+            next_model_fetch = now + std::chrono::seconds(5);
             log_line("lane " + config_.name + " is ready on " + host() + ":" + std::to_string(port()));
+        } else if (up && now >= next_model_fetch && (!model() || (!model()->counter && !model()->not_strata))) {
+            fetch_model();  // it failed before: ask again (every 5 s) rather than run without a window guard for good
+            next_model_fetch = now + std::chrono::seconds(5);
         } else if (!up && healthy_.load()) {
             log_line("lane " + config_.name + " stopped answering /health");
         }
@@ -312,7 +333,8 @@ void Lane::stop() {
             }
         }
     }
-    if (stderr_reader_.joinable()) stderr_reader_.join();
+    for (auto& t : stderr_readers_)
+        if (t.joinable()) t.join();
 }
 
 }  // namespace strata::gateway

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gateway/gateway_config.h"
 
@@ -29,9 +30,11 @@ namespace strata::gateway {
 
 // What a lane serves; replaced as a whole when the lane restarts.
 struct LaneModel {
+    std::string lane;        // the lane's name
     std::string id;          // the lane's own model id
     int64_t window = 0;      // positions per sequence
-    std::shared_ptr<const serve::ServedModel> counter;  // tokenizer + template; null: not a strata lane (no window guard)
+    std::shared_ptr<const serve::ServedModel> counter;  // tokenizer + template; null: no window guard
+    bool not_strata = false;  // the lane has no model-info endpoint (404): not asked again
 };
 
 class Lane {
@@ -69,7 +72,7 @@ private:
     void monitor_loop();
     bool probe();           // GET /health
     void fetch_model();     // /v1/models + model-info
-    void read_child_stderr(int fd);
+    void read_child_stderr(int fd, pid_t child);
 
     LaneConfig config_;
     std::filesystem::path cache_dir_;
@@ -81,7 +84,8 @@ private:
     std::atomic<bool> healthy_{false}, stopping_{false}, check_now_{false};
     std::atomic<int> restarts_{0};
     std::atomic<pid_t> pid_{-1};
-    std::thread monitor_, stderr_reader_;
+    std::thread monitor_;
+    std::vector<std::thread> stderr_readers_;  // one per child started
     std::string last_child_error_;
     bool child_exited_ = false;
     int exit_status_ = 0;

@@ -9,7 +9,16 @@ namespace strata::gateway {
 
 namespace {
 constexpr size_t kMaxPending = size_t{8} << 20;  // a client slower than the lane holds at most this much here
+
+// Bytes up to the end of the last complete SSE event ("\n\n" or "\r\n\r\n"); 0 when none.
+size_t event_end(const std::string& s) {
+    const size_t lf = s.rfind("\n\n"), crlf = s.rfind("\r\n\r\n");
+    size_t end = 0;
+    if (lf != std::string::npos) end = lf + 2;
+    if (crlf != std::string::npos) end = std::max(end, crlf + 4);
+    return end;
 }
+}  // namespace
 
 std::shared_ptr<UpstreamCall> UpstreamCall::start(const std::string& host, int port, const std::string& path, Headers headers, std::string body) {
     std::shared_ptr<UpstreamCall> call(new UpstreamCall());
@@ -44,7 +53,9 @@ void UpstreamCall::run(std::string path, Headers headers, std::string body) {
     };
     req.content_receiver = [this](const char* data, size_t n, uint64_t, uint64_t) {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return cancelled_ || !draining_ || pending_.size() < kMaxPending; });
+        // Back-pressure on a slow client, but never while no whole event is buffered (one event
+        // larger than the bound must still get through).
+        cv_.wait(lock, [&] { return cancelled_ || !draining_ || pending_.size() < kMaxPending || event_end(pending_) == 0; });
         if (cancelled_) return false;
         pending_.append(data, n);
         cv_.notify_all();
@@ -92,17 +103,12 @@ std::string UpstreamCall::header(const std::string& name) const {
 bool UpstreamCall::take(std::string& out, std::chrono::milliseconds wait, bool whole_events) {
     std::unique_lock lock(mu_);
     draining_ = true;
-    auto available = [&]() -> size_t {
-        if (!whole_events || done_) return pending_.size();
-        const size_t end = pending_.rfind("\n\n");
-        return end == std::string::npos ? 0 : end + 2;
-    };
+    auto available = [&]() -> size_t { return !whole_events || done_ ? pending_.size() : event_end(pending_); };
     if (available() == 0 && !done_) cv_.wait_for(lock, wait, [&] { return available() > 0 || done_; });
     const size_t n = available();
     if (done_ && failed_ && whole_events) {
         // A stream cut off mid-event: the partial event is dropped, the caller ends the stream.
-        const size_t end = pending_.rfind("\n\n");
-        out.append(pending_, 0, end == std::string::npos ? 0 : end + 2);
+        out.append(pending_, 0, event_end(pending_));
         pending_.clear();
         cv_.notify_all();
         return false;

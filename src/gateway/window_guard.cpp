@@ -135,10 +135,19 @@ int64_t exact_tokens(ApiKind api, const ojson& body, const serve::ServedModel& c
 }
 
 // The output limit a body asks for (-1: none named).
+// The output limit a body asks for (-1: none named, or not a count the lane would accept). Whole
+// numbers written as floats count, as the lane reads them.
 int64_t requested_output(ApiKind api, const ojson& body) {
     for (const char* key : {"max_completion_tokens", "max_tokens"}) {
         if (api == ApiKind::Anthropic && std::string(key) != "max_tokens") continue;
-        if (body.contains(key) && body[key].is_number_integer()) return body[key].get<int64_t>();
+        if (!body.contains(key)) continue;
+        const ojson& v = body[key];
+        if (v.is_number_integer()) return std::clamp<int64_t>(v.get<int64_t>(), -1, int64_t{1} << 40);
+        if (v.is_number_float()) {
+            const double d = v.get<double>();
+            if (d >= 0 && d <= 1e12 && d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+        }
+        return -1;
     }
     return -1;
 }
@@ -152,7 +161,7 @@ void set_output(ApiKind api, ojson& body, int64_t n) {
 
 struct WindowGuard::Assemblers {
     std::mutex mu;
-    std::map<const serve::ServedModel*, std::pair<std::shared_ptr<const serve::ServedModel>, std::unique_ptr<ContextAssembler>>> by_counter;
+    std::map<std::string, std::pair<std::shared_ptr<const serve::ServedModel>, std::shared_ptr<ContextAssembler>>> by_lane;
 };
 
 WindowGuard::WindowGuard(const LongContextConfig& config) : config_(config), assemblers_(std::make_unique<Assemblers>()) {
@@ -206,7 +215,9 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, const LaneModel& lane, 
     const size_t n_messages = body["messages"].size();
     // Byte-level BPE: a token is at least one byte, so bytes (plus the template's few special
     // tokens per message) bound the count from above — most requests need no counting at all.
-    if (static_cast<int64_t>(text.size() + 8 * n_messages + 256) <= window - std::max<int64_t>(output, 0)) return report;
+    // (A request that names no output limit keeps the default reserve free for its answer.)
+    const int64_t output_room = output > 0 ? output : reserve;
+    if (static_cast<int64_t>(text.size() + 8 * n_messages + 256) <= window - output_room) return report;
 
     auto finish = [&] {
         report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -217,28 +228,33 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, const LaneModel& lane, 
         report.prompt_tokens_in = exact_tokens(api, body, *lane.counter, limits_);
         report.counted = true;
         report.prompt_tokens_out = report.prompt_tokens_in;
-        if (report.prompt_tokens_in + std::max<int64_t>(output, 0) <= window) return finish();
+        if (report.prompt_tokens_in + output_room <= window) return finish();
         if (report.prompt_tokens_in <= prompt_room) {
-            // The prompt fits; only the output limit does not: lower it to what is left.
-            set_output(api, body, window - report.prompt_tokens_in);
-            report.max_tokens_out = window - report.prompt_tokens_in;
-            clamp_thinking(report.max_tokens_out);
+            // The prompt fits; only the output limit does not: lower it to what is left (a
+            // request without a limit already gets at most what is left from the lane).
+            if (output > 0) {
+                set_output(api, body, window - report.prompt_tokens_in);
+                report.max_tokens_out = window - report.prompt_tokens_in;
+                clamp_thinking(report.max_tokens_out);
+            }
             return finish();
         }
     }
 
-    ContextAssembler* assembler = nullptr;
+    std::shared_ptr<ContextAssembler> assembler;  // kept alive by this request if the lane is replaced meanwhile
     {
         std::lock_guard lock(assemblers_->mu);
-        auto& slot = assemblers_->by_counter[lane.counter.get()];
-        if (!slot.second) {
+        // One per lane, replaced when the lane restarts with a new tokenizer (its sessions were
+        // counted with the old one).
+        auto& slot = assemblers_->by_lane[lane.lane];
+        if (!slot.second || slot.first != lane.counter) {
             std::shared_ptr<const serve::ServedModel> counter = lane.counter;
             // Called on several threads at once (the assembler counts new chunks in parallel).
             TokenCounter count = [counter](std::string_view s) -> int64_t { return static_cast<int64_t>(counter->tokenizer().encode(s, false).size()); };
             slot.first = lane.counter;
-            slot.second = std::make_unique<ContextAssembler>(store_.get(), std::move(count));
+            slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count));
         }
-        assembler = slot.second.get();
+        assembler = slot.second;
     }
 
     const Flattened flat = flatten(api, body);

@@ -58,14 +58,25 @@ std::string ServedModel::metadata_gguf() const {
     gguf::Writer w;
     for (const auto& [key, value] : file_->metadata())
         if (key.rfind("split.", 0) != 0) w.set(key, value);
-    const auto path = std::filesystem::temp_directory_path() / ("strata-meta-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)) + ".gguf");
-    w.write_all(path, {});
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream bytes;
-    bytes << in.rdbuf();
+    // Written in a private folder (mkdtemp: fresh, mode 0700), read back, removed.
+    std::string dir = (std::filesystem::temp_directory_path() / "strata-meta-XXXXXX").string();
+    if (!::mkdtemp(dir.data())) throw Error("cannot make a temporary folder for the model-info file");
+    const auto path = std::filesystem::path(dir) / "model-info.gguf";
+    std::string out;
+    try {
+        w.write_all(path, {});
+        std::ifstream in(path, std::ios::binary);
+        std::stringstream bytes;
+        bytes << in.rdbuf();
+        out = bytes.str();
+    } catch (...) {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+        throw;
+    }
     std::error_code ec;
-    std::filesystem::remove(path, ec);
-    return bytes.str();
+    std::filesystem::remove_all(dir, ec);
+    return out;
 }
 
 ServedModel::ServedModel(const std::string& path, std::string name) : name_(std::move(name)) {

@@ -61,7 +61,12 @@ Server::~Server() {
 void Server::start() {
     if (options_.model_name.empty()) options_.model_name = std::filesystem::path(options_.model_path).stem().string();
     model_ = std::make_unique<ServedModel>(options_.model_path, options_.model_name);
-    model_info_gguf_ = model_->metadata_gguf();
+    try {
+        model_info_gguf_ = model_->metadata_gguf();
+    } catch (const std::exception& e) {
+        // Only a gateway's window guard needs it: serve without (the route answers 404).
+        log_line(std::string("cannot make the model-info file for a gateway: ") + e.what());
+    }
     engine_ = std::make_unique<EngineClient>(options_.engine_argv);
     log_line("starting the engine: " + options_.engine_argv[0] + " engine -m " + options_.model_path);
     engine_->start();
@@ -167,6 +172,11 @@ void Server::route() {
     h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
     // The tokenizer and template of this lane for a gateway in front (docs/gateway.md).
     h.Get("/strata/v1/model-info.gguf", [this](const httplib::Request&, httplib::Response& res) {
+        if (model_info_gguf_.empty()) {
+            Call call;
+            reply_error(call, res, ApiError(404, "this lane has no model-info file (see its log)"));
+            return;
+        }
         res.set_content(model_info_gguf_, "application/octet-stream");
     });
     // Claude Code's warm-up probe.

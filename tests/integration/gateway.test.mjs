@@ -285,6 +285,22 @@ test('quick start: --upstream to a running lane, --api-key, and a request while 
   await quick.stop();
 });
 
+test('a dead lane\'s requests go to its fallback lane', async () => {
+  const cfg = join(workDir, `gateway-fallback-${process.pid}.toml`);
+  // Nothing listens on port 1: the "dead" lane never comes up; "live" is the main gateway.
+  writeFileSync(cfg, `[server]\nlisten = "127.0.0.1:0"\n[long_context]\nenabled = false\n` +
+    `[[lanes]]\nname = "dead"\nupstream = "http://127.0.0.1:1"\nmodels = ["strata-tiny"]\nfallback = "live"\n` +
+    `[[lanes]]\nname = "live"\nupstream = "${gw.base}"\nmodels = ["something-else"]\nupstream_key = "${keys.alice}"\n`);
+  const front = await startGateway(['--config', cfg]);
+  await waitFor('the live lane', async () => (await (await fetch(`${front.base}/health`)).json()).lanes.some((l) => l.name === 'live' && l.healthy));
+  const client = new OpenAI({ baseURL: `${front.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const r = await client.chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  assert.equal(r.object, 'chat.completion');
+  const health = await (await fetch(`${front.base}/health`)).json();
+  assert.deepEqual(health.lanes.map((l) => [l.name, l.healthy]), [['dead', false], ['live', true]]);
+  await front.stop();
+});
+
 test('TLS: the gateway serves HTTPS with the configured certificate', async () => {
   const { execFileSync } = await import('node:child_process');
   const { request } = await import('node:https');
