@@ -28,6 +28,7 @@ struct GatewayArgs {
     std::string config_path, upstream, listen, keys_path, store = "default";
     std::vector<std::string> api_keys;
     bool debug_endpoints = false, no_long_context = false;
+    int lane_wait_s = -1;
     std::string key_name = "default";
 };
 
@@ -56,6 +57,7 @@ int run_gateway(GatewayArgs& a) {
     }
     if (!a.listen.empty()) gateway::parse_listen(a.listen, c.host, c.port, "--listen");
     if (a.debug_endpoints) c.debug_endpoints = true;
+    if (a.lane_wait_s >= 0) c.limits.lane_wait_s = a.lane_wait_s;
     if (a.no_long_context) c.long_context.enabled = false;
     if (a.store != "default") c.long_context.store_path = a.store;
     else if (c.long_context.store_path.empty() && a.config_path.empty()) c.long_context.store_path = default_store_path();
@@ -120,6 +122,8 @@ void add_gateway_command(CLI::App& app, Runner& run) {
     cmd->add_option("--store", a->store, "session store (SQLite) for long conversations; \"\": in memory only (default: $XDG_STATE_HOME/strata/gateway-sessions.sqlite)");
     cmd->add_flag("--no-long-context", a->no_long_context, "never abridge: a conversation beyond the lane's window gets the lane's 400");
     cmd->add_flag("--debug-endpoints", a->debug_endpoints, "serve POST /v1/gateway/assemble to loopback clients");
+    cmd->add_option("--lane-wait", a->lane_wait_s, "seconds a request waits for a dead lane before a 503 (default 30; [limits] lane_wait_s)")
+        ->check(CLI::Range(0, 3600));
     cmd->callback([&run, a, cmd] {
         if (cmd->get_subcommands().empty()) run = [a] { return run_gateway(*a); };
     });

@@ -18,7 +18,7 @@ const WINDOW = 8192;
 // Under the sanitizers (STRATA_TEST_DIVISOR=4) the long inputs shrink; the 1M paste stays a
 // paste far beyond the window either way.
 const DIVISOR = Number(process.env.STRATA_TEST_DIVISOR ?? 1);
-const PASTE_TOKENS = DIVISOR > 1 ? 250_046 : 1_000_046;
+const PASTE_TOKENS = DIVISOR > 1 ? 100_046 : 1_000_046;
 const NO_EOS = { 151645: -100 };
 const keys = { alice: 'sk-alice-' + 'a'.repeat(24), bob: 'sk-bob-' + 'b'.repeat(24), carol: 'sk-carol-' + 'c'.repeat(24) };
 const sha = (s) => createHash('sha256').update(s).digest('hex');
@@ -212,7 +212,7 @@ test('sessions: the next turn is incremental, survives a gateway restart, and ne
 
 test('per-key concurrency queues (visible in /concurrency) and rate limits (429 with Retry-After)', async () => {
   // bob may run one request at a time: the second waits in his queue.
-  const long = (i) => openai(keys.bob).chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: `Long ${i}` }], max_tokens: 400, logit_bias: NO_EOS });
+  const long = (i) => openai(keys.bob).chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: `Long ${i}` }], max_tokens: DIVISOR > 1 ? 100 : 400, logit_bias: NO_EOS });
   const a = long(1), b = long(2);
   await waitFor('a queued bob request', async () => (await concurrency()).requests.some((r) => r.key === 'bob' && r.state === 'queued' && r.queue_position === 1));
   const c = await concurrency();
@@ -270,7 +270,7 @@ test('kill -9 of the lane mid-stream: a clean error, the lane restarted, the nex
 
 test('quick start: --upstream to a running lane, --api-key, and a request while that lane is down waits for it', async () => {
   const lane = await startServer({ logName: 'gw-upstream' });
-  const quick = await startGateway(['--upstream', lane.base, '--listen', '127.0.0.1:0', '--api-key', 'sk-quick', '--store', '']);
+  const quick = await startGateway(['--upstream', lane.base, '--listen', '127.0.0.1:0', '--api-key', 'sk-quick', '--store', '', '--lane-wait', '3']);
   const client = new OpenAI({ baseURL: `${quick.base}/v1`, apiKey: 'sk-quick', maxRetries: 0 });
   const r = await client.chat.completions.create({ model: 'anything', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
   assert.equal(r.object, 'chat.completion');
@@ -279,7 +279,7 @@ test('quick start: --upstream to a running lane, --api-key, and a request while 
   await lane.stop();
   const res = await fetch(`${quick.base}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer sk-quick', 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }), signal: AbortSignal.timeout(120000) });
-  // Nobody restarts an upstream lane: after lane_wait_s (30 s by default) the answer is a 503.
+  // Nobody restarts an upstream lane: after --lane-wait (3 s here) the answer is a 503.
   assert.equal(res.status, 503);
   assert.ok(Number(res.headers.get('retry-after')) >= 1);
   await quick.stop();
