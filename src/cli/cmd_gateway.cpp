@@ -79,11 +79,7 @@ int run_gateway(GatewayArgs& a) {
         if (!lane.command.empty() && lane.command[0] == "strata") lane.command[0] = self_exe();
     gateway::validate(c);
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    block_stop_signals();  // before any thread (lanes' monitors) starts
     ::signal(SIGPIPE, SIG_IGN);
 
     // Lanes' model-info files: a private folder (mkdtemp: fresh, mode 0700, unpredictable name).
@@ -93,15 +89,7 @@ int run_gateway(GatewayArgs& a) {
     gateway::Gateway gw(c, cache);
     gw.start();
     gw.bind();
-    std::thread waiter([&] {
-        int sig = 0;
-        sigwait(&set, &sig);
-        std::fprintf(stderr, "gateway: signal %d, stopping\n", sig);
-        gw.stop();
-    });
-    gw.listen();
-    ::kill(::getpid(), SIGTERM);
-    waiter.join();
+    serve_until_signal("gateway", [&] { gw.listen(); }, [&] { gw.stop(); });
     std::error_code ec;
     std::filesystem::remove_all(cache, ec);
     std::fprintf(stderr, "gateway: stopped\n");

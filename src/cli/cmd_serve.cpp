@@ -44,31 +44,46 @@ int run_serve(ServeArgs& a) {
     if (a.ctx > 0) o.engine_argv.insert(o.engine_argv.end(), {"--ctx", std::to_string(a.ctx)});
     if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
 
-    // Signals go to one thread that stops the server; every other thread has them blocked.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-
+    block_stop_signals();
     serve::Server server(o);
     server.start();
     server.bind();
-    std::thread waiter([&] {
-        int sig = 0;
-        sigwait(&set, &sig);
-        std::fprintf(stderr, "serve: signal %d, stopping\n", sig);
-        server.stop();
-    });
-    server.listen();
-    // listen() returns after stop(): wake the waiter if the server stopped for another reason.
-    ::kill(::getpid(), SIGTERM);
-    waiter.join();
+    serve_until_signal("serve", [&] { server.listen(); }, [&] { server.stop(); });
     std::fprintf(stderr, "serve: stopped\n");
     return 0;
 }
 
 }  // namespace
+
+namespace {
+sigset_t stop_signal_set() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    return set;
+}
+}  // namespace
+
+void block_stop_signals() {
+    const sigset_t set = stop_signal_set();
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void serve_until_signal(const char* name, const std::function<void()>& listen, const std::function<void()>& stop) {
+    block_stop_signals();
+    const sigset_t set = stop_signal_set();
+    std::thread waiter([&] {
+        int sig = 0;
+        sigwait(&set, &sig);
+        std::fprintf(stderr, "%s: signal %d, stopping\n", name, sig);
+        stop();
+    });
+    listen();
+    // listen() returns after stop(): wake the waiter if it stopped for another reason.
+    ::kill(::getpid(), SIGTERM);
+    waiter.join();
+}
 
 void add_serve_command(CLI::App& app, Runner& run) {
     auto a = std::make_shared<ServeArgs>();

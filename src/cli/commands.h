@@ -40,6 +40,12 @@ void add_gateway_command(CLI::App& app, Runner& run);
 // `strata bench serve ...`: load generator for OpenAI-compatible servers (vs the engine alone)
 void add_bench_commands(CLI::App& app, Runner& run);
 
+// Blocks SIGINT/SIGTERM in every thread but one, which calls stop() on the first; runs listen()
+// until it returns (after stop(), or on its own). `name` prefixes the log lines.
+void serve_until_signal(const char* name, const std::function<void()>& listen, const std::function<void()>& stop);
+// The first half of it, for commands that start threads before listening (call it first).
+void block_stop_signals();
+
 // The running strata binary (to start `strata engine` children); throws strata::Error.
 std::string self_exe();
 

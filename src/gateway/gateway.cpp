@@ -215,26 +215,7 @@ void Gateway::route() {
         if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) metrics(res);
     });
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
-    h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return;
-        std::string message;
-        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
-        else if (res.status == 413) message = "request body larger than " + std::to_string(config_.limits.max_body_bytes) + " bytes";
-        else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
-        else message = "bad request";
-        reply_error(res, serve::api_of_path(req.path), ApiError(res.status, message), "");
-    });
-    h.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        log_line("internal error on " + req.method + " " + req.path + ": " + what);
-        reply_error(res, serve::api_of_path(req.path), ApiError(500, "internal error: " + what), "");
-    });
+    serve::install_api_error_handlers(h, config_.limits.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics" || req.path == "/concurrency") return;
         log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);
@@ -332,7 +313,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
             flight->state = State::Guarding;
             try {
                 const auto model = target->model();
-                if (model) report = guard_->apply(api, out, *model, identity);
+                if (model) report = guard_->apply(api, out, req.body.size(), *model, identity);
             } catch (const ApiError& e) {
                 return fail(e, "rejected");
             }
@@ -347,7 +328,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
         flight->state = State::Upstream;
-        call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), serve::dump_json(out));
+        call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), report.changed() ? serve::dump_json(out) : req.body);
         ++target->in_flight;
         const auto head = call->wait_head([&] { return flight->gone(); });
         if (head == UpstreamCall::Head::Ready && !flight->stream) {
@@ -458,7 +439,7 @@ void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res
         if (!lane) throw ApiError(404, "no lane serves the model '" + body.value("model", "") + "'", "model");
         const auto model = lane->model();
         if (!model) throw ApiError(503, "the lane '" + lane->name() + "' has not reported its model yet");
-        const auto report = guard_->apply(api, body, *model, limiter_.auth_required() ? *key : "addr:" + req.remote_addr);
+        const auto report = guard_->apply(api, body, req.body.size(), *model, limiter_.auth_required() ? *key : "addr:" + req.remote_addr);
         ojson out = {{"lane", lane->name()},
                      {"window", model->window},
                      {"abridged", report.abridged},

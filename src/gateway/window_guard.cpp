@@ -172,7 +172,7 @@ WindowGuard::WindowGuard(const LongContextConfig& config) : config_(config), ass
 
 WindowGuard::~WindowGuard() = default;
 
-GuardReport WindowGuard::apply(ApiKind api, ojson& body, const LaneModel& lane, const std::string& scope) {
+GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, const LaneModel& lane, const std::string& scope) {
     const auto t0 = std::chrono::steady_clock::now();
     GuardReport report;
     if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return report;  // the lane words the 400
@@ -211,20 +211,19 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, const LaneModel& lane, 
     // no limit gets the configured default (at most a quarter of the window) reserved.
     int64_t reserve = output > 0 ? std::min(output, window / 2) : std::min(config_.default_output_tokens, window / 4);
     const int64_t prompt_room = window - reserve;
-    const std::string text = body.dump();
     const size_t n_messages = body["messages"].size();
     // Byte-level BPE: a token is at least one byte, so bytes (plus the template's few special
     // tokens per message) bound the count from above — most requests need no counting at all.
     // (A request that names no output limit keeps the default reserve free for its answer.)
     const int64_t output_room = output > 0 ? output : reserve;
-    if (static_cast<int64_t>(text.size() + 8 * n_messages + 256) <= window - output_room) return report;
+    if (static_cast<int64_t>(body_bytes + 8 * n_messages + 256) <= window - output_room) return report;
 
     auto finish = [&] {
         report.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return report;
     };
     // Small enough to count exactly and cheaply: maybe it fits after all.
-    if (static_cast<int64_t>(text.size()) <= 8 * window) {
+    if (static_cast<int64_t>(body_bytes) <= 8 * window) {
         report.prompt_tokens_in = exact_tokens(api, body, *lane.counter, limits_);
         report.counted = true;
         report.prompt_tokens_out = report.prompt_tokens_in;

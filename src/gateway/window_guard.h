@@ -31,6 +31,8 @@ struct GuardReport {
     std::string retrieval;           // "bm25" / "hybrid" when abridged
     nlohmann::json stats = nlohmann::json::object();  // assembler statistics
     double ms = 0;
+    // Whether apply() rewrote the body (otherwise the client's bytes can go to the lane as they are).
+    bool changed() const { return thinking_clamped || thinking_disabled || abridged || max_tokens_out >= 0; }
 };
 
 class WindowGuard {
@@ -39,9 +41,10 @@ public:
     ~WindowGuard();
 
     // Applies both guards to `body` (an OpenAI chat or Anthropic messages body), rewriting it in
-    // place. `scope`: the key's identity (sessions never cross it). Throws serve::ApiError for a
-    // body the lane would reject anyway (so the client hears it in its API's terms).
-    GuardReport apply(serve::ApiKind api, serve::ojson& body, const LaneModel& lane, const std::string& scope);
+    // place. `body_bytes`: the size of the body as the client sent it. `scope`: the key's identity
+    // (sessions never cross it). Throws serve::ApiError for a body the lane would reject anyway (so
+    // the client hears it in its API's terms).
+    GuardReport apply(serve::ApiKind api, serve::ojson& body, size_t body_bytes, const LaneModel& lane, const std::string& scope);
 
     SessionStore* store() const { return store_.get(); }
 

@@ -1,5 +1,6 @@
 #include "serve/api_shapes.h"
 
+#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
@@ -50,6 +51,33 @@ std::string api_stream_error(ApiKind api, const std::string& message) {
 }
 
 ApiKind api_of_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0 ? ApiKind::Anthropic : ApiKind::OpenAI; }
+
+void install_api_error_handlers(httplib::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log) {
+    auto reply = [](httplib::Response& res, const std::string& path, const ApiError& e) {
+        res.status = e.status;
+        res.set_content(dump_json(api_error_body(api_of_path(path), e, "")), "application/json");
+    };
+    server.set_error_handler([reply, max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return;
+        std::string message;
+        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
+        else if (res.status == 413) message = "request body larger than " + std::to_string(max_body_bytes) + " bytes";
+        else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
+        else message = "bad request";
+        reply(res, req.path, ApiError(res.status, message));
+    });
+    server.set_exception_handler([reply, log](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+            if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+        log("internal error on " + req.method + " " + req.path + ": " + what);
+        reply(res, req.path, ApiError(500, "internal error: " + what));
+    });
+}
 
 std::string sha256_digest(const std::string& s) {
     unsigned char d[SHA256_DIGEST_LENGTH];

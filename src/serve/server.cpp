@@ -181,30 +181,7 @@ void Server::route() {
     });
     // Claude Code's warm-up probe.
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
-    h.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return;
-        Call call;
-        call.api = is_anthropic_path(req.path) ? ApiKind::Anthropic : ApiKind::OpenAI;
-        std::string message;
-        if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
-        else if (res.status == 413) message = "request body larger than " + std::to_string(options_.max_body_bytes) + " bytes";
-        else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
-        else message = "bad request";
-        reply_error(call, res, ApiError(res.status, message));
-    });
-    h.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-            if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        log_line("internal error on " + req.method + " " + req.path + ": " + what);
-        Call call;
-        call.api = is_anthropic_path(req.path) ? ApiKind::Anthropic : ApiKind::OpenAI;
-        reply_error(call, res, ApiError(500, "internal error: " + what));
-    });
+    install_api_error_handlers(h, options_.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics") return;
         log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);

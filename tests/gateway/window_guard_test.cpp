@@ -89,7 +89,7 @@ TEST_F(WindowGuardTest, ABodyThatFitsGoesUnchanged) {
     auto g = guard();
     ojson body = openai_chat(2);
     const ojson before = body;
-    const auto report = g.apply(ApiKind::OpenAI, body, *lane_, "k");
+    const auto report = g.apply(ApiKind::OpenAI, body, body.dump().size(), *lane_, "k");
     EXPECT_FALSE(report.abridged);
     EXPECT_EQ(body, before);
     EXPECT_LE(lane_tokens(ApiKind::OpenAI, body) + 64, kWindow);
@@ -99,7 +99,7 @@ TEST_F(WindowGuardTest, OpenAIConversationBeyondTheWindowIsAbridgedToFit) {
     auto g = guard();
     ojson body = openai_chat(60);
     ASSERT_GT(lane_tokens(ApiKind::OpenAI, body), 8 * kWindow);
-    const auto report = g.apply(ApiKind::OpenAI, body, *lane_, "k");
+    const auto report = g.apply(ApiKind::OpenAI, body, body.dump().size(), *lane_, "k");
     ASSERT_TRUE(report.abridged);
     EXPECT_EQ(report.retrieval, "bm25");
     const int64_t n = lane_tokens(ApiKind::OpenAI, body);
@@ -132,7 +132,7 @@ TEST_F(WindowGuardTest, AnthropicConversationKeepsSystemBlocksAndStartsAtAUserTu
     }
     messages.push_back({{"role", "user"}, {"content", "Summarise."}});
     ojson body = {{"model", "strata-tiny"}, {"max_tokens", 100}, {"system", ojson::array({{{"type", "text"}, {"text", "Be brief."}}})}, {"messages", messages}};
-    const auto report = g.apply(ApiKind::Anthropic, body, *lane_, "k");
+    const auto report = g.apply(ApiKind::Anthropic, body, body.dump().size(), *lane_, "k");
     ASSERT_TRUE(report.abridged);
     EXPECT_LE(lane_tokens(ApiKind::Anthropic, body) + 100, kWindow);
     ASSERT_TRUE(body["system"].is_array());
@@ -154,7 +154,7 @@ TEST_F(WindowGuardTest, OneHugeMessageKeepsHeadAndTailAndFits) {
     ojson body = {{"model", "strata-tiny"}, {"messages", ojson::array({{{"role", "user"}, {"content", paste}}})}, {"max_tokens", 32.0}};  // a whole float counts
     LaneModel lane = *lane_;
     lane.window = 4096;  // the byte-level tokenizer makes every byte a token: room for head, excerpts and tail
-    const auto report = g.apply(ApiKind::OpenAI, body, lane, "k");
+    const auto report = g.apply(ApiKind::OpenAI, body, body.dump().size(), lane, "k");
     ASSERT_TRUE(report.abridged);
     EXPECT_LE(lane_tokens(ApiKind::OpenAI, body) + 32, lane.window);
     const std::string sent = body["messages"].back()["content"].get<std::string>();
@@ -167,7 +167,7 @@ TEST_F(WindowGuardTest, AnOutputLimitBeyondTheWindowIsLowered) {
     auto g = guard();
     ojson body = openai_chat(1);
     body["max_tokens"] = 100000;
-    const auto report = g.apply(ApiKind::OpenAI, body, *lane_, "k");
+    const auto report = g.apply(ApiKind::OpenAI, body, body.dump().size(), *lane_, "k");
     EXPECT_FALSE(report.abridged);
     const int64_t n = lane_tokens(ApiKind::OpenAI, body);
     EXPECT_EQ(body["max_tokens"].get<int64_t>(), kWindow - n);
@@ -178,7 +178,7 @@ TEST_F(WindowGuardTest, ThinkingBudgetsThatLeaveNoRoomAreClampedOrTurnedOff) {
     auto g = guard();
     ojson body = {{"model", "strata-tiny"}, {"max_tokens", 4000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
                   {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
-    auto report = g.apply(ApiKind::Anthropic, body, *lane_, "k");
+    auto report = g.apply(ApiKind::Anthropic, body, body.dump().size(), *lane_, "k");
     EXPECT_TRUE(report.thinking_clamped);
     // The window (1,024) lowers max_tokens first; the budget then leaves a quarter for the answer,
     // and 1,024 (Anthropic's minimum) cannot fit below that: thinking is turned off.
@@ -188,21 +188,21 @@ TEST_F(WindowGuardTest, ThinkingBudgetsThatLeaveNoRoomAreClampedOrTurnedOff) {
     wide.window = 65536;
     ojson roomy = {{"model", "strata-tiny"}, {"max_tokens", 4000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
                    {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
-    report = g.apply(ApiKind::Anthropic, roomy, wide, "k");
+    report = g.apply(ApiKind::Anthropic, roomy, roomy.dump().size(), wide, "k");
     EXPECT_TRUE(report.thinking_clamped);
     EXPECT_EQ(roomy["thinking"]["budget_tokens"], 3000);
     EXPECT_EQ(roomy["max_tokens"], 4000);
 
     ojson tight = {{"model", "strata-tiny"}, {"max_tokens", 1100}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
                    {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
-    report = g.apply(ApiKind::Anthropic, tight, wide, "k");
+    report = g.apply(ApiKind::Anthropic, tight, tight.dump().size(), wide, "k");
     EXPECT_TRUE(report.thinking_disabled);
     EXPECT_EQ(tight["thinking"], (ojson{{"type", "disabled"}}));
 
     ojson fine = {{"model", "strata-tiny"}, {"max_tokens", 8000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 2048}}},
                   {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
     const ojson before = fine;
-    report = g.apply(ApiKind::Anthropic, fine, wide, "k");
+    report = g.apply(ApiKind::Anthropic, fine, fine.dump().size(), wide, "k");
     EXPECT_FALSE(report.thinking_clamped || report.thinking_disabled);
     EXPECT_EQ(fine, before);
 }
