@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/backend_factory.h"
 #include "backend/cpu_backend.h"
 #include "bench_util.h"
 #include "cpu/thread_pool.h"
@@ -56,7 +57,8 @@ double read_bandwidth(int threads) {
 
 int main(int argc, char** argv) {
     std::string path;
-    int pp = 256, tg = 32, reps = 3, threads = 2;
+    int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1;
+    std::string device = "cpu";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -71,17 +73,24 @@ int main(int argc, char** argv) {
         else if (a == "-n") tg = std::atoi(next());
         else if (a == "-r") reps = std::atoi(next());
         else if (a == "-t") threads = std::atoi(next());
+        else if (a == "-b") batch = std::atoi(next());
+        else if (a == "--device") device = next();
         else {
-            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N]\n");
+            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
             return 2;
         }
     }
     if (path.empty()) {
-        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N]\n");
+        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
         return 2;
     }
     try {
-        backend::CpuBackend be(threads);
+        backend::BackendOptions bo;
+        bo.device = device;
+        bo.threads = threads;
+        const auto backend = backend::make_backend(bo);
+        backend::Backend& be = *backend;
+        const bool gpu = device != "cpu";
         auto m = model::Model::load(path, be);
         const auto& c = m->config();
         // Bytes a decode step reads: everything but the unused experts and the embedding table
@@ -96,6 +105,7 @@ int main(int argc, char** argv) {
         std::printf("model: %s (%s, %lld layers, %lld/%lld experts), %.2f GiB of weights, %d threads\n", path.c_str(),
                     c.arch_name.c_str(), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used),
                     static_cast<long long>(c.n_expert), static_cast<double>(m->weight_bytes()) / (1 << 30), threads);
+        if (gpu) std::printf("device: %s\n", device.c_str());
         std::vector<float> logits(static_cast<size_t>(c.n_vocab));
         std::vector<double> pp_runs, tg_runs;
         for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
@@ -118,12 +128,44 @@ int main(int argc, char** argv) {
                 tg_runs.push_back(tg / tg_s);
             }
         }
-        const double bw = read_bandwidth(threads);
         const double tg_med = median(tg_runs);
         std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
         std::printf("tg%d: %.2f t/s (median of %d)\n", tg, tg_med, reps);
-        std::printf("decode reads %.1f MB/token -> %.1f GB/s; machine read bandwidth (%d threads) %.1f GB/s: %.0f%%\n",
-                    per_token / 1e6, per_token * tg_med / 1e9, threads, bw, 100.0 * per_token * tg_med / 1e9 / bw);
+        if (gpu) {
+            // A decode step reads the weights once (a D2D copy both reads and writes its bytes).
+            const double bw = backend::cuda_copy_bandwidth(0);
+            std::printf("decode reads %.1f MB/token -> %.1f GB/s; device copy bandwidth %.1f GB/s: %.0f%%\n", per_token / 1e6,
+                        per_token * tg_med / 1e9, bw, 100.0 * per_token * tg_med / 1e9 / bw);
+        } else {
+            const double bw = read_bandwidth(threads);
+            std::printf("decode reads %.1f MB/token -> %.1f GB/s; machine read bandwidth (%d threads) %.1f GB/s: %.0f%%\n",
+                        per_token / 1e6, per_token * tg_med / 1e9, threads, bw, 100.0 * per_token * tg_med / 1e9 / bw);
+        }
+        if (batch > 1) {
+            // Aggregate decode: `batch` sequences (each prefilled with 64 tokens) step together.
+            std::vector<double> runs;
+            for (int r = 0; r < reps + 1; ++r) {
+                std::vector<std::unique_ptr<model::SequenceState>> seqs;
+                std::vector<model::SequenceState*> ptrs;
+                model::Batch b;
+                for (int s = 0; s < batch; ++s) {
+                    seqs.push_back(m->new_sequence(64 + tg + 1));
+                    ptrs.push_back(seqs.back().get());
+                    for (int i = 0; i < 64; ++i) b.add((i * 7919 + 13 * s) % static_cast<int>(c.n_vocab), i, s, i + 1 == 64);
+                }
+                std::vector<float> out(static_cast<size_t>(batch * c.n_vocab));
+                m->forward(b, ptrs, out.data());
+                const auto t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < tg; ++i) {
+                    b.clear();
+                    for (int s = 0; s < batch; ++s) b.add((i * 104729 + 7 * s) % static_cast<int>(c.n_vocab), 64 + i, s, true);
+                    m->forward(b, ptrs, out.data());
+                }
+                const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                if (r > 0) runs.push_back(static_cast<double>(batch) * tg / secs);
+            }
+            std::printf("tg%d at batch %d: %.1f t/s aggregate (median of %d)\n", tg, batch, median(runs), reps);
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_model: %s\n", e.what());
         return 1;

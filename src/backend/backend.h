@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -50,15 +51,17 @@ struct AttentionArgs {
 
 // The experts of one MoE layer applied to a batch: out[t] = sum_j w[t][j] * E_{ids[t][j]}(x[t]),
 // E_e(x) = down_e(silu(gate_e x) * up_e x). The one call through which all expert work goes, so
-// a later expert store can decide per expert where it runs.
+// a later expert store can decide per expert where it runs. ids and weights are backend memory
+// (as route_softmax_topk writes them): a GPU backend routes and runs a decode step's experts
+// without a round trip to the host.
 struct MoeArgs {
     const Weight* gate = nullptr;  // [n_expert][n_ff][n_embd]   (GGUF ne: n_embd, n_ff, n_expert)
     const Weight* up = nullptr;    // [n_expert][n_ff][n_embd]
     const Weight* down = nullptr;  // [n_expert][n_embd][n_ff]
     const float* x = nullptr;      // [n_tokens][n_embd]
     int64_t n_tokens = 0;
-    const int32_t* ids = nullptr;      // [n_tokens][k] expert ids
-    const float* weights = nullptr;    // [n_tokens][k] routing weights
+    const int32_t* ids = nullptr;      // [n_tokens][k] expert ids (backend memory)
+    const float* weights = nullptr;    // [n_tokens][k] routing weights (backend memory)
     int64_t k = 0;
     float* out = nullptr;              // [n_tokens][n_embd], overwritten
     int layer = -1;                    // for statistics / placement decisions
@@ -125,12 +128,25 @@ public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
 
+    // Makes the model's weights usable before the first forward: a GPU backend copies them into
+    // device memory (Weight::data stays the key it finds them by), the CPU backend reads them in
+    // place from the mapped file. progress(done, total) in bytes. Throws strata::Error naming the
+    // tensor when a type has no kernel here, or when the weights do not fit the memory budget.
+    using ProgressFn = std::function<void(uint64_t done, uint64_t total)>;
+    virtual void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) {
+        (void)weights;
+        (void)progress;
+    }
+
     // Memory for activations and states, zero-filled. Freed with free_floats.
     virtual float* alloc_floats(size_t n) = 0;
     virtual void free_floats(float* p) = 0;
     virtual void copy_to_host(const float* src, float* host, size_t n) = 0;
     virtual void copy_from_host(const float* host, float* dst, size_t n) = 0;
     virtual void copy(const float* src, float* dst, size_t n) = 0;
+    // A strided block: dst row r (cols values at dst + r*dst_stride) = src row r (src + r*src_stride).
+    virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                           int64_t cols) = 0;
 
     // out [n][ne0] = rows ids of the table (dequantised).
     virtual void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
@@ -152,7 +168,8 @@ public:
                           int64_t k_row, const float* v, int64_t v_row) = 0;
     virtual void attention(const AttentionArgs& a) = 0;
     // Routing: softmax over n_expert logits per token, top-k (ties to the lower id), optional
-    // renormalisation of the chosen weights.
+    // renormalisation of the chosen weights. ids [n_tokens][k] and weights [n_tokens][k] are
+    // backend memory (float slots reinterpreted for the ids).
     virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
                                     int32_t* ids, float* weights) = 0;
     virtual void moe(const MoeArgs& a) = 0;

@@ -80,6 +80,11 @@ void CpuBackend::free_floats(float* p) {
 void CpuBackend::copy_to_host(const float* src, float* host, size_t n) { std::memcpy(host, src, n * sizeof(float)); }
 void CpuBackend::copy_from_host(const float* host, float* dst, size_t n) { std::memcpy(dst, host, n * sizeof(float)); }
 void CpuBackend::copy(const float* src, float* dst, size_t n) { std::memmove(dst, src, n * sizeof(float)); }
+void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                           int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r)
+        std::memmove(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(cols) * sizeof(float));
+}
 
 void CpuBackend::get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) {
     const int64_t dim = table.ne[0];

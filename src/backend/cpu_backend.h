@@ -27,6 +27,8 @@ public:
     void copy_to_host(const float* src, float* host, size_t n) override;
     void copy_from_host(const float* host, float* dst, size_t n) override;
     void copy(const float* src, float* dst, size_t n) override;
+    void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
+                   int64_t cols) override;
 
     void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override;
     void matmul(std::span<const MatmulArgs> products) override;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "runtime/engine_protocol.h"
@@ -31,6 +31,7 @@ using namespace strata::runtime;
 struct EngineArgs {
     std::string model;
     int threads = 2;
+    std::string device = "cpu", vram_budget;
     SchedulerOptions sched;
     int64_t kv_mib = 2048, snapshot_mib = 1024;
 };
@@ -115,10 +116,14 @@ void read_lines(LineQueue& q) {
 
 int run_engine(EngineArgs& a) {
     std::signal(SIGPIPE, SIG_IGN);
-    backend::CpuBackend be(a.threads);
+    backend::BackendOptions bo;
+    bo.device = a.device;
+    bo.threads = a.threads;
+    if (!a.vram_budget.empty()) bo.vram_budget = backend::parse_byte_size(a.vram_budget);
+    const auto be = backend::make_backend(bo);
     const auto t0 = std::chrono::steady_clock::now();
     model::LoadOptions lo;
-    auto model = model::Model::load(a.model, be, lo);
+    auto model = model::Model::load(a.model, *be, lo);
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     a.sched.kv.kv_bytes = a.kv_mib << 20;
     a.sched.kv.snapshot_bytes = a.snapshot_mib << 20;
@@ -203,6 +208,8 @@ void add_engine_command(CLI::App& app, Runner& run) {
     CLI::App* cmd = app.add_subcommand("engine", "run the engine process: JSON-lines protocol on stdin/stdout (docs/protocol.md)");
     cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
     cmd->add_option("-t,--threads", a->threads, "compute threads")->check(CLI::Range(1, 1024));
+    cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     cmd->add_option("--max-running", a->sched.max_running, "sequences computed at once")->check(CLI::Range(1, 4096))->capture_default_str();
     cmd->add_option("--max-batched-tokens", a->sched.max_batched_tokens, "tokens in one forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str();
     cmd->add_option("--prefill-chunk", a->sched.prefill_chunk, "most prompt tokens of one sequence per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();

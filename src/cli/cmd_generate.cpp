@@ -1,5 +1,6 @@
 // `strata generate -m MODEL (--prompt TEXT | --tokens a,b,c) -n N [--temp T] [--seed S]
-//  [--dump-logits OUT.f32] [--json] [--threads N]`: one sequence, prefill then decode.
+//  [--dump-logits OUT.f32] [--json] [--threads N] [--device cpu|cuda] [--vram-budget SIZE]`: one
+//  sequence, prefill then decode.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -32,6 +33,7 @@ struct GenerateArgs {
     bool think = false;
     int threads = 2;
     int64_t ctx = 0;
+    std::string device = "cpu", vram_budget;
 };
 
 std::vector<int32_t> parse_token_list(const std::string& s) {
@@ -74,9 +76,13 @@ int run_generate(const GenerateArgs& a) {
     using clock = std::chrono::steady_clock;
     if (a.prompt.empty() == a.tokens.empty()) throw Error("give exactly one of --prompt and --tokens");
     if (a.n_predict < 0) throw Error("-n must not be negative");
-    backend::CpuBackend be(a.threads);
+    backend::BackendOptions bo;
+    bo.device = a.device;
+    bo.threads = a.threads;
+    if (!a.vram_budget.empty()) bo.vram_budget = backend::parse_byte_size(a.vram_budget);
+    const auto be = backend::make_backend(bo);
     const auto t_load = clock::now();
-    auto model = model::Model::load(a.model, be);
+    auto model = model::Model::load(a.model, *be);
     const auto& cfg = model->config();
     std::fprintf(stderr, "loaded %s: %s, %lld layers, %lld experts (top %lld), %.1f MiB of weights, %.0f ms\n", a.model.c_str(),
                  cfg.arch_name.c_str(), static_cast<long long>(cfg.n_layer), static_cast<long long>(cfg.n_expert),
@@ -169,6 +175,8 @@ void add_generate_command(CLI::App& app, Runner& run) {
     cmd->add_flag("--think", a->think, "with --chat: enable_thinking=true (default false)");
     cmd->add_option("-t,--threads", a->threads, "CPU threads")->capture_default_str();
     cmd->add_option("--ctx", a->ctx, "sequence capacity (default: prompt + n)");
+    cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     cmd->callback([&run, a] { run = [a] { return run_generate(*a); }; });
 }
 

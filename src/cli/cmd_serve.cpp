@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "backend/backend_factory.h"
 #include "cli/commands.h"
 #include "serve/server.h"
 #include "util/error.h"
@@ -27,14 +28,18 @@ namespace {
 struct ServeArgs {
     serve::ServeOptions o;
     std::vector<std::string> keys;
-    std::string device = "cpu";
+    std::string device = "cpu", vram_budget;
     int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
     int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
     bool no_prefix_cache = false;
 };
 
 int run_serve(ServeArgs& a) {
-    if (a.device != "cpu") throw Error("--device " + a.device + ": this build computes on the CPU only (the CUDA backend is not built yet)");
+    if (a.device != "cpu") {
+        std::string why;
+        if (!backend::cuda_usable(&why)) throw Error("--device " + a.device + ": " + why);
+    }
+    if (!a.vram_budget.empty()) (void)backend::parse_byte_size(a.vram_budget);  // refuse a bad size before starting
     auto& o = a.o;
     o.api_keys = a.keys;
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);
@@ -43,6 +48,8 @@ int run_serve(ServeArgs& a) {
                      "--kv-mib", std::to_string(a.kv_mib), "--snapshot-mib", std::to_string(a.snapshot_mib)};
     if (a.ctx > 0) o.engine_argv.insert(o.engine_argv.end(), {"--ctx", std::to_string(a.ctx)});
     if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
+    o.engine_argv.insert(o.engine_argv.end(), {"--device", a.device});
+    if (!a.vram_budget.empty()) o.engine_argv.insert(o.engine_argv.end(), {"--vram-budget", a.vram_budget});
 
     block_stop_signals();
     serve::Server server(o);
@@ -98,7 +105,8 @@ void add_serve_command(CLI::App& app, Runner& run) {
     cmd->add_option("--max-body-mib", a->o.max_body_bytes, "largest request body, MiB")
         ->check(CLI::Range(int64_t{1}, int64_t{1024}))
         ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
-    cmd->add_option("--device", a->device, "cpu (cuda: when the CUDA backend is built)")->capture_default_str();
+    cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
+    cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     cmd->add_option("-t,--threads", a->threads, "engine compute threads")->check(CLI::Range(1, 1024))->capture_default_str();
     cmd->add_option("--ctx", a->ctx, "positions per sequence (default: the model's, capped by KV memory)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
     cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();

@@ -151,7 +151,12 @@ Weight WeightBinder::bind(const std::string& name, const std::vector<int64_t>& s
     w.data = t->data;
     for (size_t i = 0; i < t->shape.size() && i < 4; ++i) w.ne[i] = static_cast<int64_t>(t->shape[i]);
     w.row_bytes = static_cast<size_t>(*quant::row_bytes(t->type, t->shape[0]));
-    bytes_ += t->n_bytes;
+    bool seen = false;
+    for (const Weight& b : bound_) seen = seen || b.data == w.data;
+    if (!seen) {
+        bytes_ += t->n_bytes;
+        bound_.push_back(w);
+    }
     return w;
 }
 

@@ -32,6 +32,7 @@ public:
     Weight require(const std::string& name, std::vector<int64_t> shape);
     Weight optional(const std::string& name, std::vector<int64_t> shape);
     uint64_t bound_bytes() const { return bytes_; }
+    const std::vector<Weight>& bound() const { return bound_; }  // every tensor bound, once each
     const std::vector<Spec>& recorded() const { return specs_; }
 
 private:
@@ -39,6 +40,7 @@ private:
     const gguf::File* file_ = nullptr;
     uint64_t bytes_ = 0;
     std::vector<Spec> specs_;
+    std::vector<Weight> bound_;
 };
 
 // Everything a forward call needs, shared by the blocks.

@@ -56,13 +56,9 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
         // Per head the projection holds [q (head_dim) | gate (head_dim)]: split into two arrays.
         q = fp.scratch(kAttn, static_cast<size_t>(n * q_dim)).data();
         gate = fp.scratch(kGate, static_cast<size_t>(n * q_dim)).data();
-        for (int64_t t = 0; t < n; ++t) {
-            for (int64_t h = 0; h < c.n_head; ++h) {
-                const float* src = qg + (t * c.n_head + h) * 2 * c.head_dim_k;
-                be.copy(src, q + (t * c.n_head + h) * c.head_dim_k, static_cast<size_t>(c.head_dim_k));
-                be.copy(src + c.head_dim_k, gate + (t * c.n_head + h) * c.head_dim_k, static_cast<size_t>(c.head_dim_k));
-            }
-        }
+        const int64_t d = c.head_dim_k;
+        be.copy_rows(qg, 2 * d, q, d, n * c.n_head, d);
+        be.copy_rows(qg + d, 2 * d, gate, d, n * c.n_head, d);
     }
     be.rms_norm(q, &w.q_norm, n * c.n_head, c.head_dim_k, c.rms_eps, q);
     be.rms_norm(k, &w.k_norm, n * c.n_head_kv, c.head_dim_k, c.rms_eps, k);
@@ -112,11 +108,12 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     }
     be.matmul(products);
 
-    // ids and weights are host data the backend reads (int32 ids stored in a float buffer slot
-    // would be wrong on a device; CPU-side scratch vectors keep them honest).
-    std::vector<int32_t> ids(static_cast<size_t>(n * c.n_expert_used));
-    std::vector<float> weights(static_cast<size_t>(n * c.n_expert_used));
-    be.route_softmax_topk(router, n, c.n_expert, c.n_expert_used, c.norm_topk_prob, ids.data(), weights.data());
+    // ids and weights stay in backend memory: the int32 ids live in a float slot (same size; only
+    // the backend reads them).
+    const auto pairs = static_cast<size_t>(n * c.n_expert_used);
+    int32_t* ids = reinterpret_cast<int32_t*>(fp.scratch(kIds, pairs).data());
+    float* weights = fp.scratch(kRouteW, pairs).data();
+    be.route_softmax_topk(router, n, c.n_expert, c.n_expert_used, c.norm_topk_prob, ids, weights);
 
     backend::MoeArgs m;
     m.gate = &w.gate_exps;
@@ -124,8 +121,8 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     m.down = &w.down_exps;
     m.x = x;
     m.n_tokens = n;
-    m.ids = ids.data();
-    m.weights = weights.data();
+    m.ids = ids;
+    m.weights = weights;
     m.k = c.n_expert_used;
     m.out = out;
     m.layer = static_cast<int>(il);

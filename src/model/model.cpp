@@ -44,6 +44,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     m->arch_->bind(m->config_, binder);
     m->weight_bytes_ = binder.bound_bytes();
     m->config_.tied_output = m->arch_->output().data == m->arch_->token_embd().data;
+    backend.upload_weights(binder.bound(), opts.progress ? opts.progress : backend::Backend::ProgressFn{});
     if (opts.progress) opts.progress(m->weight_bytes_, m->weight_bytes_);
     return m;
 }

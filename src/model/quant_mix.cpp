@@ -15,6 +15,8 @@ const QuantMix kMixes[] = {
     {"q8_0", Type::Q8_0, false, 7},      {"q4_0", Type::Q4_0, false, 2},     {"q6_k", Type::Q6_K, false, 18},
     {"q5_k_m", Type::Q5_K, true, 17},    {"q5_k_s", Type::Q5_K, false, 16},  {"q4_k_m", Type::Q4_K, true, 15},
     {"q4_k_s", Type::Q4_K, false, 14},   {"iq4_xs", Type::IQ4_XS, false, 30}, {"iq4_nl", Type::IQ4_NL, false, 25},
+    // No quantiser of ours writes IQ3_XXS yet: the mix is for made models with --init blocks.
+    {"iq3_xxs", Type::IQ3_XXS, true, 23},
 };
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -41,6 +43,7 @@ Type fits(Type t, int64_t ne0) {
     Type fallback = Type::F16;
     switch (t) {
         case Type::Q4_K:
+        case Type::IQ3_XXS:
         case Type::IQ4_XS: fallback = Type::IQ4_NL; break;
         case Type::Q5_K:
         case Type::Q6_K: fallback = Type::Q8_0; break;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -31,13 +31,19 @@ double rel_l2(const float* a, const float* b, size_t n) {
     return std::sqrt(num / den);
 }
 
-class FixtureLogits : public testing::TestWithParam<std::string> {};
+// (architecture, device): the CUDA backend is held to the same bounds as the CPU backend.
+class FixtureLogits : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(FixtureLogits, MatchesTransformers) {
-    const std::string arch = GetParam();
+    const auto [arch, device] = GetParam();
     const auto dir = test::fixture("hf-tiny/" + arch);
     STRATA_REQUIRE_FIXTURE(dir / (arch + "-bf16.gguf"));
-    backend::CpuBackend be(2);
+    std::string why;
+    if (device == "cuda" && !backend::cuda_usable(&why)) GTEST_SKIP() << why;
+    backend::BackendOptions bo;
+    bo.device = device;
+    const auto backend = backend::make_backend(bo);
+    backend::Backend& be = *backend;
     // These references were computed after model.to(bfloat16), which also rounded the rotary
     // inv_freq buffer: reproduce that to compare the rest of the computation tightly.
     LoadOptions opts;
@@ -67,7 +73,7 @@ TEST_P(FixtureLogits, MatchesTransformers) {
         const auto last = read_f32(dir / ("last_logits_" + std::to_string(k) + ".f32"));
         ASSERT_EQ(last.size(), static_cast<size_t>(n_vocab));
         const double err = rel_l2(logits.data() + (tokens.size() - 1) * n_vocab, last.data(), last.size());
-        std::printf("%s prompt %zu (%zu tokens): last-row rel L2 %.3g, max |top5 delta| %.3g\n", arch.c_str(), k,
+        std::printf("%s on %s, prompt %zu (%zu tokens): last-row rel L2 %.3g, max |top5 delta| %.3g\n", arch.c_str(), device.c_str(), k,
                     tokens.size(), err, max_top5_err);
         EXPECT_LT(err, 1e-4) << arch << " prompt " << k;
         EXPECT_LT(max_top5_err, 1e-3) << arch << " prompt " << k;
@@ -101,7 +107,9 @@ TEST_P(FixtureLogits, MatchesTransformers) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(HfTiny, FixtureLogits, testing::Values("qwen3moe", "qwen3next", "qwen35moe"));
+INSTANTIATE_TEST_SUITE_P(HfTiny, FixtureLogits,
+                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"), testing::Values("cpu", "cuda")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace
 }  // namespace strata::model

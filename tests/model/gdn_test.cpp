@@ -341,6 +341,9 @@ public:
     void copy_to_host(const float* src, float* host, size_t n) override { cpu_.copy_to_host(src, host, n); }
     void copy_from_host(const float* host, float* dst, size_t n) override { cpu_.copy_from_host(host, dst, n); }
     void copy(const float* src, float* dst, size_t n) override { cpu_.copy(src, dst, n); }
+    void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) override {
+        cpu_.copy_rows(src, src_stride, dst, dst_stride, rows, cols);
+    }
     void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override { cpu_.get_rows(table, ids, n, out); }
     void matmul(std::span<const MatmulArgs> products) override {
         for (const MatmulArgs& p : products) {

@@ -1,0 +1,183 @@
+// Attention over the paged f32 KV cache, flash-decoding style: a block owns one query token and
+// one KV head (all the query heads of that group read each key and value row once), its four
+// warps take positions in turn with an online softmax each, and long caches are split over
+// several blocks whose partial results a second kernel combines.
+#include "cuda/cuda_common.cuh"
+
+namespace strata::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxGroup = 16;     // query heads per KV head
+constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
+constexpr int64_t kSplitMin = 256; // positions a split covers at least
+
+// partial layout per (token, head, split): m, l, then head_dim_v accumulators.
+// DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
+template <int DPL, int G>
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits, int64_t split_len) {
+    const int hk = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int group = static_cast<int>(a.n_head / a.n_head_kv);
+    const int dk = static_cast<int>(a.head_dim_k), dv = static_cast<int>(a.head_dim_v);
+    const TokenKv kv = a.tokens[t];
+    extern __shared__ float smem[];
+    float* qs = smem;  // [group][dk]
+    for (int i = threadIdx.x; i < group * dk; i += blockDim.x)
+        qs[i] = a.q[(static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hk) * group) * dk + i];
+    __syncthreads();
+
+    float m[G], l[G], acc[G][DPL];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
+    }
+    const int64_t k_row = a.n_head_kv * dk, v_row = a.n_head_kv * dv;
+    const int64_t begin = split * split_len, end = min(static_cast<int64_t>(kv.pos) + 1, begin + split_len);
+    for (int64_t p = begin + warp; p < end; p += kWarps) {
+        const int64_t row = static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size;
+        const float* kr = a.k + kv.k_off + row * k_row + static_cast<int64_t>(hk) * dk;
+        const float* vr = a.v + kv.v_off + row * v_row + static_cast<int64_t>(hk) * dv;
+        float kreg[DPL], vreg[DPL];
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) {
+            const int d = lane + 32 * i;
+            kreg[i] = d < dk ? kr[d] : 0.0f;
+            vreg[i] = d < dv ? vr[d] : 0.0f;
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            if (g >= group) break;
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) {
+                const int d = lane + 32 * i;
+                if (d < dk) s += qs[g * dk + d] * kreg[i];
+            }
+            s = warp_sum(s) * a.scale;
+            const float m_new = fmaxf(m[g], s);
+            const float corr = expf(m[g] - m_new), e = expf(s - m_new);
+            l[g] = l[g] * corr + e;
+#pragma unroll
+            for (int i = 0; i < DPL; ++i) acc[g][i] = acc[g][i] * corr + e * vreg[i];
+            m[g] = m_new;
+        }
+    }
+
+    // Merge the warps: each writes its (m, l, acc) per head to shared memory, then warp w merges
+    // heads w, w + kWarps, ...
+    __syncthreads();
+    float* wm = smem;                               // [kWarps][group]
+    float* wl = wm + kWarps * group;                // [kWarps][group]
+    float* wacc = wl + kWarps * group;              // [kWarps][group][dv]
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+        if (g >= group) break;
+        if (lane == 0) wm[warp * group + g] = m[g], wl[warp * group + g] = l[g];
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) {
+            const int d = lane + 32 * i;
+            if (d < dv) wacc[(warp * group + g) * dv + d] = acc[g][i];
+        }
+    }
+    __syncthreads();
+    for (int g = warp; g < group; g += kWarps) {
+        float mm = -INFINITY;
+        for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, wm[w * group + g]);
+        float ll = 0.0f;
+        float sc[kWarps];
+        for (int w = 0; w < kWarps; ++w) {
+            sc[w] = wm[w * group + g] == -INFINITY ? 0.0f : expf(wm[w * group + g] - mm);
+            ll += wl[w * group + g] * sc[w];
+        }
+        const int64_t h = static_cast<int64_t>(hk) * group + g;
+        for (int d = lane; d < dv; d += 32) {
+            float o = 0.0f;
+            for (int w = 0; w < kWarps; ++w) o += wacc[(w * group + g) * dv + d] * sc[w];
+            if (splits == 1) {
+                a.out[(static_cast<int64_t>(t) * a.n_head + h) * dv + d] = ll > 0.0f ? o / ll : 0.0f;
+            } else {
+                float* part = a.partial + ((static_cast<int64_t>(t) * a.n_head + h) * splits + split) * (2 + dv);
+                if (d == lane && lane == 0) part[0] = mm, part[1] = ll;
+                part[2 + d] = o;
+            }
+        }
+    }
+}
+
+__global__ void combine_kernel(Attention a, int64_t splits) {
+    const int64_t th = blockIdx.x;  // token * n_head + head
+    const int dv = static_cast<int>(a.head_dim_v);
+    const float* part = a.partial + th * splits * (2 + dv);
+    float mm = -INFINITY;
+    for (int64_t s = 0; s < splits; ++s) mm = fmaxf(mm, part[s * (2 + dv)]);
+    float ll = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) {
+        const float ms = part[s * (2 + dv)];
+        if (ms != -INFINITY) ll += part[s * (2 + dv) + 1] * expf(ms - mm);
+    }
+    for (int d = threadIdx.x; d < dv; d += blockDim.x) {
+        float o = 0.0f;
+        for (int64_t s = 0; s < splits; ++s) {
+            const float ms = part[s * (2 + dv)];
+            if (ms != -INFINITY) o += part[s * (2 + dv) + 2 + d] * expf(ms - mm);
+        }
+        a.out[th * dv + d] = ll > 0.0f ? o / ll : 0.0f;
+    }
+}
+
+}  // namespace
+
+int64_t attention_splits(const Attention& a, int n_sm) {
+    // Enough blocks to fill the GPU twice over, but each split at least kSplitMin positions.
+    const int64_t blocks = a.n_tokens * a.n_head_kv;
+    const int64_t want = (2 * static_cast<int64_t>(n_sm) + blocks - 1) / blocks;
+    const int64_t most = (static_cast<int64_t>(a.max_pos) + kSplitMin) / kSplitMin;
+    return std::max<int64_t>(1, std::min(want, most));
+}
+
+size_t attention_partial_floats(const Attention& a, int64_t splits) {
+    return splits <= 1 ? 0 : static_cast<size_t>(a.n_tokens * a.n_head * splits * (2 + a.head_dim_v));
+}
+
+void attention(const Attention& a, int64_t splits, cudaStream_t s) {
+    if (a.n_tokens <= 0) return;
+    const int64_t group = a.n_head / a.n_head_kv;
+    const int64_t dmax = std::max(a.head_dim_k, a.head_dim_v);
+    if (a.n_head % a.n_head_kv != 0 || group > kMaxGroup)
+        throw Error("CUDA attention: " + std::to_string(a.n_head) + " query heads over " + std::to_string(a.n_head_kv) +
+                    " KV heads (at most " + std::to_string(kMaxGroup) + " per KV head)");
+    if (dmax > 32 * kMaxDimPerLane) throw Error("CUDA attention: head_dim " + std::to_string(dmax) + " is over 256");
+    const int64_t split_len = (static_cast<int64_t>(a.max_pos) + splits) / splits;  // covers 0..max_pos
+    const size_t shared = sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * kWarps * group + kWarps * group * a.head_dim_v));
+    const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
+    const int dpl = static_cast<int>((dmax + 31) / 32);
+    auto launch = [&]<int DPL, int G>() {
+        if (shared > 48 * 1024)
+            STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(shared)));
+        attention_kernel<DPL, G><<<grid, kWarps * 32, shared, s>>>(a, splits, split_len);
+    };
+    auto with_group = [&]<int DPL>() {
+        if (group <= 1) launch.template operator()<DPL, 1>();
+        else if (group <= 2) launch.template operator()<DPL, 2>();
+        else if (group <= 4) launch.template operator()<DPL, 4>();
+        else if (group <= 8) launch.template operator()<DPL, 8>();
+        else launch.template operator()<DPL, 16>();
+    };
+    if (dpl <= 1) with_group.template operator()<1>();
+    else if (dpl <= 2) with_group.template operator()<2>();
+    else if (dpl <= 4) with_group.template operator()<4>();
+    else with_group.template operator()<8>();
+    STRATA_CUDA_LAUNCHED();
+    if (splits > 1) {
+        combine_kernel<<<static_cast<unsigned>(a.n_tokens * a.n_head), 128, 0, s>>>(a, splits);
+        STRATA_CUDA_LAUNCHED();
+    }
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,545 @@
+// The CUDA backend: weights copied once into device memory (found again by their host address),
+// activations and states in device memory, every op a kernel on one stream. Host-side inputs of
+// an op (positions, block tables, token ids) go up through a pinned staging area that is reused
+// only after the stream has been synchronised. Products: a GEMV for up to kGemvMaxCols input
+// rows (decode), else the weight dequantised to bf16 (f32 for float weights) and cuBLAS. MoE
+// decode reads the routed expert ids on the device; large batches group pairs by expert.
+#include "cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_common.cuh"
+#include "gguf/gguf.h"
+#include "util/fp16.h"
+
+namespace strata::cuda {
+
+namespace {
+
+using backend::AttentionArgs;
+using backend::DeltaRuleArgs;
+using backend::GdnGateArgs;
+using backend::KvCacheView;
+using backend::MatmulArgs;
+using backend::MoeArgs;
+using backend::RopeParams;
+using model::Weight;
+
+void blas_check(cublasStatus_t st, const char* what) {
+    if (st != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLAS: ") + what + " failed with status " + std::to_string(static_cast<int>(st)));
+}
+
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 20) + " MiB"; }
+
+// Pairs of a MoE call up to which experts are read through their ids (no grouping on the host).
+constexpr int64_t kMoeIndexedPairs = 256;
+
+class CudaBackend final : public backend::Backend {
+public:
+    CudaBackend(int index, uint64_t budget) : device_(index) {
+        STRATA_CUDA_CHECK(cudaSetDevice(index));
+        STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        blas_check(cublasCreate(&blas_), "create");
+        blas_check(cublasSetStream(blas_, stream_), "set stream");
+        STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, index));
+        size_t free_b = 0, total_b = 0;
+        STRATA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const uint64_t margin = uint64_t{1} << 30;
+        budget_ = budget != 0 ? budget : (free_b > margin ? free_b - margin : free_b / 2);
+        if (budget_ > free_b)
+            throw Error("--vram-budget " + mib(budget_) + " is more than the " + mib(free_b) + " free on GPU " + std::to_string(index));
+        init_quant_tables();
+        grow_stage(size_t{4} << 20);
+    }
+
+    ~CudaBackend() override {
+        cudaStreamSynchronize(stream_);
+        for (auto& [host, dev] : weights_) cudaFree(dev.ptr);
+        for (auto& b : scratch_) cudaFree(b.ptr);
+        for (auto& [p, n] : allocs_) cudaFree(p);
+        cudaFreeHost(stage_host_);
+        cudaFree(stage_dev_);
+        cublasDestroy(blas_);
+        cudaStreamDestroy(stream_);
+    }
+
+    const char* name() const override { return "cuda"; }
+
+    void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) override {
+        uint64_t total = 0;
+        for (const Weight& w : weights) {
+            const bool vector = w.ne[1] * w.ne[2] * w.ne[3] == 1;
+            if (!vector && !type_supported(w.type))
+                throw Error("tensor " + w.name() + " has type " + quant::type_name(w.type) + ", which has no CUDA kernel");
+            total += bytes_of(w);
+        }
+        if (used_ + total > budget_)
+            throw Error("the model's weights need " + mib(total) + " of GPU memory; the budget is " + mib(budget_) + " (" +
+                        mib(used_) + " in use). Raise --vram-budget, or run on the CPU (--device cpu)");
+        uint64_t done = 0;
+        for (const Weight& w : weights) {
+            const size_t n = bytes_of(w);
+            if (const auto it = weights_.find(w.data); it != weights_.end()) {
+                if (it->second.bytes == n && it->second.type == w.type) continue;
+                // Host memory reused for another tensor: the old copy is stale.
+                sync();
+                cudaFree(it->second.ptr);
+                used_ -= it->second.bytes;
+                weights_.erase(it);
+            }
+            void* dev = nullptr;
+            STRATA_CUDA_CHECK(cudaMalloc(&dev, n));
+            STRATA_CUDA_CHECK(cudaMemcpy(dev, w.data, n, cudaMemcpyHostToDevice));
+            weights_[w.data] = {static_cast<uint8_t*>(dev), n, w.type};
+            used_ += n;
+            done += n;
+            if (progress) progress(done, total);
+        }
+    }
+
+    float* alloc_floats(size_t n) override {
+        const size_t bytes = std::max<size_t>(256, n * sizeof(float));
+        reserve(bytes, "activations");
+        void* p = nullptr;
+        STRATA_CUDA_CHECK(cudaMalloc(&p, bytes));
+        STRATA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+        allocs_[p] = bytes;
+        used_ += bytes;
+        return static_cast<float*>(p);
+    }
+    void free_floats(float* p) override {
+        if (p == nullptr) return;
+        const auto it = allocs_.find(p);
+        if (it == allocs_.end()) return;
+        cudaStreamSynchronize(stream_);
+        cudaFree(p);
+        used_ -= it->second;
+        allocs_.erase(it);
+    }
+    void copy_to_host(const float* src, float* host, size_t n) override {
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        sync();
+    }
+    void copy_from_host(const float* host, float* dst, size_t n) override {
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        sync();
+    }
+    void copy(const float* src, float* dst, size_t n) override {
+        if (n == 0 || src == dst) return;
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+    }
+    void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) override {
+        if (rows <= 0 || cols <= 0) return;
+        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_stride) * sizeof(float), src,
+                                            static_cast<size_t>(src_stride) * sizeof(float), static_cast<size_t>(cols) * sizeof(float),
+                                            static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_));
+    }
+
+    void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
+        for (int64_t i = 0; i < n; ++i)
+            if (ids[i] < 0 || ids[i] >= table.rows())
+                throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) + ")");
+        dequant_rows_f32(matrix(table), upload(ids, static_cast<size_t>(n)), n, out, stream_);
+    }
+
+    void matmul(std::span<const MatmulArgs> products) override {
+        for (const MatmulArgs& p : products) product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
+    }
+
+    void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
+        cuda::rms_norm(x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_);
+    }
+    void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
+    void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
+        cuda::swiglu(gate, up, rows, dim, in_stride, out, stream_);
+    }
+    void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override {
+        cuda::mul_sigmoid(x, g, rows, dim, g_stride, stream_);
+    }
+    void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override {
+        // The frequencies exactly as the CPU backend computes them (text-only M-RoPE is plain RoPE).
+        const int64_t half = p.n_rot / 2;
+        if (half <= 0 || n_tokens <= 0) return;
+        std::vector<float> inv_freq(static_cast<size_t>(half));
+        for (int64_t i = 0; i < half; ++i)
+            inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
+        if (p.freqs_bf16)
+            for (float& f : inv_freq) f = bf16_to_f32(f32_to_bf16(f));
+        cuda::rope(x, n_tokens, n_heads, head_dim, upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens)),
+                   upload_cached(&key_inv_freq_, inv_freq.data(), inv_freq.size()), p.n_rot, stream_);
+    }
+    void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
+                  const float* v, int64_t v_row) override {
+        if (n_tokens <= 0) return;
+        // Destinations as float offsets from the first token's pools: with one shared pool (the
+        // engine's KV memory) the offsets are the same for every layer of a step.
+        float* k_base = kv[0]->k;
+        float* v_base = kv[0]->v;
+        std::vector<int64_t>& off = kv_offsets_;
+        off.resize(static_cast<size_t>(2 * n_tokens));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            const KvCacheView& c = *kv[t];
+            if (pos[t] < 0 || pos[t] >= c.capacity())
+                throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
+            const int64_t row = static_cast<int64_t>(c.blocks[pos[t] / c.block_size]) * c.block_size + pos[t] % c.block_size;
+            off[static_cast<size_t>(t)] = (c.k - k_base) + row * k_row;
+            off[static_cast<size_t>(n_tokens + t)] = (c.v - v_base) + row * v_row;
+        }
+        const int64_t* d = upload_cached(&key_kv_rows_, off.data(), off.size());
+        cuda::kv_store(k_base, v_base, d, d + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
+    }
+    void attention(const AttentionArgs& a) override {
+        if (a.n_tokens <= 0) return;
+        std::vector<TokenKv>& tokens = attn_tokens_;
+        tokens.resize(static_cast<size_t>(a.n_tokens));
+        const float* k_base = a.kv[0]->k;
+        const float* v_base = a.kv[0]->v;
+        int32_t max_pos = 0;
+        for (int64_t t = 0; t < a.n_tokens; ++t) {
+            const KvCacheView* c = a.kv[t];
+            if (a.pos[t] < 0 || a.pos[t] >= c->capacity())
+                throw Error("position " + std::to_string(a.pos[t]) + " is outside the KV cache (" + std::to_string(c->capacity()) + ")");
+            // Block tables are keyed by their host array: every layer's view of a sequence shares it.
+            const int32_t* table = upload_cached(c->blocks, c->blocks, static_cast<size_t>(c->n_blocks));
+            tokens[static_cast<size_t>(t)] = {c->k - k_base, c->v - v_base, table, static_cast<int32_t>(c->block_size), a.pos[t]};
+            max_pos = std::max(max_pos, a.pos[t]);
+        }
+        Attention d;
+        d.q = a.q;
+        d.out = a.out;
+        d.k = k_base;
+        d.v = v_base;
+        d.tokens = upload_cached(&key_tokens_, tokens.data(), tokens.size());
+        d.n_tokens = a.n_tokens;
+        d.n_head = a.n_head;
+        d.n_head_kv = a.n_head_kv;
+        d.head_dim_k = a.head_dim_k;
+        d.head_dim_v = a.head_dim_v;
+        d.max_pos = max_pos;
+        d.scale = a.scale;
+        const int64_t splits = attention_splits(d, n_sm_);
+        d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
+        cuda::attention(d, splits, stream_);
+    }
+    void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                            float* weights) override {
+        cuda::route_softmax_topk(logits, n_tokens, n_expert, k, renorm, ids, weights, stream_);
+    }
+    void moe(const MoeArgs& a) override;
+
+    void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel, float* conv_state,
+                       float* out) override {
+        cuda::ssm_conv_silu(x, n_tokens, channels, f32(w, kernel * channels), kernel, conv_state, out, stream_);
+    }
+    void gdn_gates(const GdnGateArgs& a) override {
+        cuda::gdn_gates(a.alpha, a.b, a.row_stride, a.group, a.group_stride, f32(*a.a, a.n_heads), f32(*a.dt_bias, a.n_heads), a.g,
+                        a.beta, a.n_tokens, a.n_heads, stream_);
+    }
+    void delta_rule(const DeltaRuleArgs& a) override {
+        // The recurrent form for every run: on the GPU it is exact and fast enough; the chunked
+        // form is the same result up to rounding.
+        DeltaRule d;
+        d.q = a.q;
+        d.k = a.k;
+        d.v = a.v;
+        const int64_t n_k = a.n_k_heads > 0 ? a.n_k_heads : a.n_v_heads;
+        d.q_stride = a.q_stride != 0 ? a.q_stride : n_k * a.d_k;
+        d.k_stride = a.k_stride != 0 ? a.k_stride : n_k * a.d_k;
+        d.v_stride = a.v_stride != 0 ? a.v_stride : a.n_v_heads * a.d_v;
+        d.g = a.g;
+        d.beta = a.beta;
+        d.state = a.state;
+        d.out = a.out;
+        d.n_tokens = a.n_tokens;
+        d.n_v_heads = a.n_v_heads;
+        d.n_k_heads = n_k;
+        d.d_k = a.d_k;
+        d.d_v = a.d_v;
+        d.tiled = a.key_heads == backend::KeyHeadMap::Tiled;
+        d.scale = a.scale;
+        cuda::delta_rule(d, stream_);
+    }
+    void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override {
+        cuda::l2_norm(x, n_tokens, rows, dim, token_stride, eps, stream_);
+    }
+
+private:
+    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kScratchSlots };
+    struct DevBuf {
+        void* ptr = nullptr;
+        size_t bytes = 0;
+    };
+
+    static size_t bytes_of(const Weight& w) { return w.row_bytes * static_cast<size_t>(w.rows()); }
+
+    void reserve(size_t bytes, const char* what) {
+        if (used_ + bytes > budget_)
+            throw Error(std::string("CUDA: ") + what + " need " + mib(bytes) + " more; " + mib(used_) + " of the " + mib(budget_) +
+                        " budget is in use (raise --vram-budget or lower the KV size)");
+    }
+
+    const uint8_t* device_data(const Weight& w) const {
+        const auto it = weights_.find(w.data);
+        if (it == weights_.end() || it->second.type != w.type || it->second.bytes != bytes_of(w))
+            throw Error("tensor " + w.name() + " is not in GPU memory (weights must be uploaded first)");
+        return it->second.ptr;
+    }
+    DeviceMatrix matrix(const Weight& w) const {
+        return {w.type, device_data(w), w.ne[1] * w.ne[2] * w.ne[3], w.ne[0], w.row_bytes};
+    }
+    // Expert slice e of a 3-D expert tensor as its own matrix.
+    DeviceMatrix expert(const Weight& w, int64_t e) const {
+        return {w.type, device_data(w) + static_cast<size_t>(e) * static_cast<size_t>(w.ne[1]) * w.row_bytes, w.ne[1], w.ne[0], w.row_bytes};
+    }
+    const float* f32(const Weight& w, int64_t n) const {
+        if (w.type != quant::Type::F32 || w.ne[0] * w.rows() != n)
+            throw Error("tensor " + w.name() + " must be f32 with " + std::to_string(n) + " values");
+        return reinterpret_cast<const float*>(device_data(w));
+    }
+
+    void* scratch(size_t slot, size_t bytes) {
+        if (scratch_.size() < kScratchSlots) scratch_.resize(kScratchSlots);
+        DevBuf& b = scratch_[slot];
+        if (b.bytes < bytes) {
+            sync();
+            if (b.ptr != nullptr) {
+                cudaFree(b.ptr);
+                used_ -= b.bytes;
+                b = {};
+            }
+            const size_t want = std::max<size_t>(bytes + bytes / 4, 1 << 16);
+            reserve(want, "scratch buffers");
+            STRATA_CUDA_CHECK(cudaMalloc(&b.ptr, want));
+            b.bytes = want;
+            used_ += want;
+        }
+        return b.ptr;
+    }
+
+    // Staging space is only reused by upload() after its own sync, so a device pointer it
+    // handed out stays valid for the rest of the op that asked for it.
+    void sync() { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+    void grow_stage(size_t bytes) {
+        if (stage_host_ != nullptr) {
+            sync();
+            cudaFreeHost(stage_host_);
+            cudaFree(stage_dev_);
+            used_ -= stage_cap_;
+        }
+        reserve(bytes, "staging");
+        STRATA_CUDA_CHECK(cudaMallocHost(&stage_host_, bytes));
+        STRATA_CUDA_CHECK(cudaMalloc(&stage_dev_, bytes));
+        stage_cap_ = bytes;
+        used_ += bytes;
+        stage_used_ = 0;
+        ++stage_generation_;
+    }
+    // A device copy of n host values, valid for the kernels queued after it on the stream.
+    template <class T>
+    T* upload(const T* host, size_t n) {
+        const size_t bytes = std::max<size_t>(n * sizeof(T), 1);
+        if (bytes > stage_cap_) grow_stage(std::max(bytes, 2 * stage_cap_));
+        size_t off = (stage_used_ + 255) / 256 * 256;
+        if (off + bytes > stage_cap_) {
+            sync();
+            off = 0;
+            ++stage_generation_;
+        }
+        std::memcpy(static_cast<uint8_t*>(stage_host_) + off, host, n * sizeof(T));
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(stage_dev_) + off, static_cast<uint8_t*>(stage_host_) + off,
+                                          n * sizeof(T), cudaMemcpyHostToDevice, stream_));
+        stage_used_ = off + bytes;
+        return reinterpret_cast<T*>(static_cast<uint8_t*>(stage_dev_) + off);
+    }
+    // As upload, but returns the previous copy when the same key last uploaded the same bytes and
+    // the staging area has not wrapped since: a decode step's positions, block tables and cache
+    // rows are the same for every layer, so they go up once per step instead of once per op.
+    template <class T>
+    const T* upload_cached(const void* key, const T* host, size_t n) {
+        if (upload_cache_.size() > 4096) upload_cache_.clear();  // block tables of sequences long gone
+        Cached& c = upload_cache_[key];
+        const size_t bytes = n * sizeof(T);
+        if (c.dev != nullptr && c.generation == stage_generation_ && c.bytes.size() == bytes &&
+            std::memcmp(c.bytes.data(), host, bytes) == 0)
+            return static_cast<const T*>(c.dev);
+        c.bytes.assign(reinterpret_cast<const uint8_t*>(host), reinterpret_cast<const uint8_t*>(host) + bytes);
+        c.dev = upload(host, n);
+        c.generation = stage_generation_;
+        return static_cast<const T*>(c.dev);
+    }
+
+    // y[n][y_stride] = W x for x [n][x_stride].
+    void product(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
+        if (n <= 0) return;
+        if (n <= kGemvMaxCols) {
+            gemv(w, x, x_stride, n, y, y_stride, stream_);
+            return;
+        }
+        const float one = 1.0f, zero = 0.0f;
+        const int m = static_cast<int>(w.rows), k = static_cast<int>(w.ne0), cols = static_cast<int>(n);
+        const bool float_weights = w.type == quant::Type::F32 || w.type == quant::Type::F16 || w.type == quant::Type::BF16;
+        if (float_weights) {
+            // f32 math for float weights, as the CPU backend (no tf32: cuBLAS's default math mode).
+            const float* a = reinterpret_cast<const float*>(w.data);
+            if (w.type != quant::Type::F32) {
+                float* deq = static_cast<float*>(scratch(kDenseW, static_cast<size_t>(m) * k * sizeof(float)));
+                dequant_matrix(w, false, deq, stream_);
+                a = deq;
+            }
+            blas_check(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, k, x, static_cast<int>(x_stride), &zero, y,
+                                   static_cast<int>(y_stride)),
+                       "sgemm");
+            return;
+        }
+        void* a = scratch(kDenseW, static_cast<size_t>(m) * k * 2);
+        void* b = scratch(kDenseX, static_cast<size_t>(cols) * k * 2);
+        dequant_matrix(w, true, a, stream_);
+        to_bf16(x, n, k, x_stride, b, stream_);
+        blas_check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16BF, k, b, CUDA_R_16BF, k, &zero, y,
+                                CUDA_R_32F, static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "bf16 gemm");
+    }
+
+    int device_;
+    int n_sm_ = 1;
+    cudaStream_t stream_ = nullptr;
+    cublasHandle_t blas_ = nullptr;
+    uint64_t budget_ = 0, used_ = 0;
+    // Weights by their host address (the model's mapped file, alive as long as the model).
+    struct DeviceWeight {
+        uint8_t* ptr;
+        size_t bytes;
+        quant::Type type;
+    };
+    std::unordered_map<const uint8_t*, DeviceWeight> weights_;
+    std::unordered_map<void*, size_t> allocs_;
+    std::vector<DevBuf> scratch_;
+    void* stage_host_ = nullptr;
+    void* stage_dev_ = nullptr;
+    size_t stage_cap_ = 0, stage_used_ = 0;
+    uint64_t stage_generation_ = 0;
+    struct Cached {
+        std::vector<uint8_t> bytes;
+        const void* dev = nullptr;
+        uint64_t generation = 0;
+    };
+    std::unordered_map<const void*, Cached> upload_cache_;
+    // Keys of upload_cached for per-step arrays (their addresses only serve as keys).
+    char key_pos_ = 0, key_inv_freq_ = 0, key_kv_rows_ = 0, key_tokens_ = 0;
+    // Host-side grouping of a large MoE batch.
+    std::vector<int64_t> kv_offsets_;
+    std::vector<TokenKv> attn_tokens_;
+    std::vector<int32_t> moe_ids_, moe_offsets_, moe_fill_, moe_token_of_, moe_slot_row_;
+};
+
+void CudaBackend::moe(const MoeArgs& a) {
+    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
+    const int64_t n_pairs = a.n_tokens * a.k;
+    if (n_pairs <= 0) return;
+    float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
+    if (n_pairs <= kMoeIndexedPairs) {
+        float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+        DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
+        moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
+        moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
+        moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+        return;
+    }
+    // Group the pairs by expert on the host, then dense products per expert.
+    moe_ids_.resize(static_cast<size_t>(n_pairs));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(moe_ids_.data(), a.ids, static_cast<size_t>(n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    sync();
+    moe_offsets_.assign(static_cast<size_t>(n_expert + 1), 0);
+    for (int32_t e : moe_ids_) {
+        if (e < 0 || e >= n_expert) throw Error("expert id " + std::to_string(e) + " out of range");
+        ++moe_offsets_[static_cast<size_t>(e) + 1];
+    }
+    for (int64_t e = 0; e < n_expert; ++e) moe_offsets_[static_cast<size_t>(e + 1)] += moe_offsets_[static_cast<size_t>(e)];
+    moe_fill_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
+    moe_token_of_.resize(static_cast<size_t>(n_pairs));
+    moe_slot_row_.resize(static_cast<size_t>(n_pairs));
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const int32_t row = moe_fill_[static_cast<size_t>(moe_ids_[static_cast<size_t>(i)])]++;
+        moe_token_of_[static_cast<size_t>(row)] = static_cast<int32_t>(i / a.k);
+        moe_slot_row_[static_cast<size_t>(i)] = row;
+    }
+    float* xg = static_cast<float*>(scratch(kMoeX, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
+    float* hg = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+    float* hu = static_cast<float*>(scratch(kMoeUp, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+    gather_rows(a.x, n_embd, upload(moe_token_of_.data(), moe_token_of_.size()), n_pairs, xg, stream_);
+    const int32_t* slot_row = upload(moe_slot_row_.data(), moe_slot_row_.size());
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const int64_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
+        if (n == 0) continue;
+        product(expert(*a.gate, e), xg + b * n_embd, n_embd, n, hg + b * n_ff, n_ff);
+        product(expert(*a.up, e), xg + b * n_embd, n_embd, n, hu + b * n_ff, n_ff);
+    }
+    cuda::swiglu(hg, hu, n_pairs, n_ff, n_ff, hg, stream_);
+    for (int64_t e = 0; e < n_expert; ++e) {
+        const int64_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
+        if (n == 0) continue;
+        product(expert(*a.down, e), hg + b * n_ff, n_ff, n, outp + b * n_embd, n_embd);
+    }
+    moe_combine(outp, slot_row, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+}
+
+}  // namespace
+
+bool device_available(std::string* why) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        if (why != nullptr) *why = std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")";
+        cudaGetLastError();
+        return false;
+    }
+    if (n == 0) {
+        if (why != nullptr) *why = "no CUDA device is visible";
+        return false;
+    }
+    return true;
+}
+
+double copy_bandwidth(int index) {
+    STRATA_CUDA_CHECK(cudaSetDevice(index));
+    const size_t bytes = size_t{2} << 30;
+    void *a = nullptr, *b = nullptr;
+    STRATA_CUDA_CHECK(cudaMalloc(&a, bytes));
+    STRATA_CUDA_CHECK(cudaMalloc(&b, bytes));
+    STRATA_CUDA_CHECK(cudaMemset(a, 1, bytes));
+    cudaEvent_t e0, e1;
+    STRATA_CUDA_CHECK(cudaEventCreate(&e0));
+    STRATA_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 6; ++r) {
+        STRATA_CUDA_CHECK(cudaEventRecord(e0));
+        STRATA_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+        STRATA_CUDA_CHECK(cudaEventRecord(e1));
+        STRATA_CUDA_CHECK(cudaEventSynchronize(e1));
+        float t = 0;
+        STRATA_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+        if (r > 0) ms.push_back(t);  // the first copy warms up
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    std::sort(ms.begin(), ms.end());
+    return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
+}
+
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget) {
+    int n = 0;
+    STRATA_CUDA_CHECK(cudaGetDeviceCount(&n));
+    if (index >= n) throw Error("GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) + " visible)");
+    return std::make_unique<CudaBackend>(index, vram_budget);
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,22 @@
+// The CUDA backend's entry points (plain C++: callers need no CUDA headers). Only compiled when
+// the build has STRATA_CUDA; src/backend/backend_factory.cpp is the one caller.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace strata::cuda {
+
+// True when the CUDA runtime sees at least one device; otherwise false with the reason.
+bool device_available(std::string* why);
+
+// A backend on GPU `index`; vram_budget 0 means the free memory less 1 GiB.
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget);
+
+// GB/s of a 2 GiB device-to-device copy (read + write bytes over the median time of 5 copies).
+double copy_bandwidth(int index);
+
+}  // namespace strata::cuda

@@ -1,0 +1,132 @@
+// Shared by the CUDA backend's translation units: error checks, warp reductions, and the host
+// launchers each kernel file provides (all on the backend's one stream).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "quant/types.h"
+#include "util/error.h"
+
+namespace strata::cuda {
+
+[[noreturn]] inline void fail(cudaError_t e, const char* what) {
+    throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
+}
+#define STRATA_CUDA_CHECK(call)                              \
+    do {                                                     \
+        const cudaError_t strata_err_ = (call);              \
+        if (strata_err_ != cudaSuccess) ::strata::cuda::fail(strata_err_, #call); \
+    } while (0)
+// After a kernel launch: a bad configuration shows up here, not at the next sync.
+#define STRATA_CUDA_LAUNCHED() STRATA_CUDA_CHECK(cudaGetLastError())
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+// ---- quantised products (cuda_matmul.cu) ---------------------------------------------------
+
+// Copies the i-quant and IQ4 tables into device memory; once per process and device.
+void init_quant_tables();
+// True when the products below take weights of this type.
+bool type_supported(quant::Type t);
+
+// A weight matrix in device memory: rows of row_bytes bytes, ne0 values each.
+struct DeviceMatrix {
+    quant::Type type;
+    const uint8_t* data;
+    int64_t rows, ne0;
+    size_t row_bytes;
+};
+
+// y[n][y_stride] (first rows columns) = W x for n <= kGemvMaxCols input rows x[n][x_stride]:
+// one warp per weight row, the weight read once for all n inputs.
+inline constexpr int kGemvMaxCols = 8;
+void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
+          cudaStream_t s);
+
+// out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
+void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
+void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t s);
+
+// Experts applied to a few tokens without leaving the device (decode): for pair p = t*k + j,
+// hidden[p] = silu(gate_e x_t) * up_e x_t and out_pair[p] = down_e hidden[p], e = ids[p].
+// gate/up/down hold every expert: expert e's rows start at e * rows.
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
+                 const int32_t* ids, float* hidden, cudaStream_t s);
+void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+              cudaStream_t s);
+
+// ---- element-wise and small ops (cuda_ops.cu) ---------------------------------------------
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+void add(float* y, const float* x, int64_t n, cudaStream_t s);
+void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out, cudaStream_t s);
+void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride, cudaStream_t s);
+// inv_freq [n_rot/2] computed on the host exactly as the CPU backend does.
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq,
+          int64_t n_rot, cudaStream_t s);
+// Token t's cache rows start at k_base + k_off[t] and v_base + v_off[t] (offsets in floats).
+void kv_store(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
+              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s);
+void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                        float* weights, cudaStream_t s);
+void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps, cudaStream_t s);
+void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride, const float* a,
+               const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads, cudaStream_t s);
+void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel, float* conv_state,
+                   float* out, cudaStream_t s);
+struct DeltaRule {
+    const float *q, *k, *v;
+    int64_t q_stride, k_stride, v_stride;
+    const float *g, *beta;
+    float *state, *out;
+    int64_t n_tokens, n_v_heads, n_k_heads, d_k, d_v;
+    bool tiled;  // value head h reads key head h % n_k (else h / (n_v / n_k))
+    float scale;
+};
+void delta_rule(const DeltaRule& a, cudaStream_t s);
+void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s);
+// out[i] = x[rows[i]] for n rows of cols floats.
+void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
+// out[t] = sum_j weights[t*k + j] * pairs[slot_row[t*k + j]] (slot_row null: row t*k + j).
+void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
+                 int64_t dim, float* out, cudaStream_t s);
+
+// ---- attention (cuda_attention.cu) ---------------------------------------------------------
+
+// Where one query token reads its sequence's cache.
+struct TokenKv {
+    int64_t k_off, v_off;    // the layer's pools, [blocks][block_size][n_head_kv][head_dim], as
+                             // float offsets from Attention::k / v
+    const int32_t* blocks;   // device copy of the sequence's block table
+    int32_t block_size;
+    int32_t pos;             // attends to positions 0..pos
+};
+struct Attention {
+    const float* q;
+    float* out;
+    const float *k, *v;      // bases of the TokenKv offsets
+    const TokenKv* tokens;   // device [n_tokens]
+    int64_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v;
+    int32_t max_pos;
+    float scale;
+    float* partial;          // scratch for split partial results (attention_partial_floats)
+};
+int64_t attention_splits(const Attention& a, int n_sm);
+size_t attention_partial_floats(const Attention& a, int64_t splits);
+void attention(const Attention& a, int64_t splits, cudaStream_t s);
+
+}  // namespace strata::cuda

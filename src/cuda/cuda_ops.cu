@@ -1,0 +1,387 @@
+// Element-wise and per-row ops of the CUDA backend, and the Gated DeltaNet pieces. Each mirrors
+// the CPU backend's op of the same name (src/backend/cpu_backend.cpp, cpu_gdn.cpp).
+#include <cuda_bf16.h>
+
+#include "cuda/cuda_common.cuh"
+
+namespace strata::cuda {
+
+namespace {
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// Sum over a block of up to 1024 threads; every thread gets the result.
+__device__ float block_sum(float v, float* shared32) {
+    v = warp_sum(v);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, n_warps = (blockDim.x + 31) / 32;
+    __syncthreads();
+    if (lane == 0) shared32[warp] = v;
+    __syncthreads();
+    float t = lane < n_warps ? shared32[lane] : 0.0f;
+    return warp_sum(t);
+}
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t dim, float eps,
+                                float* __restrict__ out) {
+    __shared__ float partial[32];
+    const float* xr = x + blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = block_sum(ss, partial);
+    const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+    float* o = out + blockIdx.x * dim;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
+}
+
+// One warp per row for short rows (heads): rows of dim values.
+__global__ void rms_norm_warp_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t rows, int64_t dim,
+                                     float eps, float* __restrict__ out) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const float* xr = x + r * dim;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < dim; i += 32) ss += xr[i] * xr[i];
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+    float* o = out + r * dim;
+    for (int64_t i = lane; i < dim; i += 32) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
+}
+
+__global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * dim) return;
+    const int64_t r = i / dim, c = i % dim;
+    out[i] = silu(gate[r * in_stride + c]) * up[r * in_stride + c];
+}
+
+__global__ void mul_sigmoid_kernel(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * dim) return;
+    const int64_t r = i / dim, c = i % dim;
+    x[i] *= sigmoid(g_stride == 0 ? g[r] : g[r * g_stride + c]);
+}
+
+// NeoX pairs (i, i + n_rot/2) of every head rotated by pos * inv_freq[i].
+__global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+                            const float* inv_freq, int64_t half) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n_tokens * n_heads * half) return;
+    const int64_t j = i % half, th = i / half, t = th / n_heads;
+    float* v = x + th * head_dim;
+    const float angle = static_cast<float>(pos[t]) * inv_freq[j];
+    float s, c;
+    sincosf(angle, &s, &c);
+    const float a = v[j], b = v[j + half];
+    v[j] = a * c - b * s;
+    v[j + half] = b * c + a * s;
+}
+
+__global__ void kv_store_kernel(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, const float* k,
+                                int64_t k_row, const float* v, int64_t v_row) {
+    const int64_t t = blockIdx.y;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k_row + v_row; i += gridDim.x * blockDim.x) {
+        if (i < k_row) k_base[k_off[t] + i] = k[t * k_row + i];
+        else v_base[v_off[t] + i - k_row] = v[t * v_row + i - k_row];
+    }
+}
+
+// One block per token: softmax over the router logits, then k rounds of a block-wide argmax
+// (ties to the lower id), optional renormalisation of the chosen weights.
+__global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, bool renorm, int32_t* ids, float* weights) {
+    extern __shared__ float p[];  // [n_expert]
+    __shared__ float red_v[32];
+    __shared__ int red_i[32];
+    __shared__ float partial[32];
+    const float* l = logits + blockIdx.x * n_expert;
+    float mx = -INFINITY;
+    for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x) mx = fmaxf(mx, l[e]);
+    mx = warp_max(mx);
+    if ((threadIdx.x & 31) == 0) red_v[threadIdx.x / 32] = mx;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float m = threadIdx.x < (blockDim.x + 31) / 32 ? red_v[threadIdx.x] : -INFINITY;
+        m = warp_max(m);
+        if (threadIdx.x == 0) red_v[0] = m;
+    }
+    __syncthreads();
+    mx = red_v[0];
+    float sum = 0.0f;
+    for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x) sum += (p[e] = expf(l[e] - mx));
+    sum = block_sum(sum, partial);
+    for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x) p[e] /= sum;
+    __syncthreads();
+    float chosen = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+        float best = -1.0f;
+        int best_i = 0x7fffffff;
+        for (int64_t e = threadIdx.x; e < n_expert; e += blockDim.x)
+            if (p[e] > best) best = p[e], best_i = static_cast<int>(e);
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+            if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
+        }
+        __syncthreads();
+        if ((threadIdx.x & 31) == 0) red_v[threadIdx.x / 32] = best, red_i[threadIdx.x / 32] = best_i;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            for (int w = 1; w < static_cast<int>((blockDim.x + 31) / 32); ++w)
+                if (red_v[w] > red_v[0] || (red_v[w] == red_v[0] && red_i[w] < red_i[0])) red_v[0] = red_v[w], red_i[0] = red_i[w];
+            ids[blockIdx.x * k + j] = red_i[0];
+            weights[blockIdx.x * k + j] = red_v[0];
+            chosen += red_v[0];
+            p[red_i[0]] = -2.0f;  // taken
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && renorm)
+        for (int64_t j = 0; j < k; ++j) weights[blockIdx.x * k + j] /= chosen;
+}
+
+__global__ void l2_norm_kernel(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) {
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (r >= n_tokens * rows) return;
+    float* v = x + (r / rows) * token_stride + (r % rows) * dim;
+    float ss = 0.0f;
+    for (int64_t i = lane; i < dim; i += 32) ss += v[i] * v[i];
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss + eps);
+    for (int64_t i = lane; i < dim; i += 32) v[i] *= inv;
+}
+
+__global__ void gdn_gates_kernel(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride,
+                                 const float* a, const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n_tokens * n_heads) return;
+    const int64_t t = i / n_heads, h = i % n_heads;
+    const int64_t off = t * row_stride + (h / group) * group_stride + h % group;
+    const float z = alpha[off] + dt_bias[h];
+    const float softplus = z > 20.0f ? z : log1pf(expf(z));
+    g[i] = a[h] * softplus;
+    beta[i] = sigmoid(b[off]);
+}
+
+// One thread per channel walks the tokens; the window is the carried inputs then the new ones.
+__global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel,
+                            float* state, float* out) {
+    const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (c >= channels) return;
+    const int64_t keep = kernel - 1;
+    const float* wc = w + c * kernel;
+    auto input = [&](int64_t i) {  // i indexes [state rows | tokens]
+        return i < keep ? state[i * channels + c] : x[(i - keep) * channels + c];
+    };
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        float s = 0.0f;
+        for (int64_t j = 0; j < kernel; ++j) s += wc[j] * input(t + j);
+        out[t * channels + c] = silu(s);
+    }
+    // The last keep inputs become the state (read before writing: rows may overlap).
+    float last[64];
+    for (int64_t j = 0; j < keep; ++j) last[j] = input(n_tokens + j);
+    for (int64_t j = 0; j < keep; ++j) state[j * channels + c] = last[j];
+}
+
+// The gated delta rule, token by token. A block owns 32 value columns of one value head; warp
+// w of its kDeltaWarps holds rows w*R .. w*R+R-1 of those columns of the state in registers
+// (R = d_k / kDeltaWarps), so each product over d_k is a per-warp partial sum and one exchange
+// through shared memory.
+constexpr int kDeltaWarps = 4;
+template <int R>
+__global__ void __launch_bounds__(kDeltaWarps * 32) delta_rule_kernel(DeltaRule a) {
+    const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
+    const bool live = col < a.d_v;
+    const int64_t r = a.n_v_heads / a.n_k_heads;
+    const int64_t hk = a.tiled ? h % a.n_k_heads : h / r;
+    __shared__ float qs[R * kDeltaWarps], ks[R * kDeltaWarps];
+    __shared__ float part[kDeltaWarps][32];
+    float* state = a.state + static_cast<int64_t>(h) * a.d_k * a.d_v;
+    float S[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) S[i] = live ? state[(warp * R + i) * a.d_v + col] : 0.0f;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+        const float* q = a.q + t * a.q_stride + hk * a.d_k;
+        const float* k = a.k + t * a.k_stride + hk * a.d_k;
+        __syncthreads();  // previous token's reads of qs/ks/part are done
+        for (int64_t i = threadIdx.x; i < a.d_k; i += blockDim.x) qs[i] = q[i], ks[i] = k[i];
+        __syncthreads();
+        const float decay = expf(a.g[t * a.n_v_heads + h]);
+        float sk = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            S[i] *= decay;
+            sk += S[i] * ks[warp * R + i];
+        }
+        part[warp][lane] = sk;
+        __syncthreads();
+        float kv = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kDeltaWarps; ++w) kv += part[w][lane];
+        const float vv = live ? a.v[t * a.v_stride + static_cast<int64_t>(h) * a.d_v + col] : 0.0f;
+        const float u = a.beta[t * a.n_v_heads + h] * (vv - kv);
+        float o = 0.0f;
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            S[i] += ks[warp * R + i] * u;
+            o += S[i] * qs[warp * R + i];
+        }
+        __syncthreads();
+        part[warp][lane] = o;
+        __syncthreads();
+        if (warp == 0 && live) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kDeltaWarps; ++w) sum += part[w][lane];
+            a.out[(t * a.n_v_heads + h) * a.d_v + col] = sum * a.scale;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        if (live) state[(warp * R + i) * a.d_v + col] = S[i];
+}
+
+__global__ void to_bf16_kernel(const float* x, int64_t rows, int64_t cols, int64_t x_stride, __nv_bfloat16* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= rows * cols) return;
+    out[i] = __float2bfloat16(x[(i / cols) * x_stride + i % cols]);
+}
+
+__global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n * cols) return;
+    out[i] = x[static_cast<int64_t>(rows[i / cols]) * cols + i % cols];
+}
+
+__global__ void moe_combine_kernel(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens,
+                                   int64_t k, int64_t dim, float* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n_tokens * dim) return;
+    const int64_t t = i / dim, c = i % dim;
+    float s = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+        const int64_t slot = t * k + j;
+        const int64_t row = slot_row != nullptr ? slot_row[slot] : slot;
+        s += weights[slot] * pairs[row * dim + c];
+    }
+    out[i] = s;
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
+    if (rows <= 0) return;
+    if (dim <= 512) rms_norm_warp_kernel<<<blocks_for(rows, 8), 256, 0, s>>>(x, w, rows, dim, eps, out);
+    else rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void add(float* y, const float* x, int64_t n, cudaStream_t s) {
+    if (n <= 0) return;
+    add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out, cudaStream_t s) {
+    if (rows * dim <= 0) return;
+    swiglu_kernel<<<blocks_for(rows * dim, 256), 256, 0, s>>>(gate, up, rows, dim, in_stride, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride, cudaStream_t s) {
+    if (rows * dim <= 0) return;
+    mul_sigmoid_kernel<<<blocks_for(rows * dim, 256), 256, 0, s>>>(x, g, rows, dim, g_stride);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq,
+          int64_t n_rot, cudaStream_t s) {
+    const int64_t n = n_tokens * n_heads * (n_rot / 2);
+    if (n <= 0) return;
+    rope_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n_tokens, n_heads, head_dim, pos, inv_freq, n_rot / 2);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void kv_store(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
+              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
+    if (n_tokens <= 0) return;
+    const dim3 grid(blocks_for(k_row + v_row, 256), static_cast<unsigned>(n_tokens));
+    kv_store_kernel<<<grid, 256, 0, s>>>(k_base, v_base, k_off, v_off, k, k_row, v, v_row);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                        float* weights, cudaStream_t s) {
+    if (n_tokens <= 0) return;
+    if (n_expert > 8192 || k > n_expert) throw Error("routing: " + std::to_string(n_expert) + " experts, top " + std::to_string(k));
+    route_kernel<<<static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s>>>(logits, n_expert, k, renorm, ids, weights);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps, cudaStream_t s) {
+    if (n_tokens * rows <= 0) return;
+    l2_norm_kernel<<<blocks_for(n_tokens * rows, 8), 256, 0, s>>>(x, n_tokens, rows, dim, token_stride, eps);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride, const float* a,
+               const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads, cudaStream_t s) {
+    if (n_tokens * n_heads <= 0) return;
+    gdn_gates_kernel<<<blocks_for(n_tokens * n_heads, 256), 256, 0, s>>>(alpha, b, row_stride, group, group_stride, a, dt_bias,
+                                                                         g, beta, n_tokens, n_heads);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel, float* conv_state,
+                   float* out, cudaStream_t s) {
+    if (kernel < 1 || kernel > 65) throw Error("conv kernel of " + std::to_string(kernel) + " taps");
+    conv_kernel<<<blocks_for(channels, 128), 128, 0, s>>>(x, n_tokens, channels, w, kernel, conv_state, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void delta_rule(const DeltaRule& a, cudaStream_t s) {
+    if (a.n_tokens <= 0) return;
+    const dim3 grid(static_cast<unsigned>(a.n_v_heads), blocks_for(a.d_v, 32));
+    const int64_t rows = a.d_k / kDeltaWarps;
+    if (a.d_k % kDeltaWarps != 0) throw Error("delta rule: d_k " + std::to_string(a.d_k) + " is not a multiple of 4");
+    switch (rows) {
+        case 1: delta_rule_kernel<1><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 2: delta_rule_kernel<2><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 4: delta_rule_kernel<4><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 8: delta_rule_kernel<8><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 16: delta_rule_kernel<16><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 32: delta_rule_kernel<32><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 64: delta_rule_kernel<64><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        default: throw Error("delta rule: no CUDA kernel for d_k " + std::to_string(a.d_k));
+    }
+    STRATA_CUDA_LAUNCHED();
+}
+
+void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s) {
+    if (rows * cols <= 0) return;
+    to_bf16_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(x, rows, cols, x_stride, static_cast<__nv_bfloat16*>(out));
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
+    if (n * cols <= 0) return;
+    gather_rows_kernel<<<blocks_for(n * cols, 256), 256, 0, s>>>(x, cols, rows, n, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
+                 int64_t dim, float* out, cudaStream_t s) {
+    if (n_tokens * dim <= 0) return;
+    moe_combine_kernel<<<blocks_for(n_tokens * dim, 256), 256, 0, s>>>(pairs, slot_row, weights, n_tokens, k, dim, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,390 @@
+// Device dequantisers: for each weight type a block geometry and dequant8(block, i, v), which
+// writes values 8i .. 8i+7 of the block to v. The bit layouts are those of
+// src/quant/dequant.cpp (the reference; see its comments); this file only regroups the work into
+// groups of eight so a warp lane can own one group. Every block type is an even number of bytes
+// and starts at an even offset, so 16-bit loads are always aligned.
+//
+// The i-quant grids and sign masks live in device memory (cuda_matmul.cu fills them from the
+// host tables at start), so this header is included by that one translation unit.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace strata::cuda {
+
+__device__ uint64_t g_iq2xxs_grid[256];
+__device__ uint64_t g_iq2xs_grid[512];
+__device__ uint64_t g_iq2s_grid[1024];
+__device__ uint32_t g_iq3xxs_grid[256];
+__device__ uint32_t g_iq3s_grid[512];
+__device__ uint8_t g_iq_sign_masks[128];
+__constant__ int8_t c_iq4nl_values[16];
+
+__device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld32(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(ld16(p))));
+}
+
+struct DqF32 {
+    static constexpr int kValues = 8, kBytes = 32;
+    __device__ static void dequant8(const uint8_t* b, int, float* v) {
+        const float4* p = reinterpret_cast<const float4*>(b);
+        const float4 x = p[0], y = p[1];
+        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
+        v[4] = y.x; v[5] = y.y; v[6] = y.z; v[7] = y.w;
+    }
+};
+struct DqF16 {
+    static constexpr int kValues = 8, kBytes = 16;
+    __device__ static void dequant8(const uint8_t* b, int, float* v) {
+        const uint4 q = *reinterpret_cast<const uint4*>(b);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+            v[2 * i] = f.x;
+            v[2 * i + 1] = f.y;
+        }
+    }
+};
+struct DqBF16 {
+    static constexpr int kValues = 8, kBytes = 16;
+    __device__ static void dequant8(const uint8_t* b, int, float* v) {
+        const uint4 q = *reinterpret_cast<const uint4*>(b);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+        }
+    }
+};
+
+// Legacy 32-value blocks: qs[j] holds value j (low nibble) and j + 16 (high nibble).
+struct DqQ4_0 {
+    static constexpr int kValues = 32, kBytes = 18;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b);
+        const uint8_t* qs = b + 2 + 8 * (i & 1);
+        const int shift = 4 * (i >> 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(((qs[j] >> shift) & 15) - 8) * d;
+    }
+};
+struct DqQ4_1 {
+    static constexpr int kValues = 32, kBytes = 20;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b), m = half_at(b + 2);
+        const uint8_t* qs = b + 4 + 8 * (i & 1);
+        const int shift = 4 * (i >> 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>((qs[j] >> shift) & 15) * d + m;
+    }
+};
+__device__ __forceinline__ int q5_code(const uint8_t* qs, uint32_t qh, int idx) {
+    const int nibble = idx < 16 ? (qs[idx] & 15) : (qs[idx - 16] >> 4);
+    return nibble | static_cast<int>(((qh >> idx) & 1u) << 4);
+}
+struct DqQ5_0 {
+    static constexpr int kValues = 32, kBytes = 22;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b);
+        const uint32_t qh = ld32(b + 2);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(q5_code(b + 6, qh, 8 * i + j) - 16) * d;
+    }
+};
+struct DqQ5_1 {
+    static constexpr int kValues = 32, kBytes = 24;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b), m = half_at(b + 2);
+        const uint32_t qh = ld32(b + 4);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = static_cast<float>(q5_code(b + 8, qh, 8 * i + j)) * d + m;
+    }
+};
+struct DqQ8_0 {
+    static constexpr int kValues = 32, kBytes = 34;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b);
+        const uint8_t* qs = b + 2 + 8 * i;
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            const uint32_t w = ld16(qs + j);
+            v[j] = static_cast<float>(static_cast<int8_t>(w & 0xff)) * d;
+            v[j + 1] = static_cast<float>(static_cast<int8_t>(w >> 8)) * d;
+        }
+    }
+};
+struct DqIQ4_NL {
+    static constexpr int kValues = 32, kBytes = 18;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const float d = half_at(b);
+        const uint8_t* qs = b + 2 + 8 * (i & 1);
+        const int shift = 4 * (i >> 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = d * static_cast<float>(c_iq4nl_values[(qs[j] >> shift) & 15]);
+    }
+};
+
+// k-quants, 256-value super-blocks.
+struct DqQ2_K {  // scales@0 [16], qs@16 [64], d@80, dmin@82
+    static constexpr int kValues = 256, kBytes = 84;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int v0 = 8 * i, half = v0 >> 7, w = v0 & 127, pair = w >> 5, part = (w >> 4) & 1, l0 = w & 15;
+        const int s = 8 * half + 2 * pair + part;
+        const float dl = half_at(b + 80) * static_cast<float>(b[s] & 15);
+        const float ml = half_at(b + 82) * static_cast<float>(b[s] >> 4);
+        const uint8_t* q = b + 16 + 32 * half + 16 * part + l0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = dl * static_cast<float>((q[j] >> (2 * pair)) & 3) - ml;
+    }
+};
+struct DqQ3_K {  // hmask@0 [32], qs@32 [64], scales@96 [12], d@108
+    static constexpr int kValues = 256, kBytes = 110;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int v0 = 8 * i, half = v0 >> 7, w = v0 & 127, pair = w >> 5, part = (w >> 4) & 1, l0 = w & 15;
+        const int s = 8 * half + 2 * pair + part;
+        const uint8_t* sc = b + 96;
+        const int low = s < 8 ? (sc[s] & 15) : (sc[s - 8] >> 4);
+        const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+        const float dl = half_at(b + 108) * static_cast<float>((low | (high << 4)) - 32);
+        const uint8_t* q = b + 32 + 32 * half + 16 * part + l0;
+        const uint8_t* hm = b + 16 * part + l0;
+        const int bit = 1 << (4 * half + pair);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int code = ((q[j] >> (2 * pair)) & 3) - ((hm[j] & bit) ? 0 : 4);
+            v[j] = dl * static_cast<float>(code);
+        }
+    }
+};
+__device__ __forceinline__ void k4_scale_min(const uint8_t* sc, int s, int& scale, int& min) {
+    if (s < 4) {
+        scale = sc[s] & 63;
+        min = sc[s + 4] & 63;
+    } else {
+        scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+        min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+    }
+}
+struct DqQ4_K {  // d@0, dmin@2, scales@4 [12], qs@16 [128]
+    static constexpr int kValues = 256, kBytes = 144;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int v0 = 8 * i, c = v0 >> 6, nib = (v0 >> 5) & 1, l0 = v0 & 31;
+        int sc, mn;
+        k4_scale_min(b + 4, 2 * c + nib, sc, mn);
+        const float dl = half_at(b) * static_cast<float>(sc), ml = half_at(b + 2) * static_cast<float>(mn);
+        const uint32_t lo = ld32(b + 16 + 32 * c + l0), hi = ld32(b + 20 + 32 * c + l0);
+        const int shift = 4 * nib;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[j] = dl * static_cast<float>((lo >> (8 * j + shift)) & 15) - ml;
+            v[j + 4] = dl * static_cast<float>((hi >> (8 * j + shift)) & 15) - ml;
+        }
+    }
+};
+struct DqQ5_K {  // d@0, dmin@2, scales@4 [12], qh@16 [32], qs@48 [128]
+    static constexpr int kValues = 256, kBytes = 176;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int v0 = 8 * i, c = v0 >> 6, nib = (v0 >> 5) & 1, l0 = v0 & 31, s = 2 * c + nib;
+        int sc, mn;
+        k4_scale_min(b + 4, s, sc, mn);
+        const float dl = half_at(b) * static_cast<float>(sc), ml = half_at(b + 2) * static_cast<float>(mn);
+        const uint8_t* q = b + 48 + 32 * c + l0;
+        const uint8_t* qh = b + 16 + l0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int code = ((q[j] >> (4 * nib)) & 15) | (((qh[j] >> s) & 1) << 4);
+            v[j] = dl * static_cast<float>(code) - ml;
+        }
+    }
+};
+struct DqQ6_K {  // ql@0 [128], qh@128 [64], scales@192 [16] int8, d@208
+    static constexpr int kValues = 256, kBytes = 210;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int v0 = 8 * i, half = v0 >> 7, w = v0 & 127, quarter = w >> 5, l0 = w & 31;
+        const float dl = half_at(b + 208) * static_cast<float>(static_cast<int8_t>(b[192 + 8 * half + (w >> 4)]));
+        const uint8_t* ql = b + 64 * half + 32 * (quarter & 1) + l0;
+        const uint8_t* qh = b + 128 + 32 * half + l0;
+        const int ls = 4 * (quarter >> 1), hs = 2 * quarter;
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            const uint32_t lw = ld16(ql + j), hw = ld16(qh + j);
+            const int c0 = ((lw >> ls) & 15) | (((hw >> hs) & 3) << 4);
+            const int c1 = ((lw >> (8 + ls)) & 15) | (((hw >> (8 + hs)) & 3) << 4);
+            v[j] = dl * static_cast<float>(c0 - 32);
+            v[j + 1] = dl * static_cast<float>(c1 - 32);
+        }
+    }
+};
+
+// i-quants: group of 8 number i = 4g + l (g: group of 32, l: group of 8 within it).
+__device__ __forceinline__ void signed_grid8(float* v, float scale, uint64_t entry, uint32_t signs) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        const float x = scale * static_cast<float>((entry >> (8 * j)) & 0xff);
+        v[j] = (signs >> j) & 1 ? -x : x;
+    }
+}
+__device__ __forceinline__ void signed_grid4x2(float* v, float scale, uint32_t first, uint32_t second, uint32_t signs) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float a = scale * static_cast<float>((first >> (8 * j)) & 0xff);
+        const float c = scale * static_cast<float>((second >> (8 * j)) & 0xff);
+        v[j] = (signs >> j) & 1 ? -a : a;
+        v[j + 4] = (signs >> (j + 4)) & 1 ? -c : c;
+    }
+}
+struct DqIQ2_XXS {  // d@0, qs@2: per group of 32, 4 index bytes then a u32 of signs and scale
+    static constexpr int kValues = 256, kBytes = 66;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, l = i & 3;
+        const uint8_t* q = b + 2 + 8 * g;
+        const uint32_t w = ld32(q + 4);
+        const float db = half_at(b) * (0.5f + static_cast<float>(w >> 28)) * 0.25f;
+        signed_grid8(v, db, g_iq2xxs_grid[q[l]], g_iq_sign_masks[(w >> (7 * l)) & 127]);
+    }
+};
+struct DqIQ2_XS {  // d@0, qs@2 u16[32], scales@66 [8]
+    static constexpr int kValues = 256, kBytes = 74;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, l = i & 3;
+        const uint32_t q = ld16(b + 2 + 2 * i);
+        const float db = half_at(b) * (0.5f + static_cast<float>((b[66 + g] >> (4 * (l >> 1))) & 15)) * 0.25f;
+        signed_grid8(v, db, g_iq2xs_grid[q & 511], g_iq_sign_masks[q >> 9]);
+    }
+};
+struct DqIQ2_S {  // d@0, qs@2 [64] (32 index bytes, 32 sign bytes), qh@66 [8], scales@74 [8]
+    static constexpr int kValues = 256, kBytes = 82;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, l = i & 3;
+        const int index = b[2 + i] | (((b[66 + g] >> (2 * l)) & 3) << 8);
+        const float db = half_at(b) * (0.5f + static_cast<float>((b[74 + g] >> (4 * (l >> 1))) & 15)) * 0.25f;
+        signed_grid8(v, db, g_iq2s_grid[index], b[2 + 32 + i]);
+    }
+};
+struct DqIQ3_XXS {  // d@0, qs@2: [64] index bytes, then a u32 per group of 32 (signs, scale)
+    static constexpr int kValues = 256, kBytes = 98;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, l = i & 3;
+        const uint32_t w = ld32(b + 2 + 64 + 4 * g);
+        const float db = half_at(b) * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
+        const uint8_t* idx = b + 2 + 8 * g + 2 * l;
+        signed_grid4x2(v, db, g_iq3xxs_grid[idx[0]], g_iq3xxs_grid[idx[1]], g_iq_sign_masks[(w >> (7 * l)) & 127]);
+    }
+};
+struct DqIQ3_S {  // d@0, qs@2 [64], qh@66 [8], signs@74 [32], scales@106 [4]
+    static constexpr int kValues = 256, kBytes = 110;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, l = i & 3;
+        const int s = (b[106 + g / 2] >> (4 * (g % 2))) & 15;
+        const float db = half_at(b) * static_cast<float>(1 + 2 * s);
+        const uint8_t* q = b + 2 + 8 * g + 2 * l;
+        const int qh = b[66 + g];
+        const int i0 = q[0] | (((qh >> (2 * l)) & 1) << 8), i1 = q[1] | (((qh >> (2 * l + 1)) & 1) << 8);
+        signed_grid4x2(v, db, g_iq3s_grid[i0], g_iq3s_grid[i1], b[74 + i]);
+    }
+};
+struct DqIQ4_XS {  // d@0, scales_h@2 (u16), scales_l@4 [4], qs@8 [128]
+    static constexpr int kValues = 256, kBytes = 136;
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+        const int g = i >> 2, part = i & 3;
+        const int low = (b[4 + g / 2] >> (4 * (g % 2))) & 15;
+        const int high = (ld16(b + 2) >> (2 * g)) & 3;
+        const float dl = half_at(b) * static_cast<float>((low | (high << 4)) - 32);
+        const uint32_t q0 = ld32(b + 8 + 16 * g + 8 * (part & 1)), q1 = ld32(b + 12 + 16 * g + 8 * (part & 1));
+        const int shift = 4 * (part >> 1);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            v[j] = dl * static_cast<float>(c_iq4nl_values[(q0 >> (8 * j + shift)) & 15]);
+            v[j + 4] = dl * static_cast<float>(c_iq4nl_values[(q1 >> (8 * j + shift)) & 15]);
+        }
+    }
+};
+
+// Dot of 16 weights w[j] = q[j] (codes of 16 bytes' nibbles at `shift`) with x[0..16): returns
+// sum q*x; adds sum x to xs (for the min term).
+__device__ __forceinline__ float nibble_dot16(uint4 q, int shift, const float* x, float& xs) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const float4 xv = *reinterpret_cast<const float4*>(x + 4 * k);
+        s += static_cast<float>((w[k] >> shift) & 15) * xv.x + static_cast<float>((w[k] >> (8 + shift)) & 15) * xv.y +
+             static_cast<float>((w[k] >> (16 + shift)) & 15) * xv.z + static_cast<float>((w[k] >> (24 + shift)) & 15) * xv.w;
+        xs += xv.x + xv.y + xv.z + xv.w;
+    }
+    return s;
+}
+
+// Dot of values 32i .. 32i+31 of a weight row with x (the row's input, 32-byte aligned): the
+// decode GEMV's unit of work per lane. Generic: four dequantised groups of eight. Q4_K (the bulk
+// of Q4_K_M files) reads its 16 code bytes in one load and applies each sub-block's scale and min
+// once: lane i takes qs[32c + 16h ..] (c = i/2, h = i%2), whose low nibbles are values
+// 64c + 16h + j of sub-block 2c and whose high nibbles are values 64c + 32 + 16h + j of 2c+1.
+template <class Dq>
+__device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const float* x) {
+    if constexpr (std::is_same_v<Dq, DqQ4_K>) {
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
+        const int j = i & 7, c = j >> 1, h = j & 1;
+        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h);
+        const float* x0 = x + 256 * (i >> 3) + 64 * c + 16 * h;
+        int sc0, m0, sc1, m1;
+        k4_scale_min(b + 4, 2 * c, sc0, m0);
+        k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
+        const float d = half_at(b), dmin = half_at(b + 2);
+        float xs0 = 0.0f, xs1 = 0.0f;
+        const float s0 = nibble_dot16(q, 0, x0, xs0), s1 = nibble_dot16(q, 4, x0 + 32, xs1);
+        return d * (static_cast<float>(sc0) * s0 + static_cast<float>(sc1) * s1) -
+               dmin * (static_cast<float>(m0) * xs0 + static_cast<float>(m1) * xs1);
+    } else {
+        constexpr int kGroups = Dq::kValues / 8;
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int g = 4 * i + k;
+            float v[8];
+            Dq::dequant8(row + static_cast<size_t>(g / kGroups) * Dq::kBytes, g % kGroups, v);
+            const float4 a = *reinterpret_cast<const float4*>(x + 8 * g), c = *reinterpret_cast<const float4*>(x + 8 * g + 4);
+            acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * c.x + v[5] * c.y + v[6] * c.z + v[7] * c.w;
+        }
+        return acc;
+    }
+}
+
+// Calls f.template operator()<Dq>() with the dequantiser of type t; false when there is none.
+template <class F>
+bool with_dequantizer(quant::Type t, F&& f) {
+    using quant::Type;
+    switch (t) {
+        case Type::F32: f.template operator()<DqF32>(); return true;
+        case Type::F16: f.template operator()<DqF16>(); return true;
+        case Type::BF16: f.template operator()<DqBF16>(); return true;
+        case Type::Q4_0: f.template operator()<DqQ4_0>(); return true;
+        case Type::Q4_1: f.template operator()<DqQ4_1>(); return true;
+        case Type::Q5_0: f.template operator()<DqQ5_0>(); return true;
+        case Type::Q5_1: f.template operator()<DqQ5_1>(); return true;
+        case Type::Q8_0: f.template operator()<DqQ8_0>(); return true;
+        case Type::IQ4_NL: f.template operator()<DqIQ4_NL>(); return true;
+        case Type::Q2_K: f.template operator()<DqQ2_K>(); return true;
+        case Type::Q3_K: f.template operator()<DqQ3_K>(); return true;
+        case Type::Q4_K: f.template operator()<DqQ4_K>(); return true;
+        case Type::Q5_K: f.template operator()<DqQ5_K>(); return true;
+        case Type::Q6_K: f.template operator()<DqQ6_K>(); return true;
+        case Type::IQ2_XXS: f.template operator()<DqIQ2_XXS>(); return true;
+        case Type::IQ2_XS: f.template operator()<DqIQ2_XS>(); return true;
+        case Type::IQ2_S: f.template operator()<DqIQ2_S>(); return true;
+        case Type::IQ3_XXS: f.template operator()<DqIQ3_XXS>(); return true;
+        case Type::IQ3_S: f.template operator()<DqIQ3_S>(); return true;
+        case Type::IQ4_XS: f.template operator()<DqIQ4_XS>(); return true;
+        default: return false;
+    }
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,459 @@
+// Every CUDA op against the CPU backend's op on the same random data (and the products against
+// a plain double-precision reference on the dequantised weights), with an NMSE bound. Skipped,
+// with the reason, where this build has no CUDA backend or no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "backend/backend_factory.h"
+#include "backend/cpu_backend.h"
+#include "cpu/kernels.h"
+#include "quant/dequant.h"
+#include "quant/quantize.h"
+#include "test_util.h"
+#include "util/error.h"
+#include "util/fp16.h"
+
+namespace strata::backend {
+namespace {
+
+using quant::Type;
+
+double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const double d = static_cast<double>(got[i]) - ref[i];
+        num += d * d;
+        den += static_cast<double>(ref[i]) * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+// Half offsets (scales) inside one block of each block type: patched to sane values in random blocks.
+std::vector<int> half_fields(Type t) {
+    switch (t) {
+        case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: return {0, 2};
+        case Type::Q2_K: return {80, 82};
+        case Type::Q3_K: return {108};
+        case Type::Q6_K: return {208};
+        default: return {0};
+    }
+}
+
+// A weight tensor [n_expert][rows][ne0] of random content: float types from random values,
+// block types from random bytes with their scale halves set to random values in [0.002, 0.02].
+struct HostWeight {
+    std::vector<uint8_t> bytes;
+    model::Weight w;
+};
+HostWeight random_weight(Type t, int64_t ne0, int64_t rows, int64_t n_expert, uint32_t seed) {
+    const auto& ti = quant::type_info(t);
+    const size_t row_bytes = static_cast<size_t>(*quant::row_bytes(t, static_cast<uint64_t>(ne0)));
+    HostWeight h;
+    h.bytes.resize(row_bytes * static_cast<size_t>(rows * n_expert));
+    std::mt19937 rng(seed);
+    if (!ti.quantized) {
+        const auto v = test::random_floats(static_cast<size_t>(ne0 * rows * n_expert), seed, 0.05f);
+        for (int64_t r = 0; r < rows * n_expert; ++r) quant::quantize_row(t, v.data() + r * ne0, h.bytes.data() + r * row_bytes, ne0);
+    } else {
+        for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
+        std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+        const auto fields = half_fields(t);
+        for (size_t off = 0; off < h.bytes.size(); off += static_cast<size_t>(ti.block_bytes))
+            for (int f : fields) {
+                const uint16_t v = f32_to_f16(scale(rng));
+                std::memcpy(h.bytes.data() + off + f, &v, 2);
+            }
+    }
+    h.w.type = t;
+    h.w.data = h.bytes.data();
+    h.w.ne = {ne0, rows, n_expert, 1};
+    h.w.row_bytes = row_bytes;
+    return h;
+}
+
+std::vector<float> dequantized(const HostWeight& h) {
+    const int64_t ne0 = h.w.ne[0], rows = h.w.rows();
+    std::vector<float> out(static_cast<size_t>(ne0 * rows));
+    for (int64_t r = 0; r < rows; ++r) quant::dequantize_row(h.w.type, h.w.data + r * h.w.row_bytes, out.data() + r * ne0, ne0);
+    return out;
+}
+
+class CudaOps : public testing::Test {
+protected:
+    void SetUp() override {
+        std::string why;
+        if (!cuda_usable(&why)) GTEST_SKIP() << why;
+        BackendOptions o;
+        o.device = "cuda";
+        gpu_ = make_backend(o);
+        cpu_ = std::make_unique<CpuBackend>(2);
+    }
+    // The same values in a buffer of each backend.
+    struct Twin {
+        Buffer cpu, gpu;
+        size_t n;
+    };
+    Twin twin(const std::vector<float>& v) {
+        Twin t{Buffer(cpu_.get(), v.size()), Buffer(gpu_.get(), v.size()), v.size()};
+        cpu_->copy_from_host(v.data(), t.cpu.data(), v.size());
+        gpu_->copy_from_host(v.data(), t.gpu.data(), v.size());
+        return t;
+    }
+    std::vector<float> read(Backend& b, const float* p, size_t n) {
+        std::vector<float> v(n);
+        b.copy_to_host(p, v.data(), n);
+        return v;
+    }
+    std::vector<float> cpu_of(const Twin& t) { return read(*cpu_, t.cpu.data(), t.n); }
+    std::vector<float> gpu_of(const Twin& t) { return read(*gpu_, t.gpu.data(), t.n); }
+    // Uploaded weights are found again by their host address: keep every one alive for the test.
+    const HostWeight& upload(HostWeight h) {
+        kept_.push_back(std::make_unique<HostWeight>(std::move(h)));
+        gpu_->upload_weights({&kept_.back()->w, 1}, {});
+        return *kept_.back();
+    }
+
+    std::unique_ptr<Backend> gpu_, cpu_;
+    std::vector<std::unique_ptr<HostWeight>> kept_;
+};
+
+// ---- products ------------------------------------------------------------------------------
+
+class CudaMatmul : public CudaOps, public testing::WithParamInterface<Type> {};
+
+TEST_P(CudaMatmul, MatchesReferenceAndCpuForEveryBatchSize) {
+    const Type t = GetParam();
+    const int64_t ne0 = 512, rows = 72;
+    const auto& h = upload(random_weight(t, ne0, rows, 1, 11));
+    const auto deq = dequantized(h);
+    for (int64_t n : {1, 2, 3, 8, 9, 40}) {
+        const auto x = test::random_floats(static_cast<size_t>(n * ne0), 100 + static_cast<uint32_t>(n));
+        std::vector<float> ref(static_cast<size_t>(n * rows));
+        for (int64_t c = 0; c < n; ++c)
+            for (int64_t r = 0; r < rows; ++r) {
+                double s = 0;
+                for (int64_t i = 0; i < ne0; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
+                ref[static_cast<size_t>(c * rows + r)] = static_cast<float>(s);
+            }
+        Twin xin = twin(x), y = twin(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
+        const MatmulArgs pg[] = {{&h.w, xin.gpu.data(), n, y.gpu.data()}};
+        gpu_->matmul(pg);
+        const auto got = gpu_of(y);
+        // The CPU backend has no kernels for a few legacy types (Q4_1, Q5_0, Q5_1): those are
+        // held to the reference alone.
+        const bool on_cpu = cpu::act_format_for(t).has_value();
+        if (on_cpu) {
+            const MatmulArgs pc[] = {{&h.w, xin.cpu.data(), n, y.cpu.data()}};
+            cpu_->matmul(pc);
+        }
+        // The GEMV (n <= 8) is f32 throughout; larger batches of quantised weights run through
+        // bf16 cuBLAS, float weights through f32 cuBLAS. The CPU rounds activations to 8 bits
+        // for quantised weights.
+        const bool bf16_path = n > 8 && quant::type_info(t).quantized;
+        const double bound = bf16_path ? 1e-4 : 1e-9;
+        EXPECT_LT(nmse(ref, got), bound) << quant::type_name(t) << " n=" << n;
+        if (on_cpu) {
+            EXPECT_LT(nmse(cpu_of(y), got), 1e-3) << quant::type_name(t) << " n=" << n;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaMatmul,
+                         testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
+                                         Type::IQ4_NL, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::IQ2_XXS,
+                                         Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS, Type::IQ3_S, Type::IQ4_XS),
+                         [](const auto& info) { return std::string(quant::type_name(info.param)); });
+
+TEST_F(CudaOps, GetRowsDequantisesTheChosenRows) {
+    for (Type t : {Type::F32, Type::Q4_K, Type::Q6_K, Type::IQ3_XXS}) {
+        const auto& h = upload(random_weight(t, 256, 50, 1, 5));
+        const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
+        Twin out = twin(std::vector<float>(5 * 256, 1.0f));
+        cpu_->get_rows(h.w, ids.data(), 5, out.cpu.data());
+        gpu_->get_rows(h.w, ids.data(), 5, out.gpu.data());
+        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-12) << quant::type_name(t);
+    }
+}
+
+// Experts: shuffled ids, uneven loads (one expert takes a third of the pairs), both the decode
+// path (ids read on the device) and the grouped path of large batches.
+TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
+    const int64_t n_embd = 256, n_ff = 512, n_expert = 16, k = 4;
+    for (auto [gate_t, down_t] : {std::pair{Type::Q4_K, Type::Q6_K}, std::pair{Type::IQ3_XXS, Type::Q4_K}, std::pair{Type::BF16, Type::BF16}}) {
+        const auto& gate = upload(random_weight(gate_t, n_embd, n_ff, n_expert, 1));
+        const auto& up = upload(random_weight(gate_t, n_embd, n_ff, n_expert, 2));
+        const auto& down = upload(random_weight(down_t, n_ff, n_embd, n_expert, 3));
+        for (int64_t n : {1, 7, 90}) {
+            std::mt19937 rng(static_cast<uint32_t>(n));
+            std::vector<float> ids_f(static_cast<size_t>(n * k)), w(static_cast<size_t>(n * k));
+            for (int64_t t = 0; t < n; ++t) {
+                std::vector<int32_t> e(static_cast<size_t>(n_expert));
+                std::iota(e.begin(), e.end(), 0);
+                std::shuffle(e.begin(), e.end(), rng);
+                if (rng() % 3 == 0) std::swap(e[0], *std::find(e.begin(), e.end(), 5));  // expert 5 is popular
+                for (int64_t j = 0; j < k; ++j) {
+                    const int32_t id = e[static_cast<size_t>(j)];
+                    std::memcpy(&ids_f[static_cast<size_t>(t * k + j)], &id, 4);
+                    w[static_cast<size_t>(t * k + j)] = 0.1f + static_cast<float>(rng() % 100) / 100.0f;
+                }
+            }
+            Twin x = twin(test::random_floats(static_cast<size_t>(n * n_embd), 7)), ids = twin(ids_f), ww = twin(w);
+            Twin out = twin(std::vector<float>(static_cast<size_t>(n * n_embd), 0.0f));
+            MoeArgs a;
+            a.gate = &gate.w;
+            a.up = &up.w;
+            a.down = &down.w;
+            a.n_tokens = n;
+            a.k = k;
+            a.x = x.cpu.data();
+            a.ids = reinterpret_cast<const int32_t*>(ids.cpu.data());
+            a.weights = ww.cpu.data();
+            a.out = out.cpu.data();
+            cpu_->moe(a);
+            a.x = x.gpu.data();
+            a.ids = reinterpret_cast<const int32_t*>(ids.gpu.data());
+            a.weights = ww.gpu.data();
+            a.out = out.gpu.data();
+            gpu_->moe(a);
+            const double e = nmse(cpu_of(out), gpu_of(out));
+            EXPECT_LT(e, 2e-3) << quant::type_name(gate_t) << " n=" << n;
+        }
+    }
+}
+
+// ---- element-wise and per-row ops ---------------------------------------------------------
+
+TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {
+    for (int64_t dim : {32, 2048}) {
+        const int64_t rows = 6;
+        Twin x = twin(test::random_floats(static_cast<size_t>(rows * dim), 1)), out = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
+        const auto& nw = upload(random_weight(Type::F32, dim, 1, 1, 2));
+        cpu_->rms_norm(x.cpu.data(), &nw.w, rows, dim, 1e-6f, out.cpu.data());
+        gpu_->rms_norm(x.gpu.data(), &nw.w, rows, dim, 1e-6f, out.gpu.data());
+        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-11) << "rms_norm " << dim;
+        cpu_->rms_norm(x.cpu.data(), nullptr, rows, dim, 1e-6f, x.cpu.data());
+        gpu_->rms_norm(x.gpu.data(), nullptr, rows, dim, 1e-6f, x.gpu.data());
+        EXPECT_LT(nmse(cpu_of(x), gpu_of(x)), 1e-11) << "rms_norm in place " << dim;
+    }
+    const int64_t rows = 5, dim = 96;
+    Twin gu = twin(test::random_floats(static_cast<size_t>(rows * 2 * dim), 3)), h = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
+    cpu_->swiglu(gu.cpu.data(), gu.cpu.data() + dim, rows, dim, 2 * dim, h.cpu.data());
+    gpu_->swiglu(gu.gpu.data(), gu.gpu.data() + dim, rows, dim, 2 * dim, h.gpu.data());
+    EXPECT_LT(nmse(cpu_of(h), gpu_of(h)), 1e-11) << "swiglu";
+    cpu_->mul_sigmoid(h.cpu.data(), gu.cpu.data(), rows, dim, 2 * dim);
+    gpu_->mul_sigmoid(h.gpu.data(), gu.gpu.data(), rows, dim, 2 * dim);
+    EXPECT_LT(nmse(cpu_of(h), gpu_of(h)), 1e-11) << "mul_sigmoid";
+    cpu_->mul_sigmoid(h.cpu.data(), gu.cpu.data(), rows, dim, 0);
+    gpu_->mul_sigmoid(h.gpu.data(), gu.gpu.data(), rows, dim, 0);
+    EXPECT_LT(nmse(cpu_of(h), gpu_of(h)), 1e-11) << "mul_sigmoid per row";
+    cpu_->add(h.cpu.data(), gu.cpu.data(), rows * dim);
+    gpu_->add(h.gpu.data(), gu.gpu.data(), rows * dim);
+    EXPECT_LT(nmse(cpu_of(h), gpu_of(h)), 1e-12) << "add";
+    Twin split = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
+    cpu_->copy_rows(gu.cpu.data() + 3, 2 * dim, split.cpu.data(), dim, rows, dim);
+    gpu_->copy_rows(gu.gpu.data() + 3, 2 * dim, split.gpu.data(), dim, rows, dim);
+    EXPECT_EQ(cpu_of(split), gpu_of(split)) << "copy_rows";
+    EXPECT_NE(cpu_of(split)[0], 0.0f);
+}
+
+TEST_F(CudaOps, RopeMatchesCpuAtLargePositions) {
+    const int64_t n_tokens = 4, n_heads = 3, head_dim = 64;
+    const std::vector<int32_t> pos = {0, 17, 4095, 200000};
+    for (int64_t n_rot : {64, 16}) {
+        for (bool bf16 : {false, true}) {
+            RopeParams p;
+            p.n_rot = n_rot;
+            p.theta = 1e6f;
+            p.freqs_bf16 = bf16;
+            Twin x = twin(test::random_floats(static_cast<size_t>(n_tokens * n_heads * head_dim), 9));
+            cpu_->rope(x.cpu.data(), n_tokens, n_heads, head_dim, pos.data(), p);
+            gpu_->rope(x.gpu.data(), n_tokens, n_heads, head_dim, pos.data(), p);
+            EXPECT_LT(nmse(cpu_of(x), gpu_of(x)), 1e-10) << "n_rot " << n_rot << " bf16 " << bf16;
+        }
+    }
+}
+
+TEST_F(CudaOps, RoutingPicksTheSameExperts) {
+    const int64_t n = 33, n_expert = 128, k = 8;
+    Twin logits = twin(test::random_floats(static_cast<size_t>(n * n_expert), 4, 2.0f));
+    for (bool renorm : {true, false}) {
+        Twin ids = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f)), w = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f));
+        cpu_->route_softmax_topk(logits.cpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.cpu.data()), w.cpu.data());
+        gpu_->route_softmax_topk(logits.gpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.gpu.data()), w.gpu.data());
+        const auto ic = cpu_of(ids), ig = gpu_of(ids);
+        EXPECT_EQ(0, std::memcmp(ic.data(), ig.data(), ic.size() * 4)) << "renorm " << renorm;
+        EXPECT_LT(nmse(cpu_of(w), gpu_of(w)), 1e-12);
+    }
+}
+
+// ---- attention over paged KV ----------------------------------------------------------------
+
+TEST_F(CudaOps, PagedAttentionMatchesCpu) {
+    struct Case {
+        int64_t n_head, n_head_kv, dim, ctx, block_size;
+    };
+    for (const Case c : {Case{4, 2, 32, 9, 4}, Case{32, 4, 128, 1500, 16}, Case{16, 2, 256, 700, 32}}) {
+        const int64_t k_row = c.n_head_kv * c.dim;
+        const int64_t n_blocks = (c.ctx + c.block_size - 1) / c.block_size;
+        // Two sequences share one pool with interleaved, shuffled blocks.
+        std::vector<int32_t> order(static_cast<size_t>(2 * n_blocks));
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), std::mt19937(3));
+        std::vector<int32_t> t0(order.begin(), order.begin() + n_blocks), t1(order.begin() + n_blocks, order.end());
+        const size_t pool = static_cast<size_t>(2 * n_blocks * c.block_size * k_row);
+        Twin kp = twin(std::vector<float>(pool, 0.0f)), vp = twin(std::vector<float>(pool, 0.0f));
+        KvCacheView vc0{kp.cpu.data(), vp.cpu.data(), t0.data(), n_blocks, c.block_size}, vc1{kp.cpu.data(), vp.cpu.data(), t1.data(), n_blocks, c.block_size};
+        KvCacheView vg0{kp.gpu.data(), vp.gpu.data(), t0.data(), n_blocks, c.block_size}, vg1{kp.gpu.data(), vp.gpu.data(), t1.data(), n_blocks, c.block_size};
+        // Fill both caches through kv_store: positions 0..ctx-1 of each sequence.
+        std::vector<int32_t> pos(static_cast<size_t>(c.ctx));
+        std::iota(pos.begin(), pos.end(), 0);
+        for (int s = 0; s < 2; ++s) {
+            Twin k = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 20 + s)), v = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 30 + s));
+            std::vector<const KvCacheView*> vc(static_cast<size_t>(c.ctx), s == 0 ? &vc0 : &vc1), vg(static_cast<size_t>(c.ctx), s == 0 ? &vg0 : &vg1);
+            cpu_->kv_store(vc.data(), pos.data(), c.ctx, k.cpu.data(), k_row, v.cpu.data(), k_row);
+            gpu_->kv_store(vg.data(), pos.data(), c.ctx, k.gpu.data(), k_row, v.gpu.data(), k_row);
+        }
+        EXPECT_EQ(cpu_of(kp), gpu_of(kp));
+        // Queries: a decode token of sequence 1 at the last position, then a run of sequence 0.
+        const int64_t n = std::min<int64_t>(c.ctx, 7) + 1;
+        std::vector<int32_t> qpos(static_cast<size_t>(n));
+        std::vector<const KvCacheView*> qc(static_cast<size_t>(n)), qg(static_cast<size_t>(n));
+        qpos[0] = static_cast<int32_t>(c.ctx - 1);
+        qc[0] = &vc1;
+        qg[0] = &vg1;
+        for (int64_t t = 1; t < n; ++t) {
+            qpos[static_cast<size_t>(t)] = static_cast<int32_t>(c.ctx - n + t);
+            qc[static_cast<size_t>(t)] = &vc0;
+            qg[static_cast<size_t>(t)] = &vg0;
+        }
+        Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)), out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
+        AttentionArgs a;
+        a.n_tokens = n;
+        a.n_head = c.n_head;
+        a.n_head_kv = c.n_head_kv;
+        a.head_dim_k = a.head_dim_v = c.dim;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+        a.pos = qpos.data();
+        a.q = q.cpu.data();
+        a.out = out.cpu.data();
+        a.kv = qc.data();
+        cpu_->attention(a);
+        a.q = q.gpu.data();
+        a.out = out.gpu.data();
+        a.kv = qg.data();
+        gpu_->attention(a);
+        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx;
+    }
+}
+
+// ---- Gated DeltaNet -------------------------------------------------------------------------
+
+TEST_F(CudaOps, GatedDeltaNetPiecesMatchCpu) {
+    const int64_t n = 70, channels = 96, kernel = 4;
+    const auto& conv_w = upload(random_weight(Type::F32, kernel, channels, 1, 8));
+    Twin x = twin(test::random_floats(static_cast<size_t>(n * channels), 1)), st = twin(test::random_floats(static_cast<size_t>((kernel - 1) * channels), 2));
+    Twin out = twin(std::vector<float>(static_cast<size_t>(n * channels), 0.0f));
+    for (int64_t run : {n, int64_t{1}}) {  // a prefill run, then a decode step on the carried state
+        cpu_->ssm_conv_silu(x.cpu.data(), run, channels, conv_w.w, kernel, st.cpu.data(), out.cpu.data());
+        gpu_->ssm_conv_silu(x.gpu.data(), run, channels, conv_w.w, kernel, st.gpu.data(), out.gpu.data());
+        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-11) << "conv out, run " << run;
+        EXPECT_LT(nmse(cpu_of(st), gpu_of(st)), 1e-12) << "conv state, run " << run;
+    }
+    cpu_->l2_norm(out.cpu.data(), n, 3, 16, channels, 1e-6f);
+    gpu_->l2_norm(out.gpu.data(), n, 3, 16, channels, 1e-6f);
+    EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-11) << "l2_norm";
+
+    const int64_t n_v = 8, n_k = 4;
+    const auto& a_w = upload(random_weight(Type::F32, n_v, 1, 1, 9));
+    const auto& dt = upload(random_weight(Type::F32, n_v, 1, 1, 10));
+    Twin ba = twin(test::random_floats(static_cast<size_t>(n * 2 * n_v), 11));
+    Twin g = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f)), beta = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f));
+    for (bool combined : {true, false}) {
+        GdnGateArgs ga;
+        ga.a = &a_w.w;
+        ga.dt_bias = &dt.w;
+        ga.n_tokens = n;
+        ga.n_heads = n_v;
+        const int64_t r = n_v / n_k;
+        ga.row_stride = combined ? 2 * n_v : n_v;
+        ga.group = combined ? r : n_v;
+        ga.group_stride = combined ? 2 * r : 0;
+        ga.b = ba.cpu.data();
+        ga.alpha = ba.cpu.data() + (combined ? r : n * n_v);
+        ga.g = g.cpu.data();
+        ga.beta = beta.cpu.data();
+        cpu_->gdn_gates(ga);
+        ga.b = ba.gpu.data();
+        ga.alpha = ba.gpu.data() + (combined ? r : n * n_v);
+        ga.g = g.gpu.data();
+        ga.beta = beta.gpu.data();
+        gpu_->gdn_gates(ga);
+        EXPECT_LT(nmse(cpu_of(g), gpu_of(g)), 1e-11) << "gates g, combined " << combined;
+        EXPECT_LT(nmse(cpu_of(beta), gpu_of(beta)), 1e-11) << "gates beta, combined " << combined;
+    }
+}
+
+TEST_F(CudaOps, DeltaRuleMatchesCpuChunkedAndRecurrent) {
+    for (int64_t d : {16, 128}) {
+        const int64_t n = 150, n_v = 4, n_k = 2;
+        auto unit = [&](uint32_t seed, int64_t heads) {
+            auto v = test::random_floats(static_cast<size_t>(n * heads * d), seed);
+            for (int64_t r = 0; r < n * heads; ++r) {
+                double ss = 0;
+                for (int64_t i = 0; i < d; ++i) ss += v[static_cast<size_t>(r * d + i)] * v[static_cast<size_t>(r * d + i)];
+                for (int64_t i = 0; i < d; ++i) v[static_cast<size_t>(r * d + i)] /= static_cast<float>(std::sqrt(ss));
+            }
+            return v;
+        };
+        Twin q = twin(unit(1, n_k)), k = twin(unit(2, n_k)), v = twin(test::random_floats(static_cast<size_t>(n * n_v * d), 3));
+        std::vector<float> gv(static_cast<size_t>(n * n_v)), bv(static_cast<size_t>(n * n_v));
+        std::mt19937 rng(4);
+        for (auto& x : gv) x = -0.5f * static_cast<float>(rng() % 1000) / 1000.0f;
+        for (auto& x : bv) x = 0.05f + 0.9f * static_cast<float>(rng() % 1000) / 1000.0f;
+        Twin g = twin(gv), beta = twin(bv), state = twin(test::random_floats(static_cast<size_t>(n_v * d * d), 5, 0.1f));
+        Twin out = twin(std::vector<float>(static_cast<size_t>(n * n_v * d), 0.0f));
+        for (int64_t chunk : {int64_t{64}, int64_t{0}}) {  // CPU chunked prefill, then recurrent
+            for (auto map : {KeyHeadMap::Grouped, KeyHeadMap::Tiled}) {
+                DeltaRuleArgs a;
+                a.n_tokens = chunk == 0 ? 1 : n;
+                a.n_v_heads = n_v;
+                a.n_k_heads = n_k;
+                a.d_k = a.d_v = d;
+                a.key_heads = map;
+                a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+                a.chunk_size = chunk;
+                a.q = q.cpu.data(), a.k = k.cpu.data(), a.v = v.cpu.data(), a.g = g.cpu.data(), a.beta = beta.cpu.data();
+                a.state = state.cpu.data(), a.out = out.cpu.data();
+                cpu_->delta_rule(a);
+                a.q = q.gpu.data(), a.k = k.gpu.data(), a.v = v.gpu.data(), a.g = g.gpu.data(), a.beta = beta.gpu.data();
+                a.state = state.gpu.data(), a.out = out.gpu.data();
+                gpu_->delta_rule(a);
+                EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-8) << "d " << d << " chunk " << chunk;
+                EXPECT_LT(nmse(cpu_of(state), gpu_of(state)), 1e-8) << "d " << d << " chunk " << chunk;
+            }
+        }
+    }
+}
+
+TEST_F(CudaOps, BadInputIsRefusedWithAClearError) {
+    const auto h = random_weight(Type::Q4_K, 256, 4, 1, 1);
+    // Not uploaded: the product names the problem instead of reading host memory on the device.
+    Twin x = twin(test::random_floats(256, 1)), y = twin(std::vector<float>(4, 0.0f));
+    const MatmulArgs p[] = {{&h.w, x.gpu.data(), 1, y.gpu.data()}};
+    EXPECT_THROW(gpu_->matmul(p), Error);
+    auto odd = random_weight(Type::IQ1_S, 256, 4, 1, 1);
+    EXPECT_THROW(gpu_->upload_weights({&odd.w, 1}, {}), Error);
+    BackendOptions o;
+    o.device = "cuda:99";
+    EXPECT_THROW(make_backend(o), Error);
+    o.device = "tpu";
+    EXPECT_THROW(make_backend(o), Error);
+}
+
+}  // namespace
+}  // namespace strata::backend
