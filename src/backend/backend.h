@@ -138,6 +138,17 @@ public:
         (void)progress;
     }
 
+    // Brackets one model forward. A GPU backend may record the ops between them as a graph and
+    // replay it for later forwards with the same ops (only the host inputs, uploaded by the ops,
+    // differ). forward_end returns false when the ops ran nothing (the recording could not be
+    // used): the caller then runs the forward again with may_replay = false, and it runs
+    // eagerly. Host copies (copy_to_host) of a replayed forward are done by forward_end.
+    virtual void forward_begin(int64_t n_tokens, bool may_replay) {
+        (void)n_tokens;
+        (void)may_replay;
+    }
+    virtual bool forward_end() { return true; }
+
     // Memory for activations and states, zero-filled. Freed with free_floats.
     virtual float* alloc_floats(size_t n) = 0;
     virtual void free_floats(float* p) = 0;

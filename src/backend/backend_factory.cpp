@@ -35,7 +35,9 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         std::string why;
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
-        return cuda::make_cuda_backend(index, o.vram_budget);
+        const char* env = std::getenv("STRATA_CUDA_GRAPHS");
+        const bool graphs = o.cuda_graphs && !(env != nullptr && std::string(env) == "0");
+        return cuda::make_cuda_backend(index, o.vram_budget, graphs);
 #else
         (void)index;
 #endif

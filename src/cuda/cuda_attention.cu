@@ -11,12 +11,12 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxGroup = 16;     // query heads per KV head
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
-constexpr int64_t kSplitMin = 256; // positions a split covers at least
+constexpr int64_t kSplitMin = 64;  // positions a split covers at least
 
 // partial layout per (token, head, split): m, l, then head_dim_v accumulators.
 // DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
 template <int DPL, int G>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits, int64_t split_len) {
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits) {
     const int hk = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int group = static_cast<int>(a.n_head / a.n_head_kv);
@@ -37,6 +37,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
         for (int i = 0; i < DPL; ++i) acc[g][i] = 0.0f;
     }
     const int64_t k_row = a.n_head_kv * dk, v_row = a.n_head_kv * dv;
+    // Each token splits its own 0..pos range (no host-side length: a captured graph stays valid
+    // as positions advance).
+    const int64_t split_len = (static_cast<int64_t>(kv.pos) + splits) / splits;
     const int64_t begin = split * split_len, end = min(static_cast<int64_t>(kv.pos) + 1, begin + split_len);
     for (int64_t p = begin + warp; p < end; p += kWarps) {
         const int64_t row = static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size;
@@ -152,7 +155,6 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
         throw Error("CUDA attention: " + std::to_string(a.n_head) + " query heads over " + std::to_string(a.n_head_kv) +
                     " KV heads (at most " + std::to_string(kMaxGroup) + " per KV head)");
     if (dmax > 32 * kMaxDimPerLane) throw Error("CUDA attention: head_dim " + std::to_string(dmax) + " is over 256");
-    const int64_t split_len = (static_cast<int64_t>(a.max_pos) + splits) / splits;  // covers 0..max_pos
     const size_t shared = sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * kWarps * group + kWarps * group * a.head_dim_v));
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
     const int dpl = static_cast<int>((dmax + 31) / 32);
@@ -160,7 +162,7 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
         if (shared > 48 * 1024)
             STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared)));
-        attention_kernel<DPL, G><<<grid, kWarps * 32, shared, s>>>(a, splits, split_len);
+        attention_kernel<DPL, G><<<grid, kWarps * 32, shared, s>>>(a, splits);
     };
     auto with_group = [&]<int DPL>() {
         if (group <= 1) launch.template operator()<DPL, 1>();

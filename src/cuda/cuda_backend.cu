@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -43,7 +44,7 @@ constexpr int64_t kMoeIndexedPairs = 256;
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, uint64_t budget) : device_(index) {
+    CudaBackend(int index, uint64_t budget, bool graphs) : device_(index), graphs_enabled_(graphs) {
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
@@ -60,7 +61,10 @@ public:
     }
 
     ~CudaBackend() override {
+        if (mode_ == Mode::Capture) abandon();
         cudaStreamSynchronize(stream_);
+        for (auto& [n, list] : graphs_)
+            for (auto& g : list) cudaGraphExecDestroy(g.exec);
         for (auto& [host, dev] : weights_) cudaFree(dev.ptr);
         for (auto& b : scratch_) cudaFree(b.ptr);
         for (auto& [p, n] : allocs_) cudaFree(p);
@@ -71,6 +75,74 @@ public:
     }
 
     const char* name() const override { return "cuda"; }
+
+    // ---- recorded forwards (CUDA graphs) ----------------------------------------------------
+    // A decode-sized forward (at most kGemvMaxCols tokens: GEMVs and the device-side MoE path
+    // only, nothing that waits for the host) is captured into a graph and launched; later
+    // forwards of the same size first run their ops in replay mode, which only uploads the host
+    // inputs (to the same staging addresses the graph reads) and builds the signature: every
+    // op with its pointers and sizes. A graph with that signature is launched; otherwise the
+    // forward is declined and runs eagerly, and the next one is captured anew.
+    void forward_begin(int64_t n_tokens, bool may_replay) override {
+        if (mode_ == Mode::Capture) abandon();  // a forward that threw half way
+        mode_ = Mode::Eager;
+        sync();
+        stage_used_ = 0;
+        ++stage_generation_;
+        sig_.clear();
+        deferred_.clear();
+        fwd_tokens_ = n_tokens;
+        mode_ = Mode::Eager;
+        if (!graphs_enabled_ || !may_replay || n_tokens > kGemvMaxCols) return;
+        if (!graphs_[n_tokens].empty() && !missed_[n_tokens]) {
+            mode_ = Mode::Replay;
+            return;
+        }
+        if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) == cudaSuccess) mode_ = Mode::Capture;
+        else cudaGetLastError();
+    }
+
+    bool forward_end() override {
+        const Mode mode = mode_;
+        mode_ = Mode::Eager;
+        if (mode == Mode::Eager) return true;
+        if (mode == Mode::Abandoned) return false;
+        cudaGraphExec_t exec = nullptr;
+        if (mode == Mode::Capture) {
+            cudaGraph_t graph = nullptr;
+            if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess || graph == nullptr) {
+                cudaGetLastError();
+                return false;
+            }
+            const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+            cudaGraphDestroy(graph);
+            if (e != cudaSuccess) {
+                cudaGetLastError();
+                return false;
+            }
+            auto& list = graphs_[fwd_tokens_];
+            if (list.size() >= kGraphsPerSize) {
+                cudaGraphExecDestroy(list.front().exec);
+                list.erase(list.begin());
+            }
+            list.push_back({sig_, exec});
+            missed_[fwd_tokens_] = false;
+        } else {
+            for (const Graph& g : graphs_[fwd_tokens_])
+                if (g.sig == sig_) exec = g.exec;
+            if (exec == nullptr) {
+                missed_[fwd_tokens_] = true;
+                return false;
+            }
+        }
+        // The staged inputs are in pinned memory; the graph's copy nodes read them now.
+        STRATA_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+        for (const HostCopy& c : deferred_)
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        sync();
+        ++graph_launches_;
+        return true;
+    }
 
     void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) override {
         uint64_t total = 0;
@@ -84,6 +156,7 @@ public:
             throw Error("the model's weights need " + mib(total) + " of GPU memory; the budget is " + mib(budget_) + " (" +
                         mib(used_) + " in use). Raise --vram-budget, or run on the CPU (--device cpu)");
         uint64_t done = 0;
+        drop_graphs();  // recorded kernels hold device addresses of weights
         for (const Weight& w : weights) {
             const size_t n = bytes_of(w);
             if (const auto it = weights_.find(w.data); it != weights_.end()) {
@@ -105,6 +178,7 @@ public:
     }
 
     float* alloc_floats(size_t n) override {
+        if (mode_ == Mode::Capture) abandon();  // a forward that still allocates is not steady yet
         const size_t bytes = std::max<size_t>(256, n * sizeof(float));
         reserve(bytes, "activations");
         void* p = nullptr;
@@ -116,6 +190,7 @@ public:
     }
     void free_floats(float* p) override {
         if (p == nullptr) return;
+        if (mode_ == Mode::Capture) abandon();
         const auto it = allocs_.find(p);
         if (it == allocs_.end()) return;
         cudaStreamSynchronize(stream_);
@@ -124,19 +199,30 @@ public:
         allocs_.erase(it);
     }
     void copy_to_host(const float* src, float* host, size_t n) override {
+        if (mode_ != Mode::Eager) {
+            sign(kOpCopyToHost, src, n);
+            deferred_.push_back({src, host, n});
+            return;
+        }
         STRATA_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         sync();
     }
     void copy_from_host(const float* host, float* dst, size_t n) override {
+        if (mode_ == Mode::Capture) abandon();
+        if (mode_ != Mode::Eager) return;
         STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
         sync();
     }
     void copy(const float* src, float* dst, size_t n) override {
         if (n == 0 || src == dst) return;
+        sign(kOpCopy, src, dst, n);
+        if (!launching()) return;
         STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
     }
     void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) override {
         if (rows <= 0 || cols <= 0) return;
+        sign(kOpCopyRows, src, src_stride, dst, dst_stride, rows, cols);
+        if (!launching()) return;
         STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_stride) * sizeof(float), src,
                                             static_cast<size_t>(src_stride) * sizeof(float), static_cast<size_t>(cols) * sizeof(float),
                                             static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_));
@@ -146,21 +232,55 @@ public:
         for (int64_t i = 0; i < n; ++i)
             if (ids[i] < 0 || ids[i] >= table.rows())
                 throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) + ")");
-        dequant_rows_f32(matrix(table), upload(ids, static_cast<size_t>(n)), n, out, stream_);
+        const int32_t* d = upload(ids, static_cast<size_t>(n));
+        sign(kOpGetRows, table.data, n, out, d);
+        if (!launching()) return;
+        dequant_rows_f32(matrix(table), d, n, out, stream_);
     }
 
     void matmul(std::span<const MatmulArgs> products) override {
-        for (const MatmulArgs& p : products) product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
+        // Single-row products of one input with matrices of one type and width go in one launch.
+        size_t i = 0;
+        while (i < products.size()) {
+            const MatmulArgs& p = products[i];
+            size_t j = i + 1;
+            const bool batchable = p.n_tokens == 1 && p.w->ne[0] % 32 == 0;
+            while (batchable && j < products.size() && j - i < kGemvBatchMax && products[j].x == p.x && products[j].n_tokens == 1 &&
+                   products[j].w->type == p.w->type && products[j].w->ne[0] == p.w->ne[0])
+                ++j;
+            if (j - i == 1) {
+                product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
+            } else {
+                DeviceMatrix ws[kGemvBatchMax];
+                float* ys[kGemvBatchMax];
+                for (size_t k = i; k < j; ++k) {
+                    ws[k - i] = matrix(*products[k].w);
+                    ys[k - i] = products[k].y;
+                    sign(kOpProduct, ws[k - i].data, p.x, ys[k - i]);
+                }
+                if (launching()) gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
+            }
+            i = j;
+        }
     }
 
     void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
+        sign(kOpRmsNorm, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out);
+        if (!launching()) return;
         cuda::rms_norm(x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_);
     }
-    void add(float* y, const float* x, int64_t n) override { cuda::add(y, x, n, stream_); }
+    void add(float* y, const float* x, int64_t n) override {
+        sign(kOpAdd, y, x, n);
+        if (launching()) cuda::add(y, x, n, stream_);
+    }
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
+        sign(kOpSwiglu, gate, up, rows, dim, in_stride, out);
+        if (!launching()) return;
         cuda::swiglu(gate, up, rows, dim, in_stride, out, stream_);
     }
     void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override {
+        sign(kOpMulSigmoid, x, g, rows, dim, g_stride);
+        if (!launching()) return;
         cuda::mul_sigmoid(x, g, rows, dim, g_stride, stream_);
     }
     void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override {
@@ -172,8 +292,11 @@ public:
             inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
         if (p.freqs_bf16)
             for (float& f : inv_freq) f = bf16_to_f32(f32_to_bf16(f));
-        cuda::rope(x, n_tokens, n_heads, head_dim, upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens)),
-                   upload_cached(&key_inv_freq_, inv_freq.data(), inv_freq.size()), p.n_rot, stream_);
+        const int32_t* dpos = upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens));
+        const float* dfreq = upload_cached(&key_inv_freq_, inv_freq.data(), inv_freq.size());
+        sign(kOpRope, x, n_tokens, n_heads, head_dim, p.n_rot, dpos, dfreq);
+        if (!launching()) return;
+        cuda::rope(x, n_tokens, n_heads, head_dim, dpos, dfreq, p.n_rot, stream_);
     }
     void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
                   const float* v, int64_t v_row) override {
@@ -193,6 +316,8 @@ public:
             off[static_cast<size_t>(n_tokens + t)] = (c.v - v_base) + row * v_row;
         }
         const int64_t* d = upload_cached(&key_kv_rows_, off.data(), off.size());
+        sign(kOpKvStore, k_base, v_base, d, n_tokens, k, k_row, v, v_row);
+        if (!launching()) return;
         cuda::kv_store(k_base, v_base, d, d + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
     }
     void attention(const AttentionArgs& a) override {
@@ -226,19 +351,29 @@ public:
         d.scale = a.scale;
         const int64_t splits = attention_splits(d, n_sm_);
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
+        sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
+             splits, d.partial);
+        if (!launching()) return;
         cuda::attention(d, splits, stream_);
     }
     void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                             float* weights) override {
+        sign(kOpRoute, logits, n_tokens, n_expert, k, renorm, ids, weights);
+        if (!launching()) return;
         cuda::route_softmax_topk(logits, n_tokens, n_expert, k, renorm, ids, weights, stream_);
     }
     void moe(const MoeArgs& a) override;
 
     void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel, float* conv_state,
                        float* out) override {
+        sign(kOpConv, x, n_tokens, channels, w.data, kernel, conv_state, out);
+        if (!launching()) return;
         cuda::ssm_conv_silu(x, n_tokens, channels, f32(w, kernel * channels), kernel, conv_state, out, stream_);
     }
     void gdn_gates(const GdnGateArgs& a) override {
+        sign(kOpGates, a.alpha, a.b, a.row_stride, a.group, a.group_stride, a.a->data, a.dt_bias->data, a.g, a.beta, a.n_tokens,
+             a.n_heads);
+        if (!launching()) return;
         cuda::gdn_gates(a.alpha, a.b, a.row_stride, a.group, a.group_stride, f32(*a.a, a.n_heads), f32(*a.dt_bias, a.n_heads), a.g,
                         a.beta, a.n_tokens, a.n_heads, stream_);
     }
@@ -264,9 +399,14 @@ public:
         d.d_v = a.d_v;
         d.tiled = a.key_heads == backend::KeyHeadMap::Tiled;
         d.scale = a.scale;
+        sign(kOpDeltaRule, d.q, d.k, d.v, d.q_stride, d.k_stride, d.v_stride, d.g, d.beta, d.state, d.out, d.n_tokens, d.n_v_heads,
+             d.n_k_heads, d.d_k, d.d_v, d.tiled, d.scale);
+        if (!launching()) return;
         cuda::delta_rule(d, stream_);
     }
     void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override {
+        sign(kOpL2Norm, x, n_tokens, rows, dim, token_stride, eps);
+        if (!launching()) return;
         cuda::l2_norm(x, n_tokens, rows, dim, token_stride, eps, stream_);
     }
 
@@ -308,6 +448,7 @@ private:
         if (scratch_.size() < kScratchSlots) scratch_.resize(kScratchSlots);
         DevBuf& b = scratch_[slot];
         if (b.bytes < bytes) {
+            if (mode_ == Mode::Capture) abandon();
             sync();
             if (b.ptr != nullptr) {
                 cudaFree(b.ptr);
@@ -327,6 +468,7 @@ private:
     // handed out stays valid for the rest of the op that asked for it.
     void sync() { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
     void grow_stage(size_t bytes) {
+        drop_graphs();  // their copy nodes read the old staging area
         if (stage_host_ != nullptr) {
             sync();
             cudaFreeHost(stage_host_);
@@ -345,16 +487,24 @@ private:
     template <class T>
     T* upload(const T* host, size_t n) {
         const size_t bytes = std::max<size_t>(n * sizeof(T), 1);
-        if (bytes > stage_cap_) grow_stage(std::max(bytes, 2 * stage_cap_));
+        if (bytes > stage_cap_) {
+            if (mode_ == Mode::Capture) abandon();
+            if (mode_ == Mode::Replay) mode_ = Mode::Abandoned;
+            grow_stage(std::max(bytes, 2 * stage_cap_));
+        }
         size_t off = (stage_used_ + 255) / 256 * 256;
         if (off + bytes > stage_cap_) {
+            if (mode_ == Mode::Capture) abandon();
+            if (mode_ == Mode::Replay) mode_ = Mode::Abandoned;  // offsets would differ from the graph's
             sync();
             off = 0;
             ++stage_generation_;
         }
         std::memcpy(static_cast<uint8_t*>(stage_host_) + off, host, n * sizeof(T));
-        STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(stage_dev_) + off, static_cast<uint8_t*>(stage_host_) + off,
-                                          n * sizeof(T), cudaMemcpyHostToDevice, stream_));
+        // Replay: the graph's copy node moves these bytes when it is launched.
+        if (mode_ != Mode::Replay && mode_ != Mode::Abandoned)
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(stage_dev_) + off, static_cast<uint8_t*>(stage_host_) + off,
+                                              n * sizeof(T), cudaMemcpyHostToDevice, stream_));
         stage_used_ = off + bytes;
         return reinterpret_cast<T*>(static_cast<uint8_t*>(stage_dev_) + off);
     }
@@ -363,6 +513,7 @@ private:
     // rows are the same for every layer, so they go up once per step instead of once per op.
     template <class T>
     const T* upload_cached(const void* key, const T* host, size_t n) {
+        if (mode_ != Mode::Eager) return upload(host, n);  // recorded forwards stage every input in order
         if (upload_cache_.size() > 4096) upload_cache_.clear();  // block tables of sequences long gone
         Cached& c = upload_cache_[key];
         const size_t bytes = n * sizeof(T);
@@ -378,6 +529,12 @@ private:
     // y[n][y_stride] = W x for x [n][x_stride].
     void product(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
         if (n <= 0) return;
+        sign(kOpProduct, w.data, x, x_stride, n, y, y_stride);
+        if (!launching()) return;
+        if (mode_ == Mode::Capture && n > kGemvMaxCols) {
+            abandon();  // cuBLAS products are run eagerly
+            return;
+        }
         if (n <= kGemvMaxCols) {
             gemv(w, x, x_stride, n, y, y_stride, stream_);
             return;
@@ -407,7 +564,58 @@ private:
                    "bf16 gemm");
     }
 
+    enum class Mode { Eager, Capture, Replay, Abandoned };
+    enum Op : uint64_t {
+        kOpCopy = 1, kOpCopyRows, kOpCopyToHost, kOpGetRows, kOpProduct, kOpRmsNorm, kOpAdd, kOpSwiglu, kOpMulSigmoid, kOpRope,
+        kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm
+    };
+    static constexpr size_t kGraphsPerSize = 8;
+    struct Graph {
+        std::vector<uint64_t> sig;
+        cudaGraphExec_t exec;
+    };
+    struct HostCopy {
+        const float* src;
+        float* dst;
+        size_t n;
+    };
+    template <class T>
+    static uint64_t word(T v) {
+        if constexpr (std::is_pointer_v<T>) return reinterpret_cast<uint64_t>(v);
+        else if constexpr (std::is_same_v<T, float>) {
+            uint32_t u;
+            std::memcpy(&u, &v, 4);
+            return u;
+        } else return static_cast<uint64_t>(v);
+    }
+    // Appends an op and its arguments to the signature of the forward being recorded or replayed.
+    template <class... A>
+    void sign(A... args) {
+        if (mode_ != Mode::Eager) (sig_.push_back(word(args)), ...);
+    }
+    bool launching() const { return mode_ == Mode::Eager || mode_ == Mode::Capture; }
+    void drop_graphs() {
+        for (auto& [n, list] : graphs_)
+            for (auto& g : list) cudaGraphExecDestroy(g.exec);
+        graphs_.clear();
+    }
+    void abandon() {
+        cudaGraph_t g = nullptr;
+        cudaStreamEndCapture(stream_, &g);
+        if (g != nullptr) cudaGraphDestroy(g);
+        cudaGetLastError();
+        mode_ = Mode::Abandoned;
+    }
+
     int device_;
+    bool graphs_enabled_ = true;
+    Mode mode_ = Mode::Eager;
+    std::vector<uint64_t> sig_;
+    std::vector<HostCopy> deferred_;
+    std::unordered_map<int64_t, std::vector<Graph>> graphs_;  // by forward size
+    std::unordered_map<int64_t, bool> missed_;                // the last replay of that size found no graph
+    int64_t fwd_tokens_ = 0;
+    uint64_t graph_launches_ = 0;
     int n_sm_ = 1;
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
@@ -446,13 +654,21 @@ void CudaBackend::moe(const MoeArgs& a) {
     float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
     if (n_pairs <= kMoeIndexedPairs) {
         float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+        sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden);
+        if (!launching()) return;
         DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
         moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
         moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
         moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
         return;
     }
-    // Group the pairs by expert on the host, then dense products per expert.
+    // Group the pairs by expert on the host, then dense products per expert (eager only: it waits
+    // for the routed ids).
+    if (mode_ != Mode::Eager) {
+        if (mode_ == Mode::Capture) abandon();
+        mode_ = Mode::Abandoned;
+        return;
+    }
     moe_ids_.resize(static_cast<size_t>(n_pairs));
     STRATA_CUDA_CHECK(cudaMemcpyAsync(moe_ids_.data(), a.ids, static_cast<size_t>(n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     sync();
@@ -535,11 +751,11 @@ double copy_bandwidth(int index) {
     return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
 
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget) {
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs) {
     int n = 0;
     STRATA_CUDA_CHECK(cudaGetDeviceCount(&n));
     if (index >= n) throw Error("GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) + " visible)");
-    return std::make_unique<CudaBackend>(index, vram_budget);
+    return std::make_unique<CudaBackend>(index, vram_budget, graphs);
 }
 
 }  // namespace strata::cuda

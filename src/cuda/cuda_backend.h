@@ -13,8 +13,9 @@ namespace strata::cuda {
 // True when the CUDA runtime sees at least one device; otherwise false with the reason.
 bool device_available(std::string* why);
 
-// A backend on GPU `index`; vram_budget 0 means the free memory less 1 GiB.
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget);
+// A backend on GPU `index`; vram_budget 0 means the free memory less 1 GiB. graphs: record
+// decode-sized forwards as CUDA graphs and replay them.
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs);
 
 // GB/s of a 2 GiB device-to-device copy (read + write bytes over the median time of 5 copies).
 double copy_bandwidth(int index);

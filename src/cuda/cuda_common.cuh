@@ -57,6 +57,18 @@ inline constexpr int kGemvMaxCols = 8;
 void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
           cudaStream_t s);
 
+// Up to kGemvBatchMax matrices of one type and width (a multiple of 32) times one input row in
+// one launch: y[i] = W[i] x.
+inline constexpr int kGemvBatchMax = 4;
+struct GemvBatch {
+    const uint8_t* w[kGemvBatchMax];
+    float* y[kGemvBatchMax];
+    int rows[kGemvBatchMax];
+    int count;
+    size_t row_bytes;
+};
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s);
+
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
 void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t s);

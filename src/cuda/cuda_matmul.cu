@@ -73,6 +73,23 @@ __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(const uint8_t* __res
     if (lane == 0) y[row] = acc;
 }
 
+// Several matrices of one type and width applied to the same single input row in one launch
+// (q, k and v of a layer; the router and the shared expert's gate): warps index the rows of
+// all of them in turn.
+template <class Dq>
+__global__ void __launch_bounds__(kWarps * 32) gemv1_multi_kernel(GemvBatch b, int chunks, const float* __restrict__ x) {
+    int row = blockIdx.x * kWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    int m = 0;
+    while (m < b.count && row >= b.rows[m]) row -= b.rows[m++];
+    if (m == b.count) return;
+    const uint8_t* wr = b.w[m] + static_cast<size_t>(row) * b.row_bytes;
+    float acc = 0.0f;
+    for (int i = lane; i < chunks; i += 32) acc += row_dot32<Dq>(wr, i, x);
+    acc = warp_sum(acc);
+    if (lane == 0) b.y[m][row] = acc;
+}
+
 template <class Dq, class Out>
 __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int groups,
                                const int32_t* __restrict__ ids, Out* __restrict__ out) {
@@ -172,6 +189,28 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
             gemv_kernel<Dq, 4><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
         else
             gemv_kernel<Dq, kGemvMaxCols><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
+    });
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s) {
+    if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
+    GemvBatch b{};
+    int total = 0;
+    for (int i = 0; i < count; ++i) {
+        check_type(ws[i]);
+        if (ws[i].type != ws[0].type || ws[i].ne0 != ws[0].ne0 || ws[i].row_bytes != ws[0].row_bytes || ws[i].ne0 % 32 != 0)
+            throw Error("gemv1_multi: matrices differ in type or width");
+        b.w[i] = ws[i].data;
+        b.rows[i] = static_cast<int>(ws[i].rows);
+        b.y[i] = ys[i];
+        total += b.rows[i];
+    }
+    b.count = count;
+    b.row_bytes = ws[0].row_bytes;
+    if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
+    with_dequantizer(ws[0].type, [&]<class Dq>() {
+        gemv1_multi_kernel<Dq><<<blocks_for(total, kWarps), kWarps * 32, 0, s>>>(b, static_cast<int>(ws[0].ne0 / 32), x);
     });
     STRATA_CUDA_LAUNCHED();
 }

@@ -145,6 +145,48 @@ __global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, b
         for (int64_t j = 0; j < k; ++j) weights[blockIdx.x * k + j] /= chosen;
 }
 
+// One warp per token (experts in shared memory): the same result as route_kernel with
+// shuffles only, for the usual expert counts.
+constexpr int kRouteWarps = 4;
+__global__ void route_warp_kernel(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                                  float* weights) {
+    extern __shared__ float smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+    if (t >= n_tokens) return;
+    float* p = smem + warp * n_expert;
+    const float* l = logits + t * n_expert;
+    float mx = -INFINITY;
+    for (int64_t e = lane; e < n_expert; e += 32) mx = fmaxf(mx, l[e]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    for (int64_t e = lane; e < n_expert; e += 32) sum += (p[e] = expf(l[e] - mx));
+    sum = warp_sum(sum);
+    for (int64_t e = lane; e < n_expert; e += 32) p[e] /= sum;
+    __syncwarp();
+    float chosen = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+        float best = -1.0f;
+        int best_i = 0x7fffffff;
+        for (int64_t e = lane; e < n_expert; e += 32)
+            if (p[e] > best) best = p[e], best_i = static_cast<int>(e);
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+            if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
+        }
+        chosen += best;
+        if (lane == 0) {
+            ids[t * k + j] = best_i;
+            weights[t * k + j] = best;
+            p[best_i] = -2.0f;  // taken
+        }
+        __syncwarp();
+    }
+    if (renorm)
+        for (int64_t j = lane; j < k; j += 32) weights[t * k + j] /= chosen;
+}
+
 __global__ void l2_norm_kernel(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) {
     const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
@@ -322,6 +364,12 @@ void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert,
                         float* weights, cudaStream_t s) {
     if (n_tokens <= 0) return;
     if (n_expert > 8192 || k > n_expert) throw Error("routing: " + std::to_string(n_expert) + " experts, top " + std::to_string(k));
+    if (n_expert <= 1024) {
+        route_warp_kernel<<<blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32, kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s>>>(
+            logits, n_tokens, n_expert, k, renorm, ids, weights);
+        STRATA_CUDA_LAUNCHED();
+        return;
+    }
     route_kernel<<<static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s>>>(logits, n_expert, k, renorm, ids, weights);
     STRATA_CUDA_LAUNCHED();
 }

@@ -139,24 +139,31 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
     }
 
     enum Slot : size_t { kHidden = 48, kHeadIn, kHeadOut };
-    // Pointers, not Buffer references: a later scratch() may grow the slot table.
-    float* hidden = fp.scratch(kHidden, static_cast<size_t>(n * c.n_embd)).data();
-    backend_.get_rows(arch_->token_embd(), b.tokens.data(), n, hidden);
-    arch_->forward(fp, hidden);
-
-    // Output head only on the rows that want logits.
     const int64_t n_out = b.n_logits();
-    if (n_out > 0) {
-        float* rows = fp.scratch(kHeadIn, static_cast<size_t>(n_out * c.n_embd)).data();
-        int64_t k = 0;
-        for (int64_t t = 0; t < n; ++t)
-            if (b.want_logits[static_cast<size_t>(t)])
-                backend_.copy(hidden + t * c.n_embd, rows + (k++) * c.n_embd, static_cast<size_t>(c.n_embd));
-        backend_.rms_norm(rows, &arch_->output_norm(), n_out, c.n_embd, c.rms_eps, rows);
-        float* out = fp.scratch(kHeadOut, static_cast<size_t>(n_out * c.n_vocab)).data();
-        const backend::MatmulArgs head[] = {{&arch_->output(), rows, n_out, out}};
-        backend_.matmul(head);
-        backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
+    // A backend that replays recorded forwards may decline one (forward_end false): run it again
+    // eagerly. Nothing on the host changes until the forward is done, so a second run is safe.
+    for (bool may_replay : {true, false}) {
+        backend_.forward_begin(n, may_replay);
+        // Pointers, not Buffer references: a later scratch() may grow the slot table.
+        float* hidden = fp.scratch(kHidden, static_cast<size_t>(n * c.n_embd)).data();
+        backend_.get_rows(arch_->token_embd(), b.tokens.data(), n, hidden);
+        arch_->forward(fp, hidden);
+
+        // Output head only on the rows that want logits.
+        if (n_out > 0) {
+            float* rows = fp.scratch(kHeadIn, static_cast<size_t>(n_out * c.n_embd)).data();
+            int64_t k = 0;
+            for (int64_t t = 0; t < n; ++t)
+                if (b.want_logits[static_cast<size_t>(t)])
+                    backend_.copy(hidden + t * c.n_embd, rows + (k++) * c.n_embd, static_cast<size_t>(c.n_embd));
+            backend_.rms_norm(rows, &arch_->output_norm(), n_out, c.n_embd, c.rms_eps, rows);
+            float* out = fp.scratch(kHeadOut, static_cast<size_t>(n_out * c.n_vocab)).data();
+            const backend::MatmulArgs head[] = {{&arch_->output(), rows, n_out, out}};
+            backend_.matmul(head);
+            backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
+        }
+        if (backend_.forward_end()) break;
+        if (!may_replay) throw Error("the backend could not run a forward");
     }
     for (const auto& r : fp.runs) {
         SequenceState* s = seqs[static_cast<size_t>(r.seq)];

@@ -60,8 +60,11 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     backend::BackendOptions bo;
     bo.device = "cuda";
     const auto gpu = backend::make_backend(bo);
+    bo.cuda_graphs = false;
+    const auto gpu_eager = backend::make_backend(bo);
     auto mc = Model::load(path, cpu);
     auto mg = Model::load(path, *gpu);
+    auto me = Model::load(path, *gpu_eager);  // the same kernels launched one by one
     std::unique_ptr<Model> mr;  // f32 reference on the dequantised weights
     if (mix != "f32") {
         QuantizeOptions q;
@@ -77,7 +80,7 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         std::vector<float> logits;
     };
     std::vector<Run> runs;
-    for (Model* m : {mc.get(), mg.get(), mr.get()}) {
+    for (Model* m : {mc.get(), mg.get(), mr.get(), me.get()}) {
         if (m == nullptr) continue;
         Run r{m, {}, {}};
         r.seqs.push_back(m->new_sequence(256));
@@ -92,12 +95,19 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
             r.m->forward(b, s, r.logits.data());
         }
     };
+    const Run& eager = runs.back();
+    int graph_rows_equal = 0;
     double gpu_err = 0, cpu_err = 0;
     int compared = 0, gpu_flips = 0, cpu_flips = 0;
     auto check_rows = [&](int64_t rows) {
         for (int64_t r = 0; r < rows; ++r) {
             const float* want = ref.logits.data() + r * n_vocab;
             gpu_err = std::max(gpu_err, rel_l2(runs[1].logits.data() + r * n_vocab, want, n_vocab));
+            // Decode steps replay recorded graphs: bit for bit the eager launches' result.
+            const bool same = std::equal(eager.logits.begin() + r * n_vocab, eager.logits.begin() + (r + 1) * n_vocab,
+                                         runs[1].logits.begin() + r * n_vocab);
+            EXPECT_TRUE(same) << "graph vs eager, row " << r;
+            graph_rows_equal += same;
             cpu_err = std::max(cpu_err, rel_l2(runs[0].logits.data() + r * n_vocab, want, n_vocab));
             if (margin(want, n_vocab) > 0.05f) {
                 ++compared;
@@ -112,10 +122,10 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     for (int32_t i = 0; i < 5; ++i) b.add((i * 53 + 7) % static_cast<int32_t>(n_vocab), i, 1, true);
     forward(b);
     check_rows(b.size());
-    // Decode: four steps of both sequences together, feeding the reference's greedy tokens.
+    // Decode: six steps of both sequences together, feeding the reference's greedy tokens.
     int32_t p0 = 90, p1 = 5;
     int64_t last0 = 89, last1 = 94;
-    for (int step = 0; step < 4; ++step) {
+    for (int step = 0; step < 6; ++step) {
         const int32_t t0 = static_cast<int32_t>(argmax(ref.logits.data() + last0 * n_vocab, n_vocab));
         const int32_t t1 = static_cast<int32_t>(argmax(ref.logits.data() + last1 * n_vocab, n_vocab));
         b.clear();
@@ -126,6 +136,7 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         last0 = 0;
         last1 = 1;
     }
+    EXPECT_GT(graph_rows_equal, 0);
     std::printf("%s %s: worst logit-row rel L2 against %s: GPU %.3g, CPU %.3g; top token differs in %d (GPU) and %d (CPU) of "
                 "%d rows with a clear margin\n",
                 arch.c_str(), mix.c_str(), mr ? "f32 on the dequantised weights" : "the CPU", gpu_err, cpu_err, gpu_flips, cpu_flips,

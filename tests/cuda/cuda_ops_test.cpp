@@ -169,6 +169,32 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaMatmul,
                                          Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS, Type::IQ3_S, Type::IQ4_XS),
                          [](const auto& info) { return std::string(quant::type_name(info.param)); });
 
+// q, k and v of one input row go to the GPU as one launch: each output as its own product,
+// against the plain reference on the dequantised weights.
+TEST_F(CudaOps, SeveralProductsOfOneRowMatchReference) {
+    for (Type t : {Type::Q4_K, Type::F32, Type::IQ3_XXS}) {
+        const HostWeight* w[3] = {&upload(random_weight(t, 512, 96, 1, 21)), &upload(random_weight(t, 512, 32, 1, 22)),
+                                  &upload(random_weight(t, 512, 7, 1, 23))};
+        const auto x = test::random_floats(512, 24);
+        Twin xin = twin(x);
+        std::vector<Twin> ys;
+        std::vector<MatmulArgs> products;
+        for (const HostWeight* h : w) ys.push_back(twin(std::vector<float>(static_cast<size_t>(h->w.ne[1]), 0.0f)));
+        for (size_t i = 0; i < 3; ++i) products.push_back({&w[i]->w, xin.gpu.data(), 1, ys[i].gpu.data()});
+        gpu_->matmul(products);
+        for (size_t i = 0; i < 3; ++i) {
+            const auto deq = dequantized(*w[i]);
+            std::vector<float> ref(static_cast<size_t>(w[i]->w.ne[1]));
+            for (size_t r = 0; r < ref.size(); ++r) {
+                double s = 0;
+                for (size_t j = 0; j < 512; ++j) s += static_cast<double>(deq[r * 512 + j]) * x[j];
+                ref[r] = static_cast<float>(s);
+            }
+            EXPECT_LT(nmse(ref, gpu_of(ys[i])), 1e-9) << quant::type_name(t) << " product " << i;
+        }
+    }
+}
+
 TEST_F(CudaOps, GetRowsDequantisesTheChosenRows) {
     for (Type t : {Type::F32, Type::Q4_K, Type::Q6_K, Type::IQ3_XXS}) {
         const auto& h = upload(random_weight(t, 256, 50, 1, 5));
