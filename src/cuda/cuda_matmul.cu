@@ -124,18 +124,20 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t*
     const size_t off = (static_cast<size_t>(ids[p]) * rows + row) * row_bytes;
     const float* xt = x + static_cast<int64_t>(p / k) * groups * 8;
     float g = 0.0f, u = 0.0f;
-    if (groups % 4 == 0) {
+    if (groups % 4 == 0) {  // rows of whole 32-value chunks (every real model)
         for (int i = lane; i < groups / 4; i += 32) {
             g += row_dot32<Dq>(gate + off, i, xt);
             u += row_dot32<Dq>(up + off, i, xt);
         }
-    } else for (int i = lane; i < groups; i += 32) {
-        float v[8];
-        const size_t b = static_cast<size_t>(i / kGroups) * Dq::kBytes;
-        Dq::dequant8(gate + off + b, i % kGroups, v);
-        g += dot8(v, xt + 8 * i);
-        Dq::dequant8(up + off + b, i % kGroups, v);
-        u += dot8(v, xt + 8 * i);
+    } else {
+        for (int i = lane; i < groups; i += 32) {
+            float v[8];
+            const size_t b = static_cast<size_t>(i / kGroups) * Dq::kBytes;
+            Dq::dequant8(gate + off + b, i % kGroups, v);
+            g += dot8(v, xt + 8 * i);
+            Dq::dequant8(up + off + b, i % kGroups, v);
+            u += dot8(v, xt + 8 * i);
+        }
     }
     g = warp_sum(g);
     u = warp_sum(u);
@@ -156,10 +158,12 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __
     float acc = 0.0f;
     if (groups % 4 == 0) {
         for (int i = lane; i < groups / 4; i += 32) acc += row_dot32<Dq>(wr, i, h);
-    } else for (int i = lane; i < groups; i += 32) {
-        float v[8];
-        Dq::dequant8(wr + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
-        acc += dot8(v, h + 8 * i);
+    } else {
+        for (int i = lane; i < groups; i += 32) {
+            float v[8];
+            Dq::dequant8(wr + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
+            acc += dot8(v, h + 8 * i);
+        }
     }
     acc = warp_sum(acc);
     if (lane == 0) out[static_cast<int64_t>(p) * rows + row] = acc;
