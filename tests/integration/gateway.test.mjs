@@ -125,9 +125,13 @@ test('thinking budget that leaves no room for the answer is clamped, not refused
   assert.ok(body.usage.output_tokens <= 4000);
 });
 
-test(`a ${PASTE_TOKENS.toLocaleString('en')}-token paste: 200 with an answer, the lane never sees more than its window`, async () => {
-  const needle = 'The secret launch code for Project Heron is 7341-KESTREL.';
-  const question = '\n\nQuestion: What is the secret launch code for Project Heron?';
+// The paste is built before the tests: building it blocks node's event loop for seconds, and a
+// request sent right after that on a pooled keep-alive connection the server has meanwhile
+// closed (its keep-alive timeout is 5 s) fails with EPIPE before the server sees it.
+const needle = 'The secret launch code for Project Heron is 7341-KESTREL.';
+const question = '\n\nQuestion: What is the secret launch code for Project Heron?';
+let paste;
+function buildPaste() {
   const lines = filler(7, Math.ceil(PASTE_TOKENS / 17));
   lines.splice(Math.floor(lines.length * 0.4), 0, needle);
   let base = lines.join('\n') + '\nFiller:';
@@ -139,12 +143,16 @@ test(`a ${PASTE_TOKENS.toLocaleString('en')}-token paste: 200 with an answer, th
     n = tokenCount(base + question);
   }
   // " a" is one token after ":" or another " a": pad to the exact count.
-  let pad = PASTE_TOKENS - n, paste = base + ' a'.repeat(pad) + question;
+  let pad = PASTE_TOKENS - n;
+  paste = base + ' a'.repeat(pad) + question;
   for (let m = tokenCount(paste); m !== PASTE_TOKENS; m = tokenCount(paste)) {
     pad -= m - PASTE_TOKENS;
     paste = base + ' a'.repeat(pad) + question;
   }
+}
+before(buildPaste);
 
+test(`a ${PASTE_TOKENS.toLocaleString('en')}-token paste: 200 with an answer, the lane never sees more than its window`, async () => {
   const { data, response } = await openai().chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: paste }], max_tokens: 16 }).withResponse();
   assert.equal(response.status, 200);
   assert.ok(data.choices[0].message.content !== undefined);
