@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -66,6 +67,16 @@ struct CommandResult {
 
 // Runs `strata ARGS` (the built binary) through the shell; captures stdout and stderr.
 CommandResult run_strata(const std::string& args, const std::string& stdin_text = "");
+
+// Relative L2 error of a against the reference b: |a - b| / |b|.
+inline double rel_l2(const float* a, const float* b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        den += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(num / den);
+}
 
 // Random floats, normal with occasional outliers (never zeros-only data).
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {

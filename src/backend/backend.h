@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "model/weights.h"
 
@@ -27,6 +28,10 @@ struct RopeParams {
     bool interleaved_mrope = false;     // Qwen3.5: sections interleaved over the pairs (t h w t h w ...)
     bool freqs_bf16 = false;            // round the frequencies to bf16 (model::LoadOptions::rope_freqs_bf16)
 };
+
+// The rotation frequency of each of the n_rot/2 NeoX pairs: theta^(-2i/n_rot), rounded to bf16
+// when p.freqs_bf16. Every backend rotates with these exact values (backend.cpp).
+std::vector<float> rope_inv_freq(const RopeParams& p);
 
 // One attention layer's cache for one sequence, in blocks of block_size positions: position p
 // lives in row p % block_size of block blocks[p / block_size] of the layer's pool. A contiguous

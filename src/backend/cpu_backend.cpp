@@ -162,11 +162,7 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
     // Text-only M-RoPE: the three position streams are equal, so every section rotates with the
     // same position and the result is plain RoPE over n_rot dims (sections only matter once
     // images bring distinct h/w positions).
-    std::vector<float> inv_freq(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i)
-        inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
-    if (p.freqs_bf16)
-        for (float& f : inv_freq) f = bf16_to_f32(f32_to_bf16(f));
+    const std::vector<float> inv_freq = rope_inv_freq(p);
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t i = 0; i < half; ++i) {
             const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];

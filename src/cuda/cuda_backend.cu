@@ -44,7 +44,7 @@ constexpr int64_t kMoeIndexedPairs = 256;
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, uint64_t budget, bool graphs) : device_(index), graphs_enabled_(graphs) {
+    CudaBackend(int index, uint64_t budget, bool graphs) : graphs_enabled_(graphs) {
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
@@ -140,7 +140,6 @@ public:
         for (const HostCopy& c : deferred_)
             STRATA_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         sync();
-        ++graph_launches_;
         return true;
     }
 
@@ -284,14 +283,15 @@ public:
         cuda::mul_sigmoid(x, g, rows, dim, g_stride, stream_);
     }
     void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override {
-        // The frequencies exactly as the CPU backend computes them (text-only M-RoPE is plain RoPE).
-        const int64_t half = p.n_rot / 2;
-        if (half <= 0 || n_tokens <= 0) return;
-        std::vector<float> inv_freq(static_cast<size_t>(half));
-        for (int64_t i = 0; i < half; ++i)
-            inv_freq[static_cast<size_t>(i)] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(p.n_rot));
-        if (p.freqs_bf16)
-            for (float& f : inv_freq) f = bf16_to_f32(f32_to_bf16(f));
+        // The frequencies exactly as the CPU backend rotates with, computed again only when the
+        // parameters change (every layer of every step asks with the same ones).
+        if (p.n_rot / 2 <= 0 || n_tokens <= 0) return;
+        if (inv_freq_.empty() || p.n_rot != inv_freq_params_.n_rot || p.theta != inv_freq_params_.theta ||
+            p.freqs_bf16 != inv_freq_params_.freqs_bf16) {
+            inv_freq_ = backend::rope_inv_freq(p);
+            inv_freq_params_ = p;
+        }
+        const std::vector<float>& inv_freq = inv_freq_;
         const int32_t* dpos = upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens));
         const float* dfreq = upload_cached(&key_inv_freq_, inv_freq.data(), inv_freq.size());
         sign(kOpRope, x, n_tokens, n_heads, head_dim, p.n_rot, dpos, dfreq);
@@ -607,7 +607,6 @@ private:
         mode_ = Mode::Abandoned;
     }
 
-    int device_;
     bool graphs_enabled_ = true;
     Mode mode_ = Mode::Eager;
     std::vector<uint64_t> sig_;
@@ -615,7 +614,8 @@ private:
     std::unordered_map<int64_t, std::vector<Graph>> graphs_;  // by forward size
     std::unordered_map<int64_t, bool> missed_;                // the last replay of that size found no graph
     int64_t fwd_tokens_ = 0;
-    uint64_t graph_launches_ = 0;
+    std::vector<float> inv_freq_;  // rope_inv_freq of inv_freq_params_
+    RopeParams inv_freq_params_;
     int n_sm_ = 1;
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;

@@ -99,14 +99,7 @@ inline std::vector<float> read_f32_file(const fs::path& p) {
     return v;
 }
 
-inline double rel_l2(const float* a, const float* b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        den += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(num / den);
-}
+using strata::test::rel_l2;
 
 // Logits of every position of a prompt (fresh sequence), [n_tokens][n_vocab].
 inline std::vector<float> prompt_logits(model::Model& m, const std::vector<int32_t>& tokens, int64_t capacity = 256) {

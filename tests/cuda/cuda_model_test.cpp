@@ -20,15 +20,6 @@
 namespace strata::model {
 namespace {
 
-double rel_l2(const float* a, const float* b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        den += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(num / den);
-}
-
 int64_t argmax(const float* r, int64_t n) { return std::max_element(r, r + n) - r; }
 float margin(const float* r, int64_t n) {
     std::vector<float> v(r, r + n);
@@ -102,13 +93,13 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     auto check_rows = [&](int64_t rows) {
         for (int64_t r = 0; r < rows; ++r) {
             const float* want = ref.logits.data() + r * n_vocab;
-            gpu_err = std::max(gpu_err, rel_l2(runs[1].logits.data() + r * n_vocab, want, n_vocab));
+            gpu_err = std::max(gpu_err, test::rel_l2(runs[1].logits.data() + r * n_vocab, want, static_cast<size_t>(n_vocab)));
             // Decode steps replay recorded graphs: bit for bit the eager launches' result.
             const bool same = std::equal(eager.logits.begin() + r * n_vocab, eager.logits.begin() + (r + 1) * n_vocab,
                                          runs[1].logits.begin() + r * n_vocab);
             EXPECT_TRUE(same) << "graph vs eager, row " << r;
             graph_rows_equal += same;
-            cpu_err = std::max(cpu_err, rel_l2(runs[0].logits.data() + r * n_vocab, want, n_vocab));
+            cpu_err = std::max(cpu_err, test::rel_l2(runs[0].logits.data() + r * n_vocab, want, static_cast<size_t>(n_vocab)));
             if (margin(want, n_vocab) > 0.05f) {
                 ++compared;
                 gpu_flips += argmax(want, n_vocab) != argmax(runs[1].logits.data() + r * n_vocab, n_vocab);

@@ -22,14 +22,7 @@ std::vector<float> read_f32(const std::filesystem::path& p) {
     return v;
 }
 
-double rel_l2(const float* a, const float* b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        den += static_cast<double>(b[i]) * b[i];
-    }
-    return std::sqrt(num / den);
-}
+using test::rel_l2;
 
 // (architecture, device): the CUDA backend is held to the same bounds as the CPU backend.
 class FixtureLogits : public testing::TestWithParam<std::tuple<std::string, std::string>> {};
