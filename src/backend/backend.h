@@ -128,6 +128,21 @@ struct GdnGateArgs {
     int64_t n_tokens = 0, n_heads = 0;
 };
 
+// q [n_tokens][n_head][head_dim] and k [n_tokens][n_head_kv][head_dim]: each head scaled by
+// rms_norm with q_norm / k_norm (f32 [head_dim]), then rotated as rope at pos[token].
+struct QkNormRopeArgs {
+    float* q = nullptr;
+    const Weight* q_norm = nullptr;
+    int64_t n_head = 0;
+    float* k = nullptr;
+    const Weight* k_norm = nullptr;
+    int64_t n_head_kv = 0;
+    int64_t n_tokens = 0, head_dim = 0;
+    float eps = 0.0f;
+    const int32_t* pos = nullptr;
+    RopeParams rope;
+};
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -172,6 +187,12 @@ public:
     virtual void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) = 0;
     // y += x, n values.
     virtual void add(float* y, const float* x, int64_t n) = 0;
+    // The residual add and the next norm in one pass: y [rows][dim] += x, then out = rms_norm(y)
+    // (as rms_norm). A backend may fuse them; by default they run one after the other.
+    virtual void add_rms_norm(float* y, const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) {
+        add(y, x, rows * dim);
+        rms_norm(y, w, rows, dim, eps, out);
+    }
     // out = silu(gate) * up, n values. gate/up may be strided: row r at gate + r*stride.
     virtual void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) = 0;
     // x[r][:] *= sigmoid(g[r * g_stride + c]) for every column c (g_stride 0: one gate per row).
@@ -179,6 +200,14 @@ public:
     // Rotates the first n_rot dims of every head: x [n_tokens][n_heads][head_dim].
     virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                       const RopeParams& p) = 0;
+    // Attention's per-head q/k RMSNorm then RoPE, in place (QkNormRopeArgs). A backend may do
+    // both tensors in one pass; by default: rms_norm q, rms_norm k, rope q, rope k.
+    virtual void qk_norm_rope(const QkNormRopeArgs& a) {
+        rms_norm(a.q, a.q_norm, a.n_tokens * a.n_head, a.head_dim, a.eps, a.q);
+        rms_norm(a.k, a.k_norm, a.n_tokens * a.n_head_kv, a.head_dim, a.eps, a.k);
+        rope(a.q, a.n_tokens, a.n_head, a.head_dim, a.pos, a.rope);
+        rope(a.k, a.n_tokens, a.n_head_kv, a.head_dim, a.pos, a.rope);
+    }
     // Writes rows of k [n_tokens][n_head_kv*head_dim_k] and v into the caches at pos.
     virtual void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,
                           int64_t k_row, const float* v, int64_t v_row) = 0;

@@ -10,7 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
@@ -30,6 +33,7 @@ using backend::GdnGateArgs;
 using backend::KvCacheView;
 using backend::MatmulArgs;
 using backend::MoeArgs;
+using backend::QkNormRopeArgs;
 using backend::RopeParams;
 using model::Weight;
 
@@ -41,6 +45,11 @@ std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 19)) >> 
 
 // Pairs of a MoE call up to which experts are read through their ids (no grouping on the host).
 constexpr int64_t kMoeIndexedPairs = 256;
+// Above that, experts are dequantised to bf16 in chunks of at most this many bytes for grouped
+// cuBLAS products (scratch counted in the VRAM budget).
+constexpr size_t kGroupedScratchBytes = size_t{256} << 20;
+
+bool is_float(quant::Type t) { return t == quant::Type::F32 || t == quant::Type::F16 || t == quant::Type::BF16; }
 
 class CudaBackend final : public backend::Backend {
 public:
@@ -61,6 +70,7 @@ public:
     }
 
     ~CudaBackend() override {
+        if (times_) report_times();
         if (mode_ == Mode::Capture) abandon();
         cudaStreamSynchronize(stream_);
         for (auto& [n, list] : graphs_)
@@ -79,11 +89,13 @@ public:
     // ---- recorded forwards (CUDA graphs) ----------------------------------------------------
     // A decode-sized forward (at most kGemvMaxCols tokens: GEMVs and the device-side MoE path
     // only, nothing that waits for the host) is captured into a graph and launched; later
-    // forwards of the same size first run their ops in replay mode, which only uploads the host
-    // inputs (to the same staging addresses the graph reads) and builds the signature: every
+    // forwards of the same size first run their ops in replay mode, which only stages the host
+    // inputs (at the same staging addresses the graph reads; one copy before the launch) and
+    // builds the signature: every
     // op with its pointers and sizes. A graph with that signature is launched; otherwise the
     // forward is declined and runs eagerly, and the next one is captured anew.
     void forward_begin(int64_t n_tokens, bool may_replay) override {
+        if (times_) walk_start_ = std::chrono::steady_clock::now();
         if (mode_ == Mode::Capture) abandon();  // a forward that threw half way
         mode_ = Mode::Eager;
         sync();
@@ -103,6 +115,7 @@ public:
     }
 
     bool forward_end() override {
+        const auto walked = std::chrono::steady_clock::now();
         const Mode mode = mode_;
         mode_ = Mode::Eager;
         if (mode == Mode::Eager) return true;
@@ -135,12 +148,33 @@ public:
                 return false;
             }
         }
-        // The staged inputs are in pinned memory; the graph's copy nodes read them now.
+        // Every input the forward's ops staged, in one copy ahead of the graph (a graph with a
+        // copy node per input spent more time in those ~7 small copies a layer than in kernels).
+        if (stage_used_ > 0)
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(stage_dev_, stage_host_, stage_used_, cudaMemcpyHostToDevice, stream_));
         STRATA_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
         for (const HostCopy& c : deferred_)
             STRATA_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         sync();
+        if (times_ && mode == Mode::Replay) {
+            const auto done = std::chrono::steady_clock::now();
+            walk_us_.push_back(std::chrono::duration<double, std::micro>(walked - walk_start_).count());
+            run_us_.push_back(std::chrono::duration<double, std::micro>(done - walked).count());
+        }
         return true;
+    }
+
+    // STRATA_CUDA_TIMES=1: where a replayed forward's time goes, printed when the backend closes
+    // (the host walk that stages inputs and signs the ops, then the graph until its results are
+    // on the host; they run one after the other).
+    void report_times() {
+        if (walk_us_.empty()) return;
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        std::fprintf(stderr, "cuda: %zu replayed forwards: host walk %.0f us, graph and copies %.0f us (medians)\n",
+                     walk_us_.size(), median(walk_us_), median(run_us_));
     }
 
     void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) override {
@@ -272,6 +306,11 @@ public:
         sign(kOpAdd, y, x, n);
         if (launching()) cuda::add(y, x, n, stream_);
     }
+    void add_rms_norm(float* y, const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
+        sign(kOpAddRmsNorm, y, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out);
+        if (!launching()) return;
+        cuda::add_rms_norm(y, x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_);
+    }
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
         sign(kOpSwiglu, gate, up, rows, dim, in_stride, out);
         if (!launching()) return;
@@ -283,20 +322,36 @@ public:
         cuda::mul_sigmoid(x, g, rows, dim, g_stride, stream_);
     }
     void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override {
-        // The frequencies exactly as the CPU backend rotates with, computed again only when the
-        // parameters change (every layer of every step asks with the same ones).
         if (p.n_rot / 2 <= 0 || n_tokens <= 0) return;
-        if (inv_freq_.empty() || p.n_rot != inv_freq_params_.n_rot || p.theta != inv_freq_params_.theta ||
-            p.freqs_bf16 != inv_freq_params_.freqs_bf16) {
-            inv_freq_ = backend::rope_inv_freq(p);
-            inv_freq_params_ = p;
-        }
-        const std::vector<float>& inv_freq = inv_freq_;
-        const int32_t* dpos = upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens));
-        const float* dfreq = upload_cached(&key_inv_freq_, inv_freq.data(), inv_freq.size());
+        const auto [dpos, dfreq] = rope_inputs(pos, n_tokens, p);
         sign(kOpRope, x, n_tokens, n_heads, head_dim, p.n_rot, dpos, dfreq);
         if (!launching()) return;
         cuda::rope(x, n_tokens, n_heads, head_dim, dpos, dfreq, p.n_rot, stream_);
+    }
+    void qk_norm_rope(const QkNormRopeArgs& a) override {
+        if (!head_norm_rope_fits(a.head_dim, a.rope.n_rot)) {
+            Backend::qk_norm_rope(a);
+            return;
+        }
+        if (a.n_tokens <= 0) return;
+        const auto [dpos, dfreq] = rope_inputs(a.pos, a.n_tokens, a.rope);
+        sign(kOpQkNormRope, a.q, a.q_norm->data, a.n_head, a.k, a.k_norm->data, a.n_head_kv, a.n_tokens, a.head_dim, a.eps,
+             a.rope.n_rot, dpos, dfreq);
+        if (!launching()) return;
+        HeadNormRope h;
+        h.q = a.q;
+        h.q_norm = f32(*a.q_norm, a.head_dim);
+        h.n_head = a.n_head;
+        h.k = a.k;
+        h.k_norm = f32(*a.k_norm, a.head_dim);
+        h.n_head_kv = a.n_head_kv;
+        h.n_tokens = a.n_tokens;
+        h.head_dim = a.head_dim;
+        h.eps = a.eps;
+        h.pos = dpos;
+        h.inv_freq = dfreq;
+        h.n_rot = a.rope.n_rot;
+        head_norm_rope(h, stream_);
     }
     void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
                   const float* v, int64_t v_row) override {
@@ -501,8 +556,8 @@ private:
             ++stage_generation_;
         }
         std::memcpy(static_cast<uint8_t*>(stage_host_) + off, host, n * sizeof(T));
-        // Replay: the graph's copy node moves these bytes when it is launched.
-        if (mode_ != Mode::Replay && mode_ != Mode::Abandoned)
+        // Recorded forwards copy the whole staging area once, before the graph (forward_end).
+        if (mode_ == Mode::Eager)
             STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(stage_dev_) + off, static_cast<uint8_t*>(stage_host_) + off,
                                               n * sizeof(T), cudaMemcpyHostToDevice, stream_));
         stage_used_ = off + bytes;
@@ -524,6 +579,19 @@ private:
         c.dev = upload(host, n);
         c.generation = stage_generation_;
         return static_cast<const T*>(c.dev);
+    }
+
+    // Device positions and inverse frequencies for rope: the frequencies exactly as the CPU
+    // backend rotates with, computed again only when the parameters change (every layer of every
+    // step asks with the same ones).
+    std::pair<const int32_t*, const float*> rope_inputs(const int32_t* pos, int64_t n_tokens, const RopeParams& p) {
+        if (inv_freq_.empty() || p.n_rot != inv_freq_params_.n_rot || p.theta != inv_freq_params_.theta ||
+            p.freqs_bf16 != inv_freq_params_.freqs_bf16) {
+            inv_freq_ = backend::rope_inv_freq(p);
+            inv_freq_params_ = p;
+        }
+        return {upload_cached(&key_pos_, pos, static_cast<size_t>(n_tokens)),
+                upload_cached(&key_inv_freq_, inv_freq_.data(), inv_freq_.size())};
     }
 
     // y[n][y_stride] = W x for x [n][x_stride].
@@ -567,7 +635,8 @@ private:
     enum class Mode { Eager, Capture, Replay, Abandoned };
     enum Op : uint64_t {
         kOpCopy = 1, kOpCopyRows, kOpCopyToHost, kOpGetRows, kOpProduct, kOpRmsNorm, kOpAdd, kOpSwiglu, kOpMulSigmoid, kOpRope,
-        kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm
+        kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm,
+        kOpAddRmsNorm, kOpQkNormRope
     };
     static constexpr size_t kGraphsPerSize = 8;
     struct Graph {
@@ -607,6 +676,9 @@ private:
         mode_ = Mode::Abandoned;
     }
 
+    const bool times_ = std::getenv("STRATA_CUDA_TIMES") != nullptr && std::string(std::getenv("STRATA_CUDA_TIMES")) == "1";
+    std::chrono::steady_clock::time_point walk_start_;
+    std::vector<double> walk_us_, run_us_;
     bool graphs_enabled_ = true;
     Mode mode_ = Mode::Eager;
     std::vector<uint64_t> sig_;
@@ -644,8 +716,85 @@ private:
     // Host-side grouping of a large MoE batch.
     std::vector<int64_t> kv_offsets_;
     std::vector<TokenKv> attn_tokens_;
-    std::vector<int32_t> moe_ids_, moe_offsets_, moe_fill_, moe_token_of_, moe_slot_row_;
+    std::vector<int32_t> moe_ids_, moe_offsets_, moe_fill_, moe_token_of_, moe_slot_row_, moe_active_;
+    // Large-batch MoE: one grouped cuBLAS call per chunk of experts (host argument arrays).
+    bool moe_grouped(const MoeArgs& a, const float* xg, float* hg, float* hu, float* outp, const int32_t* slot_row);
+    bool grouped_gemm_ok_ = true;
+    std::vector<int> g_m_, g_n_, g_k_, g_ldc_, g_one_;
+    std::vector<float> g_alpha_, g_beta_;
+    std::vector<cublasOperation_t> g_ta_, g_tb_;
+    std::vector<const void*> g_a_, g_b_;
+    std::vector<void*> g_c_;
 };
+
+// Large batches with quantised experts: the pairs (sorted by expert on the host) go through one
+// grouped cuBLAS call per chunk of experts, bf16 in and out (grouped GEMMs take no f32 output
+// for bf16 operands), instead of three dequantisations and products per expert.
+bool CudaBackend::moe_grouped(const MoeArgs& a, const float* xg, float* hg, float* hu, float* outp, const int32_t* slot_row) {
+    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
+    const int64_t n_pairs = a.n_tokens * a.k;
+    moe_active_.clear();
+    for (int64_t e = 0; e < n_expert; ++e)
+        if (moe_offsets_[static_cast<size_t>(e + 1)] > moe_offsets_[static_cast<size_t>(e)]) moe_active_.push_back(static_cast<int32_t>(e));
+    // gate, up and down of one expert have the same number of values.
+    const size_t per_expert = static_cast<size_t>(n_ff * n_embd) * 2;
+    const auto n_active = static_cast<int64_t>(moe_active_.size());
+    const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(kGroupedScratchBytes / per_expert), 1, n_active);
+    void* deq = scratch(kDenseW, static_cast<size_t>(chunk) * per_expert);
+    void* act = scratch(kDenseX, static_cast<size_t>(n_pairs * std::max(n_embd, n_ff)) * 2);
+
+    // out rows (bf16) of the pairs of each active expert = W_e in, in_dim -> out_dim.
+    auto grouped = [&](const Weight& w, int64_t in_dim, void* out, int64_t out_dim) {
+        for (int64_t c0 = 0; c0 < n_active; c0 += chunk) {
+            const int cnt = static_cast<int>(std::min(chunk, n_active - c0));
+            dequant_experts_bf16(expert(w, 0), upload(moe_active_.data() + c0, static_cast<size_t>(cnt)), cnt, deq, stream_);
+            g_m_.assign(static_cast<size_t>(cnt), static_cast<int>(out_dim));
+            g_k_.assign(static_cast<size_t>(cnt), static_cast<int>(in_dim));
+            g_ldc_.assign(static_cast<size_t>(cnt), static_cast<int>(out_dim));
+            g_one_.assign(static_cast<size_t>(cnt), 1);
+            g_alpha_.assign(static_cast<size_t>(cnt), 1.0f);
+            g_beta_.assign(static_cast<size_t>(cnt), 0.0f);
+            g_ta_.assign(static_cast<size_t>(cnt), CUBLAS_OP_T);
+            g_tb_.assign(static_cast<size_t>(cnt), CUBLAS_OP_N);
+            g_n_.resize(static_cast<size_t>(cnt));
+            g_a_.resize(static_cast<size_t>(cnt));
+            g_b_.resize(static_cast<size_t>(cnt));
+            g_c_.resize(static_cast<size_t>(cnt));
+            for (int i = 0; i < cnt; ++i) {
+                const auto e = static_cast<size_t>(moe_active_[static_cast<size_t>(c0 + i)]);
+                const int64_t off = moe_offsets_[e], n = moe_offsets_[e + 1] - off;
+                g_n_[static_cast<size_t>(i)] = static_cast<int>(n);
+                g_a_[static_cast<size_t>(i)] = static_cast<const uint8_t*>(deq) + static_cast<size_t>(i) * per_expert;
+                g_b_[static_cast<size_t>(i)] = static_cast<const uint8_t*>(act) + static_cast<size_t>(off * in_dim) * 2;
+                g_c_[static_cast<size_t>(i)] = static_cast<uint8_t*>(out) + static_cast<size_t>(off * out_dim) * 2;
+            }
+            const cublasStatus_t st = cublasGemmGroupedBatchedEx(
+                blas_, g_ta_.data(), g_tb_.data(), g_m_.data(), g_n_.data(), g_k_.data(), g_alpha_.data(),
+                upload(g_a_.data(), g_a_.size()), CUDA_R_16BF, g_k_.data(), upload(g_b_.data(), g_b_.size()), CUDA_R_16BF,
+                g_k_.data(), g_beta_.data(), upload(g_c_.data(), g_c_.size()), CUDA_R_16BF, g_ldc_.data(), cnt, g_one_.data(),
+                CUBLAS_COMPUTE_32F);
+            if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+                std::fprintf(stderr, "cuda: this cuBLAS has no grouped bf16 GEMM for these shapes; experts are multiplied one by one\n");
+                return false;
+            }
+            blas_check(st, "grouped bf16 gemm");
+        }
+        return true;
+    };
+    to_bf16(xg, n_pairs, n_embd, n_embd, act, stream_);
+    if (!grouped(*a.gate, n_embd, hg, n_ff) || !grouped(*a.up, n_embd, hu, n_ff)) {
+        grouped_gemm_ok_ = false;  // this cuBLAS lacks it: products per expert from now on
+        return false;
+    }
+    // hg, hu and outp hold bf16 here (they are sized for floats).
+    swiglu_bf16(hg, hu, n_pairs * n_ff, act, stream_);
+    if (!grouped(*a.down, n_ff, outp, n_embd)) {
+        grouped_gemm_ok_ = false;
+        return false;
+    }
+    moe_combine_bf16(outp, slot_row, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+    return true;
+}
 
 void CudaBackend::moe(const MoeArgs& a) {
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
@@ -691,6 +840,9 @@ void CudaBackend::moe(const MoeArgs& a) {
     float* hu = static_cast<float*>(scratch(kMoeUp, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
     gather_rows(a.x, n_embd, upload(moe_token_of_.data(), moe_token_of_.size()), n_pairs, xg, stream_);
     const int32_t* slot_row = upload(moe_slot_row_.data(), moe_slot_row_.size());
+    if (grouped_gemm_ok_ && !is_float(a.gate->type) && !is_float(a.up->type) && !is_float(a.down->type) &&
+        moe_grouped(a, xg, hg, hu, outp, slot_row))
+        return;
     for (int64_t e = 0; e < n_expert; ++e) {
         const int64_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
         if (n == 0) continue;

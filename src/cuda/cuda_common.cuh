@@ -72,6 +72,9 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
 void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t s);
+// out [count][w.rows][ne0] bf16 = experts experts[0..count) of a stacked expert tensor (w: expert
+// 0's rows; expert e's rows start at e * w.rows).
+void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t count, void* out, cudaStream_t s);
 
 // Experts applied to a few tokens without leaving the device (decode): for pair p = t*k + j,
 // hidden[p] = silu(gate_e x_t) * up_e x_t and out_pair[p] = down_e hidden[p], e = ids[p].
@@ -85,6 +88,25 @@ void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, co
 
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
 void add(float* y, const float* x, int64_t n, cudaStream_t s);
+// y += x, then out = rms_norm(y) * w: one kernel for rows of up to 16,384 values (else add and
+// rms_norm).
+void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+// Attention's q and k heads in one kernel: each head rms-normed with its weight, then RoPE'd,
+// in place; for head_dim 64/128/256/512 and n_rot/2 a multiple of 32 (head_norm_rope_fits).
+struct HeadNormRope {
+    float* q;
+    const float* q_norm;
+    int64_t n_head;
+    float* k;
+    const float* k_norm;
+    int64_t n_head_kv, n_tokens, head_dim;
+    float eps;
+    const int32_t* pos;
+    const float* inv_freq;
+    int64_t n_rot;
+};
+bool head_norm_rope_fits(int64_t head_dim, int64_t n_rot);
+void head_norm_rope(const HeadNormRope& a, cudaStream_t s);
 void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out, cudaStream_t s);
 void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride, cudaStream_t s);
 // inv_freq [n_rot/2] computed on the host exactly as the CPU backend does.
@@ -116,6 +138,11 @@ void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, f
 // out[t] = sum_j weights[t*k + j] * pairs[slot_row[t*k + j]] (slot_row null: row t*k + j).
 void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
                  int64_t dim, float* out, cudaStream_t s);
+// The same with bf16 pairs (the grouped-GEMM path's outputs).
+void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
+                      int64_t dim, float* out, cudaStream_t s);
+// out = bf16(silu(gate) * up) over n bf16 values.
+void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStream_t s);
 
 // ---- attention (cuda_attention.cu) ---------------------------------------------------------
 

@@ -60,118 +60,250 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
     }
 }
 
-// One input row, rows of a multiple of 32 values: each lane takes 32-value chunks (row_dot32).
+// Sum of row_dot32 over chunks first, first + stride, ... < chunks, two chunks per step so each
+// lane has both chunks' loads in flight before it does any arithmetic (decode is latency-bound:
+// a lane waiting on one 16-byte load at a time leaves most of the memory bandwidth idle).
 template <class Dq>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
-                                                             int chunks, const float* __restrict__ x, float* __restrict__ y) {
-    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+__device__ __forceinline__ float row_dot_strided(const uint8_t* wr, int first, int stride, int chunks, const float* x) {
     float acc = 0.0f;
-    for (int i = lane; i < chunks; i += 32) acc += row_dot32<Dq>(wr, i, x);
-    acc = warp_sum(acc);
-    if (lane == 0) y[row] = acc;
+    for (int i = first; i < chunks; i += 2 * stride) {
+        const int i2 = i + stride;
+        const float a = row_dot32<Dq>(wr, i, x);
+        const float b = i2 < chunks ? row_dot32<Dq>(wr, i2, x) : 0.0f;
+        acc += a + b;
+    }
+    return acc;
 }
 
-// Several matrices of one type and width applied to the same single input row in one launch
-// (q, k and v of a layer; the router and the shared expert's gate): warps index the rows of
-// all of them in turn.
-template <class Dq>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_multi_kernel(GemvBatch b, int chunks, const float* __restrict__ x) {
-    int row = blockIdx.x * kWarps + threadIdx.x / 32;
-    const int lane = threadIdx.x & 31;
-    int m = 0;
-    while (m < b.count && row >= b.rows[m]) row -= b.rows[m++];
-    if (m == b.count) return;
-    const uint8_t* wr = b.w[m] + static_cast<size_t>(row) * b.row_bytes;
-    float acc = 0.0f;
-    for (int i = lane; i < chunks; i += 32) acc += row_dot32<Dq>(wr, i, x);
+// Adds up the partial sums of the kWpr warps that share a weight row; lane 0 of the row's first
+// warp gets the total. `shared` holds one float per warp of the block.
+template <int kWpr>
+__device__ __forceinline__ float row_total(float acc, float* shared) {
     acc = warp_sum(acc);
-    if (lane == 0) b.y[m][row] = acc;
+    if constexpr (kWpr > 1) {
+        const int warp = threadIdx.x / 32;
+        if ((threadIdx.x & 31) == 0) shared[warp] = acc;
+        __syncthreads();
+        acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kWpr; ++k) acc += shared[warp - warp % kWpr + k];
+    }
+    return acc;
 }
 
+// One input row times up to kGemvBatchMax matrices of one type and width (a multiple of 32
+// values), warps indexing the rows of all matrices in turn. Either kRows rows per warp — each
+// lane loads its chunk of x once for all of them: x is read through L1 at 4 bytes a value
+// against ~0.6 for Q4_K weights, and that traffic, not DRAM, bounded the one-row-per-warp
+// kernel — or, for matrices of few rows, kWpr warps per row so small products still fill the GPU.
+template <class Dq, int kRows, int kWpr>
+__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, const float* __restrict__ x) {
+    static_assert(kRows == 1 || kWpr == 1, "rows per warp or warps per row, not both");
+    __shared__ float partial[kWarps];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int first = (blockIdx.x * (kWarps / kWpr) + warp / kWpr) * kRows;
+    const uint8_t* wr[kRows];
+    float* yr[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        int row = first + r, m = 0;
+        while (m < b.count && row >= b.rows[m]) row -= b.rows[m++];
+        wr[r] = m < b.count ? b.w[m] + static_cast<size_t>(row) * b.row_bytes : nullptr;
+        yr[r] = m < b.count ? b.y[m] + row : nullptr;
+    }
+    float acc[kRows];
+    if constexpr (kRows == 1) {
+        // Whole blocks share a row set, but a block can straddle the end: no early return
+        // before the barrier in row_total.
+        acc[0] = wr[0] != nullptr ? row_dot_strided<Dq>(wr[0], (warp % kWpr) * 32 + lane, 32 * kWpr, chunks, x) : 0.0f;
+        acc[0] = row_total<kWpr>(acc[0], partial);
+    } else {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
+        for (int i = lane; i < chunks; i += 32) {
+            float4 xv[8];
+            chunk_x<Dq>(x, i, xv);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r)
+                if (wr[r] != nullptr) acc[r] += row_dot32<Dq>(wr[r], i, xv);
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r] = warp_sum(acc[r]);
+    }
+    if (lane == 0 && warp % kWpr == 0) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+            if (yr[r] != nullptr) *yr[r] = acc[r];
+    }
+}
+
+// How a product of `rows` weight rows of `chunks` 32-value chunks is spread: rows per warp
+// (sharing input loads) while ~1,000 warps or more remain, else warps per row (~4K warps in
+// all fill an H200 or an RTX card) unless a lane would have no chunk.
+struct GemvShape {
+    int rows_per_warp, warps_per_row;
+};
+GemvShape gemv_shape(int64_t rows, int chunks) {
+    if (rows >= 4096) return {4, 1};
+    if (rows >= 2048) return {2, 1};
+    if (rows >= 1024 || chunks < 64) return {1, 1};
+    return {1, 2};
+}
+
+// Calls f.template operator()<kRows, kWpr>() for the shape's compile-time form.
+template <class F>
+void with_gemv_shape(GemvShape sh, F&& f) {
+    if (sh.rows_per_warp == 4) f.template operator()<4, 1>();
+    else if (sh.rows_per_warp == 2) f.template operator()<2, 1>();
+    else if (sh.warps_per_row == 2) f.template operator()<1, 2>();
+    else f.template operator()<1, 1>();
+}
+
+// out row r = dequantised source row ids[r / per_id] * per_id + r % per_id (ids null: row r).
+// per_id 1 picks single rows (embeddings); per_id = rows per expert picks whole experts.
 template <class Dq, class Out>
 __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int groups,
-                               const int32_t* __restrict__ ids, Out* __restrict__ out) {
+                               const int32_t* __restrict__ ids, int64_t per_id, Out* __restrict__ out) {
     const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= rows * groups) return;
     const int64_t r = idx / groups;
     const int i = static_cast<int>(idx % groups);
     constexpr int kGroups = Dq::kValues / 8;
-    const int64_t src_row = ids != nullptr ? ids[r] : r;
+    const int64_t src_row = ids != nullptr ? ids[r / per_id] * per_id + r % per_id : r;
     float v[8];
     Dq::dequant8(w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
+    // One 16-byte store per thread for bf16 (two for f32): outputs are 16-byte aligned rows of
+    // whole groups. Eight 2-byte stores made this kernel a third of a long prefill.
     Out* o = out + r * static_cast<int64_t>(groups) * 8 + 8 * i;
+    if constexpr (sizeof(Out) == 4) {
+        reinterpret_cast<float4*>(o)[0] = make_float4(v[0], v[1], v[2], v[3]);
+        reinterpret_cast<float4*>(o)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        uint4 packed;
+        uint32_t* w = &packed.x;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        if constexpr (sizeof(Out) == 4) o[j] = v[j];
-        else o[j] = __float2bfloat16(v[j]);
+        for (int j = 0; j < 4; ++j) {
+            const __nv_bfloat162 two = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+            w[j] = *reinterpret_cast<const uint32_t*>(&two);
+        }
+        *reinterpret_cast<uint4*>(o) = packed;
     }
 }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
-// hidden[p][row] = silu(gate_e[row] . x_t) * (up_e[row] . x_t), e = ids[p], t = p / k.
-template <class Dq>
+// hidden[p][row] = silu(gate_e[row] . x_t) * (up_e[row] . x_t), e = ids[p], t = p / k; kRows
+// rows of gate and of up per warp, sharing each lane's loads of x.
+template <class Dq, int kRows>
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
                                                                    const uint8_t* __restrict__ up, size_t row_bytes,
                                                                    int rows, int groups, const float* __restrict__ x,
                                                                    const int32_t* __restrict__ ids, int k,
                                                                    float* __restrict__ hidden) {
-    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31, p = blockIdx.y;
-    if (row >= rows) return;
     constexpr int kGroups = Dq::kValues / 8;
-    const size_t off = (static_cast<size_t>(ids[p]) * rows + row) * row_bytes;
+    const int lane = threadIdx.x & 31, p = blockIdx.y;
+    const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
+    if (first >= rows) return;
+    const size_t base = static_cast<size_t>(ids[p]) * rows;
     const float* xt = x + static_cast<int64_t>(p / k) * groups * 8;
-    float g = 0.0f, u = 0.0f;
+    float g[kRows], u[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) g[r] = u[r] = 0.0f;
+    const int n = min(kRows, rows - first);
     if (groups % 4 == 0) {  // rows of whole 32-value chunks (every real model)
         for (int i = lane; i < groups / 4; i += 32) {
-            g += row_dot32<Dq>(gate + off, i, xt);
-            u += row_dot32<Dq>(up + off, i, xt);
+            float4 xv[8];
+            chunk_x<Dq>(xt, i, xv);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+                if (r >= n) break;
+                const size_t off = (base + first + r) * row_bytes;
+                g[r] += row_dot32<Dq>(gate + off, i, xv);
+                u[r] += row_dot32<Dq>(up + off, i, xv);
+            }
         }
     } else {
         for (int i = lane; i < groups; i += 32) {
-            float v[8];
-            const size_t b = static_cast<size_t>(i / kGroups) * Dq::kBytes;
-            Dq::dequant8(gate + off + b, i % kGroups, v);
-            g += dot8(v, xt + 8 * i);
-            Dq::dequant8(up + off + b, i % kGroups, v);
-            u += dot8(v, xt + 8 * i);
+            for (int r = 0; r < n; ++r) {
+                float v[8];
+                const size_t off = (base + first + r) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes;
+                Dq::dequant8(gate + off, i % kGroups, v);
+                g[r] += dot8(v, xt + 8 * i);
+                Dq::dequant8(up + off, i % kGroups, v);
+                u[r] += dot8(v, xt + 8 * i);
+            }
         }
     }
-    g = warp_sum(g);
-    u = warp_sum(u);
-    if (lane == 0) hidden[static_cast<int64_t>(p) * rows + row] = silu(g) * u;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const float gs = warp_sum(g[r]), us = warp_sum(u[r]);
+        if (lane == 0 && r < n) hidden[static_cast<int64_t>(p) * rows + first + r] = silu(gs) * us;
+    }
 }
 
-// out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p].
-template <class Dq>
+// out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p]; kRows rows per warp.
+template <class Dq, int kRows>
 __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes,
                                                                 int rows, int groups, const float* __restrict__ hidden,
                                                                 const int32_t* __restrict__ ids,
                                                                 float* __restrict__ out) {
-    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31, p = blockIdx.y;
-    if (row >= rows) return;
     constexpr int kGroups = Dq::kValues / 8;
-    const uint8_t* wr = down + (static_cast<size_t>(ids[p]) * rows + row) * row_bytes;
+    const int lane = threadIdx.x & 31, p = blockIdx.y;
+    const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
+    if (first >= rows) return;
+    const uint8_t* w0 = down + (static_cast<size_t>(ids[p]) * rows + first) * row_bytes;
     const float* h = hidden + static_cast<int64_t>(p) * groups * 8;
-    float acc = 0.0f;
+    const int n = min(kRows, rows - first);
+    float acc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
     if (groups % 4 == 0) {
-        for (int i = lane; i < groups / 4; i += 32) acc += row_dot32<Dq>(wr, i, h);
+        for (int i = lane; i < groups / 4; i += 32) {
+            float4 xv[8];
+            chunk_x<Dq>(h, i, xv);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+                if (r >= n) break;
+                acc[r] += row_dot32<Dq>(w0 + static_cast<size_t>(r) * row_bytes, i, xv);
+            }
+        }
     } else {
         for (int i = lane; i < groups; i += 32) {
-            float v[8];
-            Dq::dequant8(wr + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
-            acc += dot8(v, h + 8 * i);
+            for (int r = 0; r < n; ++r) {
+                float v[8];
+                Dq::dequant8(w0 + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
+                acc[r] += dot8(v, h + 8 * i);
+            }
         }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) out[static_cast<int64_t>(p) * rows + row] = acc;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+        const float s = warp_sum(acc[r]);
+        if (lane == 0 && r < n) out[static_cast<int64_t>(p) * rows + first + r] = s;
+    }
+}
+
+// Rows per warp for the expert kernels: `rows` of one expert times the pairs of the call.
+int moe_rows_per_warp(int64_t rows, int64_t n_pairs) {
+    const int64_t all = rows * n_pairs;
+    return all >= 8192 ? 4 : all >= 2048 ? 2 : 1;
+}
+
+// Calls f.template operator()<kRows>() for kRows = 1, 2 or 4.
+template <class F>
+void with_rows_per_warp(int rows, F&& f) {
+    if (rows == 4) f.template operator()<4>();
+    else if (rows == 2) f.template operator()<2>();
+    else f.template operator()<1>();
 }
 
 void check_type(const DeviceMatrix& w) {
     if (!type_supported(w.type)) throw Error(std::string("no CUDA kernel for weight type ") + quant::type_name(w.type));
     if (w.ne0 % 8 != 0) throw Error("CUDA products need rows of a multiple of 8 values, got " + std::to_string(w.ne0));
+}
+
+void check_aligned(const void* out) {
+    if (reinterpret_cast<uintptr_t>(out) % 16 != 0) throw Error("CUDA dequantisation: output must be 16-byte aligned");
 }
 
 }  // namespace
@@ -180,12 +312,15 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
     check_type(w);
     if (n < 1 || n > kGemvMaxCols) throw Error("gemv: batch of " + std::to_string(n) + " rows");
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0 || x_stride % 8 != 0) throw Error("gemv: input rows must be 32-byte aligned");
+    if (n == 1 && w.ne0 % 32 == 0) {
+        float* const ys[1] = {y};
+        gemv1_multi(&w, ys, 1, x, s);
+        return;
+    }
     const int groups = static_cast<int>(w.ne0 / 8);
     const dim3 grid(blocks_for(w.rows, kWarps));
     with_dequantizer(w.type, [&]<class Dq>() {
-        if (n == 1 && groups % 4 == 0)
-            gemv1_kernel<Dq><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups / 4, x, y);
-        else if (n == 1)
+        if (n == 1)
             gemv_kernel<Dq, 1><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 1, y, y_stride);
         else if (n == 2)
             gemv_kernel<Dq, 2><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 2, y, y_stride);
@@ -213,30 +348,49 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
     b.count = count;
     b.row_bytes = ws[0].row_bytes;
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
+    const int chunks = static_cast<int>(ws[0].ne0 / 32);
+    const GemvShape sh = gemv_shape(total, chunks);
+    const unsigned blocks = blocks_for(total, kWarps / sh.warps_per_row * sh.rows_per_warp);
     with_dequantizer(ws[0].type, [&]<class Dq>() {
-        gemv1_multi_kernel<Dq><<<blocks_for(total, kWarps), kWarps * 32, 0, s>>>(b, static_cast<int>(ws[0].ne0 / 32), x);
+        with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
+            gemv1_kernel<Dq, kRows, kWpr><<<blocks, kWarps * 32, 0, s>>>(b, chunks, x);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }
 
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
     check_type(w);
+    check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
     with_dequantizer(w.type, [&]<class Dq>() {
-        dequant_kernel<Dq, float><<<blocks_for(n * groups, 256), 256, 0, s>>>(w.data, w.row_bytes, n, groups, ids, out);
+        dequant_kernel<Dq, float><<<blocks_for(n * groups, 256), 256, 0, s>>>(w.data, w.row_bytes, n, groups, ids, 1, out);
     });
     STRATA_CUDA_LAUNCHED();
 }
 
 void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t s) {
     check_type(w);
+    check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
     with_dequantizer(w.type, [&]<class Dq>() {
         const unsigned blocks = blocks_for(w.rows * groups, 256);
         if (to_bf16)
-            dequant_kernel<Dq, __nv_bfloat16><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, static_cast<__nv_bfloat16*>(out));
+            dequant_kernel<Dq, __nv_bfloat16><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<__nv_bfloat16*>(out));
         else
-            dequant_kernel<Dq, float><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, static_cast<float*>(out));
+            dequant_kernel<Dq, float><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<float*>(out));
+    });
+    STRATA_CUDA_LAUNCHED();
+}
+
+void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t count, void* out, cudaStream_t s) {
+    check_type(w);
+    check_aligned(out);
+    const int groups = static_cast<int>(w.ne0 / 8);
+    const int64_t rows = count * w.rows;
+    with_dequantizer(w.type, [&]<class Dq>() {
+        dequant_kernel<Dq, __nv_bfloat16><<<blocks_for(rows * groups, 256), 256, 0, s>>>(
+            w.data, w.row_bytes, rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -246,10 +400,14 @@ void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* 
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     const int groups = static_cast<int>(gate.ne0 / 8);
-    const dim3 grid(blocks_for(gate.rows, kWarps), static_cast<unsigned>(n_pairs));
+    const int rpw = moe_rows_per_warp(gate.rows, n_pairs);
+    const dim3 grid(blocks_for(gate.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(gate.type, [&]<class Dq>() {
-        moe_gate_up_kernel<Dq><<<grid, kWarps * 32, 0, s>>>(gate.data, up.data, gate.row_bytes, static_cast<int>(gate.rows),
-                                                             groups, x, ids, static_cast<int>(k), hidden);
+        with_rows_per_warp(rpw, [&]<int kRows>() {
+            moe_gate_up_kernel<Dq, kRows><<<grid, kWarps * 32, 0, s>>>(gate.data, up.data, gate.row_bytes,
+                                                                       static_cast<int>(gate.rows), groups, x, ids,
+                                                                       static_cast<int>(k), hidden);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -258,10 +416,13 @@ void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, co
               cudaStream_t s) {
     check_type(down);
     const int groups = static_cast<int>(down.ne0 / 8);
-    const dim3 grid(blocks_for(down.rows, kWarps), static_cast<unsigned>(n_pairs));
+    const int rpw = moe_rows_per_warp(down.rows, n_pairs);
+    const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(down.type, [&]<class Dq>() {
-        moe_down_kernel<Dq><<<grid, kWarps * 32, 0, s>>>(down.data, down.row_bytes, static_cast<int>(down.rows), groups,
-                                                          hidden, ids, out_pairs);
+        with_rows_per_warp(rpw, [&]<int kRows>() {
+            moe_down_kernel<Dq, kRows><<<grid, kWarps * 32, 0, s>>>(down.data, down.row_bytes, static_cast<int>(down.rows),
+                                                                    groups, hidden, ids, out_pairs);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }

@@ -2,6 +2,8 @@
 // the CPU backend's op of the same name (src/backend/cpu_backend.cpp, cpu_gdn.cpp).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "cuda/cuda_common.cuh"
 
 namespace strata::cuda {
@@ -47,6 +49,89 @@ __global__ void rms_norm_warp_kernel(const float* __restrict__ x, const float* _
     const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
     float* o = out + r * dim;
     for (int64_t i = lane; i < dim; i += 32) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
+}
+
+// One row per block, dim / 4 <= 4 * blockDim.x: the row stays in registers between the sum of
+// squares and the scaling (kAdd: y += x first, written back). Rows of 2,048 values take 512
+// threads holding one float4 each.
+template <bool kAdd>
+__global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim,
+                                    float eps, float* out) {  // out may be y (in place)
+    constexpr int kPerThread = 4;
+    __shared__ float partial[32];
+    const int64_t n4 = dim / 4;
+    float4* yr = reinterpret_cast<float4*>(y + blockIdx.x * dim);
+    const float4* xr = reinterpret_cast<const float4*>(x + blockIdx.x * dim);
+    float4 v[kPerThread];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        if (i >= n4) break;
+        v[k] = yr[i];
+        if constexpr (kAdd) {
+            const float4 a = xr[i];
+            v[k].x += a.x;
+            v[k].y += a.y;
+            v[k].z += a.z;
+            v[k].w += a.w;
+            yr[i] = v[k];
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    ss = block_sum(ss, partial);
+    const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+    float4* o = reinterpret_cast<float4*>(out + blockIdx.x * dim);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+        if (i >= n4) break;
+        const float4 s = w4 != nullptr ? w4[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+        o[i] = make_float4(v[k].x * inv * s.x, v[k].y * inv * s.y, v[k].z * inv * s.z, v[k].w * inv * s.w);
+    }
+}
+
+// Attention's q and k heads: RMSNorm of each head, then NeoX RoPE of its first n_rot dims, one
+// warp per head of kJ * 32 values (lane holds dims lane + 32 j; the rotation pairs j with
+// j + half / 32, so both halves of a pair sit in one lane). Heads [0, n_tokens * n_head) are q's,
+// the rest k's.
+template <int kJ>
+__global__ void head_norm_rope_kernel(HeadNormRope a) {
+    int64_t head = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    const int64_t q_heads = a.n_tokens * a.n_head;
+    if (head >= q_heads + a.n_tokens * a.n_head_kv) return;
+    const bool is_q = head < q_heads;
+    if (!is_q) head -= q_heads;
+    float* h = (is_q ? a.q : a.k) + head * (kJ * 32);
+    const float* w = is_q ? a.q_norm : a.k_norm;
+    const int64_t token = head / (is_q ? a.n_head : a.n_head_kv);
+    float v[kJ];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+        v[j] = h[lane + 32 * j];
+        ss += v[j] * v[j];
+    }
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / static_cast<float>(kJ * 32) + a.eps);
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) v[j] = v[j] * inv * w[lane + 32 * j];
+    const float p = static_cast<float>(a.pos[token]);
+    const int pairs = static_cast<int>(a.n_rot / 2) / 32;
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) {
+        if (j < pairs) {
+            float sn, cs;
+            sincosf(p * a.inv_freq[lane + 32 * j], &sn, &cs);
+            const float x0 = v[j], x1 = v[j + pairs];
+            v[j] = x0 * cs - x1 * sn;
+            v[j + pairs] = x1 * cs + x0 * sn;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < kJ; ++j) h[lane + 32 * j] = v[j];
 }
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
@@ -145,9 +230,63 @@ __global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, b
         for (int64_t j = 0; j < k; ++j) weights[blockIdx.x * k + j] /= chosen;
 }
 
+constexpr int kRouteWarps = 4;
+
+// One warp per token with the probabilities in registers (kPer per lane: expert lane + 32 i),
+// for up to 512 experts and k <= 32: the same result as route_kernel (ties to the lower id).
+// Lane j keeps the j-th choice and writes it at the end.
+template <int kPer>
+__global__ void route_reg_kernel(const float* __restrict__ logits, int64_t n_tokens, int n_expert, int k, bool renorm,
+                                 int32_t* __restrict__ ids, float* __restrict__ weights) {
+    const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x & 31;
+    if (t >= n_tokens) return;
+    const float* l = logits + t * n_expert;
+    float p[kPer];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        const int e = lane + 32 * i;
+        p[i] = e < n_expert ? l[e] : -INFINITY;
+        mx = fmaxf(mx, p[i]);
+    }
+    mx = warp_max(mx);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+        p[i] = lane + 32 * i < n_expert ? expf(p[i] - mx) : 0.0f;
+        sum += p[i];
+    }
+    sum = warp_sum(sum);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) p[i] = lane + 32 * i < n_expert ? p[i] / sum : -1.0f;
+    float chosen = 0.0f, my_w = 0.0f;
+    int my_id = 0;
+    for (int j = 0; j < k; ++j) {
+        float best = -1.0f;
+        int best_i = 0x7fffffff;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i)
+            if (p[i] > best) best = p[i], best_i = lane + 32 * i;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+            if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
+        }
+        chosen += best;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i)
+            if (lane + 32 * i == best_i) p[i] = -2.0f;  // taken
+        if (lane == j) my_id = best_i, my_w = best;
+    }
+    if (lane < k) {
+        ids[t * k + lane] = my_id;
+        weights[t * k + lane] = renorm ? my_w / chosen : my_w;
+    }
+}
+
 // One warp per token (experts in shared memory): the same result as route_kernel with
 // shuffles only, for the usual expert counts.
-constexpr int kRouteWarps = 4;
 __global__ void route_warp_kernel(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                                   float* weights) {
     extern __shared__ float smem[];
@@ -303,7 +442,16 @@ __global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* 
     out[i] = x[static_cast<int64_t>(rows[i / cols]) * cols + i % cols];
 }
 
-__global__ void moe_combine_kernel(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens,
+__global__ void swiglu_bf16_kernel(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t n, __nv_bfloat16* out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(silu(__bfloat162float(gate[i])) * __bfloat162float(up[i]));
+}
+
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class Pair>
+__global__ void moe_combine_kernel(const Pair* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens,
                                    int64_t k, int64_t dim, float* out) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n_tokens * dim) return;
@@ -312,17 +460,65 @@ __global__ void moe_combine_kernel(const float* pairs, const int32_t* slot_row, 
     for (int64_t j = 0; j < k; ++j) {
         const int64_t slot = t * k + j;
         const int64_t row = slot_row != nullptr ? slot_row[slot] : slot;
-        s += weights[slot] * pairs[row * dim + c];
+        s += weights[slot] * as_float(pairs[row * dim + c]);
     }
     out[i] = s;
 }
 
 }  // namespace
 
+namespace {
+// Threads for add_rms_norm_kernel: four float4 per thread at most, whole warps; 0 when the row
+// does not fit that shape.
+int norm_threads(int64_t dim) {
+    if (dim % 4 != 0 || dim / 4 > 4 * 1024) return 0;
+    const int64_t n4 = dim / 4;
+    const int64_t t = std::max<int64_t>(std::min<int64_t>(n4, 512), (n4 + 3) / 4);
+    return static_cast<int>((t + 31) / 32 * 32);
+}
+}  // namespace
+
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
     if (rows <= 0) return;
+    const int threads = norm_threads(dim);
     if (dim <= 512) rms_norm_warp_kernel<<<blocks_for(rows, 8), 256, 0, s>>>(x, w, rows, dim, eps, out);
+    else if (threads > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0)
+        add_rms_norm_kernel<false><<<static_cast<unsigned>(rows), threads, 0, s>>>(const_cast<float*>(x), nullptr, w, dim, eps, out);
     else rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
+    if (rows <= 0) return;
+    const int threads = norm_threads(dim);
+    const bool aligned = (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    if (dim <= 512 || threads == 0 || !aligned) {
+        add(y, x, rows * dim, s);
+        rms_norm(y, w, rows, dim, eps, out, s);
+        return;
+    }
+    add_rms_norm_kernel<true><<<static_cast<unsigned>(rows), threads, 0, s>>>(y, x, w, dim, eps, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+bool head_norm_rope_fits(int64_t head_dim, int64_t n_rot) {
+    const int64_t half = n_rot / 2;
+    return (head_dim == 64 || head_dim == 128 || head_dim == 256 || head_dim == 512) && half > 0 && half % 32 == 0 &&
+           n_rot <= head_dim;
+}
+
+void head_norm_rope(const HeadNormRope& a, cudaStream_t s) {
+    if (!head_norm_rope_fits(a.head_dim, a.n_rot))
+        throw Error("head_norm_rope: head of " + std::to_string(a.head_dim) + " dims, " + std::to_string(a.n_rot) + " rotated");
+    const int64_t heads = a.n_tokens * (a.n_head + a.n_head_kv);
+    if (heads <= 0) return;
+    const unsigned grid = blocks_for(heads, 8);
+    switch (a.head_dim) {
+        case 64: head_norm_rope_kernel<2><<<grid, 256, 0, s>>>(a); break;
+        case 128: head_norm_rope_kernel<4><<<grid, 256, 0, s>>>(a); break;
+        case 256: head_norm_rope_kernel<8><<<grid, 256, 0, s>>>(a); break;
+        default: head_norm_rope_kernel<16><<<grid, 256, 0, s>>>(a); break;
+    }
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -364,6 +560,15 @@ void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert,
                         float* weights, cudaStream_t s) {
     if (n_tokens <= 0) return;
     if (n_expert > 8192 || k > n_expert) throw Error("routing: " + std::to_string(n_expert) + " experts, top " + std::to_string(k));
+    if (n_expert <= 512 && k <= 32) {
+        const unsigned grid = blocks_for(n_tokens, kRouteWarps);
+        const int ne = static_cast<int>(n_expert), kk = static_cast<int>(k);
+        if (n_expert <= 128) route_reg_kernel<4><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
+        else if (n_expert <= 256) route_reg_kernel<8><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
+        else route_reg_kernel<16><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
+        STRATA_CUDA_LAUNCHED();
+        return;
+    }
     if (n_expert <= 1024) {
         route_warp_kernel<<<blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32, kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s>>>(
             logits, n_tokens, n_expert, k, renorm, ids, weights);
@@ -429,6 +634,21 @@ void moe_combine(const float* pairs, const int32_t* slot_row, const float* weigh
                  int64_t dim, float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
     moe_combine_kernel<<<blocks_for(n_tokens * dim, 256), 256, 0, s>>>(pairs, slot_row, weights, n_tokens, k, dim, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
+                      int64_t dim, float* out, cudaStream_t s) {
+    if (n_tokens * dim <= 0) return;
+    moe_combine_kernel<<<blocks_for(n_tokens * dim, 256), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(pairs), slot_row, weights,
+                                                                       n_tokens, k, dim, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStream_t s) {
+    if (n <= 0) return;
+    swiglu_bf16_kernel<<<blocks_for(n, 256), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up), n,
+                                                          static_cast<__nv_bfloat16*>(out));
     STRATA_CUDA_LAUNCHED();
 }
 

@@ -308,41 +308,117 @@ struct DqIQ4_XS {  // d@0, scales_h@2 (u16), scales_l@4 [4], qs@8 [128]
     }
 };
 
-// Dot of 16 weights w[j] = q[j] (codes of 16 bytes' nibbles at `shift`) with x[0..16): returns
-// sum q*x; adds sum x to xs (for the min term).
-__device__ __forceinline__ float nibble_dot16(uint4 q, int shift, const float* x, float& xs) {
+// A small unsigned code (< 2^23) as a float, exactly: its bits under the exponent of 2^23, minus
+// 2^23. An OR and an add at full rate instead of an int-to-float conversion at quarter rate,
+// which bounded the decode GEMVs.
+__device__ __forceinline__ float code_f(uint32_t c) { return __int_as_float(0x4B000000u | c) - 8388608.0f; }
+
+// Dot of 16 weights w[j] = q[j] (codes of 16 bytes' nibbles at `shift`) with x[0..16) held in
+// four float4: returns sum q*x; adds sum x to xs (for the min term).
+__device__ __forceinline__ float nibble_dot16(uint4 q, int shift, const float4* x, float& xs) {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};
     float s = 0.0f;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        const float4 xv = *reinterpret_cast<const float4*>(x + 4 * k);
-        s += static_cast<float>((w[k] >> shift) & 15) * xv.x + static_cast<float>((w[k] >> (8 + shift)) & 15) * xv.y +
-             static_cast<float>((w[k] >> (16 + shift)) & 15) * xv.z + static_cast<float>((w[k] >> (24 + shift)) & 15) * xv.w;
+        const float4 xv = x[k];
+        const uint32_t c = (w[k] >> shift) & 0x0F0F0F0Fu;
+        s += code_f(c & 0xff) * xv.x + code_f((c >> 8) & 0xff) * xv.y + code_f((c >> 16) & 0xff) * xv.z + code_f(c >> 24) * xv.w;
         xs += xv.x + xv.y + xv.z + xv.w;
     }
     return s;
 }
 
-// Dot of values 32i .. 32i+31 of a weight row with x (the row's input, 32-byte aligned): the
-// decode GEMV's unit of work per lane. Generic: four dequantised groups of eight. Q4_K (the bulk
-// of Q4_K_M files) reads its 16 code bytes in one load and applies each sub-block's scale and min
-// once: lane i takes qs[32c + 16h ..] (c = i/2, h = i%2), whose low nibbles are values
-// 64c + 16h + j of sub-block 2c and whose high nibbles are values 64c + 32 + 16h + j of 2c+1.
+// Eight 32-bit words of the 32 bytes at p, which need only be 2-byte aligned (Q6_K blocks are
+// 210 bytes): nine aligned loads and a funnel shift instead of sixteen 16-bit loads.
+__device__ __forceinline__ void load32_unaligned(const uint8_t* p, uint32_t* out) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* base = reinterpret_cast<const uint32_t*>(a & ~uintptr_t{3});
+    const uint32_t sh = static_cast<uint32_t>(a & 3) * 8;
+    uint32_t w[9];
+#pragma unroll
+    for (int k = 0; k < 9; ++k) w[k] = base[k];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[k] = __funnelshift_r(w[k], w[k + 1], sh);
+}
+
+// The decode GEMV's unit of work per lane is chunk i of a weight row: 32 values, dotted with the
+// matching 32 input values, which a lane loads once into registers (chunk_x) and reuses for
+// every row it handles. For every type but Q4_K the chunk is values 32i .. 32i+31. Q4_K (the
+// bulk of Q4_K_M files) reads its 16 code bytes in one load and applies each sub-block's scale
+// and min once: lane i takes qs[32c + 16h ..] (c = (i%8)/2, h = i%2), whose low nibbles are
+// values 64c + 16h + j of sub-block 2c and whose high nibbles are values 64c + 32 + 16h + j of 2c+1.
 template <class Dq>
-__device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const float* x) {
+__device__ __forceinline__ void chunk_x(const float* x, int i, float4* xv) {
+    const float* p = x + 32 * i;
     if constexpr (std::is_same_v<Dq, DqQ4_K>) {
+        const int j = i & 7;
+        p = x + 256 * (i >> 3) + 64 * (j >> 1) + 16 * (j & 1);
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        // Q4_K: the second run of 16 values starts 32 further on
+        const int at = std::is_same_v<Dq, DqQ4_K> && k >= 4 ? 4 * k + 16 : 4 * k;
+        xv[k] = *reinterpret_cast<const float4*>(p + at);
+    }
+}
+
+// Byte k (< 12) of the Q4_K/Q5_K scale array held as three words.
+__device__ __forceinline__ int k4_byte(uint32_t w0, uint32_t w1, uint32_t w2, int k) {
+    const uint32_t w = k < 4 ? w0 : k < 8 ? w1 : w2;
+    return static_cast<int>((w >> (8 * (k & 3))) & 0xff);
+}
+
+// Dot of chunk i of a weight row with its inputs xv (from chunk_x).
+template <class Dq>
+__device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const float4* xv) {
+    if constexpr (std::is_same_v<Dq, DqQ4_K>) {
+        // Blocks are 144 bytes and rows whole blocks, so every block is 16-byte aligned.
         const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
         const int j = i & 7, c = j >> 1, h = j & 1;
+        const uint4 head = *reinterpret_cast<const uint4*>(b);  // d, dmin, scales[0..12)
         const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h);
-        const float* x0 = x + 256 * (i >> 3) + 64 * c + 16 * h;
+        const int s0 = 2 * c, s1 = 2 * c + 1;
+        // Sub-block s < 4: scale = sc[s] & 63, min = sc[s+4] & 63; s >= 4: 4 bits from
+        // sc[s+4] and the top 2 bits of sc[s-4] (scale) / sc[s] (min).
+        auto scale_min = [&](int s, int& sc, int& mn) {
+            if (s < 4) {
+                sc = k4_byte(head.y, head.z, head.w, s) & 63;
+                mn = k4_byte(head.y, head.z, head.w, s + 4) & 63;
+            } else {
+                sc = (k4_byte(head.y, head.z, head.w, s + 4) & 15) | ((k4_byte(head.y, head.z, head.w, s - 4) >> 6) << 4);
+                mn = (k4_byte(head.y, head.z, head.w, s + 4) >> 4) | ((k4_byte(head.y, head.z, head.w, s) >> 6) << 4);
+            }
+        };
         int sc0, m0, sc1, m1;
-        k4_scale_min(b + 4, 2 * c, sc0, m0);
-        k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
-        const float d = half_at(b), dmin = half_at(b + 2);
+        scale_min(s0, sc0, m0);
+        scale_min(s1, sc1, m1);
+        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
         float xs0 = 0.0f, xs1 = 0.0f;
-        const float s0 = nibble_dot16(q, 0, x0, xs0), s1 = nibble_dot16(q, 4, x0 + 32, xs1);
-        return d * (static_cast<float>(sc0) * s0 + static_cast<float>(sc1) * s1) -
+        const float p0 = nibble_dot16(q, 0, xv, xs0), p1 = nibble_dot16(q, 4, xv + 4, xs1);
+        return d * (static_cast<float>(sc0) * p0 + static_cast<float>(sc1) * p1) -
                dmin * (static_cast<float>(m0) * xs0 + static_cast<float>(m1) * xs1);
+    } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
+        // Chunk = quarter q of half h: low bits in ql[64h + 32(q&1) + l] (nibble q>>1), high bits
+        // in qh[32h + l] (bits 2q, 2q+1), scale per 16 values; value = d * scale * (code - 32).
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ6_K::kBytes;
+        const int j = i & 7, h = j >> 2, q = j & 3;
+        uint32_t ql[8], qh[8];
+        load32_unaligned(b + 64 * h + 32 * (q & 1), ql);
+        load32_unaligned(b + 128 + 32 * h, qh);
+        const int ls = 4 * (q >> 1), hs = 2 * q;
+        float s[2] = {0.0f, 0.0f}, xs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float4 x4 = xv[k];
+            const uint32_t c = ((ql[k] >> ls) & 0x0F0F0F0Fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
+            s[k >> 2] += code_f(c & 0xff) * x4.x + code_f((c >> 8) & 0xff) * x4.y + code_f((c >> 16) & 0xff) * x4.z +
+                         code_f(c >> 24) * x4.w;
+            xs[k >> 2] += x4.x + x4.y + x4.z + x4.w;
+        }
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * q]));
+        const float sc1 = static_cast<float>(static_cast<int8_t>(b[193 + 8 * h + 2 * q]));
+        return half_at(b + 208) * (sc0 * (s[0] - 32.0f * xs[0]) + sc1 * (s[1] - 32.0f * xs[1]));
     } else {
         constexpr int kGroups = Dq::kValues / 8;
         float acc = 0.0f;
@@ -351,11 +427,19 @@ __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const floa
             const int g = 4 * i + k;
             float v[8];
             Dq::dequant8(row + static_cast<size_t>(g / kGroups) * Dq::kBytes, g % kGroups, v);
-            const float4 a = *reinterpret_cast<const float4*>(x + 8 * g), c = *reinterpret_cast<const float4*>(x + 8 * g + 4);
+            const float4 a = xv[2 * k], c = xv[2 * k + 1];
             acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * c.x + v[5] * c.y + v[6] * c.z + v[7] * c.w;
         }
         return acc;
     }
+}
+
+// Chunk i of one row dotted with x (the row's input, 32-byte aligned).
+template <class Dq>
+__device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const float* x) {
+    float4 xv[8];
+    chunk_x<Dq>(x, i, xv);
+    return row_dot32<Dq>(row, i, xv);
 }
 
 // Calls f.template operator()<Dq>() with the dequantiser of type t; false when there is none.

@@ -60,15 +60,24 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
         be.copy_rows(qg, 2 * d, q, d, n * c.n_head, d);
         be.copy_rows(qg + d, 2 * d, gate, d, n * c.n_head, d);
     }
-    be.rms_norm(q, &w.q_norm, n * c.n_head, c.head_dim_k, c.rms_eps, q);
-    be.rms_norm(k, &w.k_norm, n * c.n_head_kv, c.head_dim_k, c.rms_eps, k);
     backend::RopeParams rp;
     rp.n_rot = c.n_rot;
     rp.theta = c.rope_theta;
     rp.sections = c.rope_sections;
     rp.freqs_bf16 = c.rope_freqs_bf16;
-    be.rope(q, n, c.n_head, c.head_dim_k, fp.batch->pos.data(), rp);
-    be.rope(k, n, c.n_head_kv, c.head_dim_k, fp.batch->pos.data(), rp);
+    backend::QkNormRopeArgs qk;
+    qk.q = q;
+    qk.q_norm = &w.q_norm;
+    qk.n_head = c.n_head;
+    qk.k = k;
+    qk.k_norm = &w.k_norm;
+    qk.n_head_kv = c.n_head_kv;
+    qk.n_tokens = n;
+    qk.head_dim = c.head_dim_k;
+    qk.eps = c.rms_eps;
+    qk.pos = fp.batch->pos.data();
+    qk.rope = rp;
+    be.qk_norm_rope(qk);
 
     fp.set_layer_kv(il);
     be.kv_store(fp.kv_of_token.data(), fp.batch->pos.data(), n, k, k_dim, v, v_dim);

@@ -287,6 +287,58 @@ TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {
     EXPECT_NE(cpu_of(split)[0], 0.0f);
 }
 
+// The fused residual add + norm: one kernel for rows held in registers (up to 16,384 values,
+// a multiple of 4), the separate ops otherwise; both must match the CPU's add then rms_norm.
+TEST_F(CudaOps, AddRmsNormMatchesCpu) {
+    for (int64_t dim : {32, 2048, 2050, 4100, 16384, 20000}) {
+        const int64_t rows = 3;
+        const size_t n = static_cast<size_t>(rows * dim);
+        Twin y = twin(test::random_floats(n, 21)), x = twin(test::random_floats(n, 22)), out = twin(std::vector<float>(n, 0.0f));
+        const auto& nw = upload(random_weight(Type::F32, dim, 1, 1, 23));
+        cpu_->add_rms_norm(y.cpu.data(), x.cpu.data(), &nw.w, rows, dim, 1e-6f, out.cpu.data());
+        gpu_->add_rms_norm(y.gpu.data(), x.gpu.data(), &nw.w, rows, dim, 1e-6f, out.gpu.data());
+        EXPECT_LT(nmse(cpu_of(y), gpu_of(y)), 1e-12) << "sum " << dim;
+        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-11) << "norm " << dim;
+        cpu_->rms_norm(x.cpu.data(), &nw.w, rows, dim, 1e-6f, x.cpu.data());
+        gpu_->rms_norm(x.gpu.data(), &nw.w, rows, dim, 1e-6f, x.gpu.data());
+        EXPECT_LT(nmse(cpu_of(x), gpu_of(x)), 1e-11) << "rms_norm in place " << dim;
+    }
+}
+
+// q/k norm + RoPE of both tensors in one kernel (full and partial rotation, as qwen3moe and
+// qwen3next use; GQA head counts) and the fallback for heads the kernel does not take, against
+// the CPU's rms_norm then rope.
+TEST_F(CudaOps, QkNormRopeMatchesCpu) {
+    const int64_t n_tokens = 3, n_head = 6, n_head_kv = 2;
+    const std::vector<int32_t> pos = {3, 4095, 150000};
+    const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {128, 128}, {256, 64}, {256, 256}, {512, 128}, {128, 32}, {96, 96}, {128, 16}};
+    for (const auto& [head_dim, n_rot] : shapes) {
+        const auto& qw = upload(random_weight(Type::F32, head_dim, 1, 1, 31));
+        const auto& kw = upload(random_weight(Type::F32, head_dim, 1, 1, 33));
+        Twin q = twin(test::random_floats(static_cast<size_t>(n_tokens * n_head * head_dim), 32));
+        Twin k = twin(test::random_floats(static_cast<size_t>(n_tokens * n_head_kv * head_dim), 34));
+        QkNormRopeArgs a;
+        a.q_norm = &qw.w;
+        a.n_head = n_head;
+        a.k_norm = &kw.w;
+        a.n_head_kv = n_head_kv;
+        a.n_tokens = n_tokens;
+        a.head_dim = head_dim;
+        a.eps = 1e-6f;
+        a.pos = pos.data();
+        a.rope.n_rot = n_rot;
+        a.rope.theta = 1e7f;
+        a.q = q.cpu.data();
+        a.k = k.cpu.data();
+        cpu_->qk_norm_rope(a);
+        a.q = q.gpu.data();
+        a.k = k.gpu.data();
+        gpu_->qk_norm_rope(a);
+        EXPECT_LT(nmse(cpu_of(q), gpu_of(q)), 1e-10) << "q: head_dim " << head_dim << " n_rot " << n_rot;
+        EXPECT_LT(nmse(cpu_of(k), gpu_of(k)), 1e-10) << "k: head_dim " << head_dim << " n_rot " << n_rot;
+    }
+}
+
 TEST_F(CudaOps, RopeMatchesCpuAtLargePositions) {
     const int64_t n_tokens = 4, n_heads = 3, head_dim = 64;
     const std::vector<int32_t> pos = {0, 17, 4095, 200000};
@@ -304,16 +356,27 @@ TEST_F(CudaOps, RopeMatchesCpuAtLargePositions) {
     }
 }
 
+// Every routing kernel (registers up to 512 experts and top-32, a warp with shared memory up to
+// 1,024, a block beyond), with tied logits: the same ids as the CPU, ties to the lower id.
 TEST_F(CudaOps, RoutingPicksTheSameExperts) {
-    const int64_t n = 33, n_expert = 128, k = 8;
-    Twin logits = twin(test::random_floats(static_cast<size_t>(n * n_expert), 4, 2.0f));
-    for (bool renorm : {true, false}) {
-        Twin ids = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f)), w = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f));
-        cpu_->route_softmax_topk(logits.cpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.cpu.data()), w.cpu.data());
-        gpu_->route_softmax_topk(logits.gpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.gpu.data()), w.gpu.data());
-        const auto ic = cpu_of(ids), ig = gpu_of(ids);
-        EXPECT_EQ(0, std::memcmp(ic.data(), ig.data(), ic.size() * 4)) << "renorm " << renorm;
-        EXPECT_LT(nmse(cpu_of(w), gpu_of(w)), 1e-12);
+    const int64_t n = 33;
+    for (auto [n_expert, k] : {std::pair<int64_t, int64_t>{128, 8}, {60, 4}, {512, 10}, {1000, 8}, {300, 40}, {2000, 8}}) {
+        std::vector<float> l = test::random_floats(static_cast<size_t>(n * n_expert), 4, 2.0f);
+        for (int64_t t = 0; t < n; t += 2) {  // ties: a few experts share the token's largest logit
+            float* row = l.data() + t * n_expert;
+            const float top = *std::max_element(row, row + n_expert);
+            row[n_expert - 1] = row[n_expert / 2] = row[3] = top;
+        }
+        Twin logits = twin(l);
+        for (bool renorm : {true, false}) {
+            Twin ids = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f)), w = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f));
+            cpu_->route_softmax_topk(logits.cpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.cpu.data()), w.cpu.data());
+            gpu_->route_softmax_topk(logits.gpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.gpu.data()), w.gpu.data());
+            const auto ic = cpu_of(ids), ig = gpu_of(ids);
+            EXPECT_EQ(0, std::memcmp(ic.data(), ig.data(), ic.size() * 4)) << n_expert << " experts, top " << k << ", renorm " << renorm;
+            // f32 softmax sums of up to 2,000 terms in another order: ~1e-6 relative.
+            EXPECT_LT(nmse(cpu_of(w), gpu_of(w)), 1e-10) << n_expert << " experts, top " << k;
+        }
     }
 }
 
@@ -345,35 +408,47 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
             gpu_->kv_store(vg.data(), pos.data(), c.ctx, k.gpu.data(), k_row, v.gpu.data(), k_row);
         }
         EXPECT_EQ(cpu_of(kp), gpu_of(kp));
-        // Queries: a decode token of sequence 1 at the last position, then a run of sequence 0.
-        const int64_t n = std::min<int64_t>(c.ctx, 7) + 1;
-        std::vector<int32_t> qpos(static_cast<size_t>(n));
-        std::vector<const KvCacheView*> qc(static_cast<size_t>(n)), qg(static_cast<size_t>(n));
-        qpos[0] = static_cast<int32_t>(c.ctx - 1);
-        qc[0] = &vc1;
-        qg[0] = &vg1;
-        for (int64_t t = 1; t < n; ++t) {
-            qpos[static_cast<size_t>(t)] = static_cast<int32_t>(c.ctx - n + t);
-            qc[static_cast<size_t>(t)] = &vc0;
-            qg[static_cast<size_t>(t)] = &vg0;
+        // Decode-sized batch: a token of sequence 1 at the last position, then a run of
+        // sequence 0. Prefill-sized batch: a run of sequence 1 ending at the last position, all
+        // of sequence 0's first positions, then one more sequence-1 token.
+        for (bool prefill : {false, true}) {
+            std::vector<int32_t> qpos;
+            std::vector<const KvCacheView*> qc, qg;
+            auto add = [&](int64_t p, int seq) {
+                qpos.push_back(static_cast<int32_t>(p));
+                qc.push_back(seq == 0 ? &vc0 : &vc1);
+                qg.push_back(seq == 0 ? &vg0 : &vg1);
+            };
+            if (!prefill) {
+                const int64_t n0 = std::min<int64_t>(c.ctx, 7);
+                add(c.ctx - 1, 1);
+                for (int64_t t = 0; t < n0; ++t) add(c.ctx - n0 + t, 0);
+            } else {
+                const int64_t n1 = std::min<int64_t>(c.ctx, 21), n0 = std::min<int64_t>(c.ctx, 30);
+                for (int64_t t = 0; t < n1; ++t) add(c.ctx - n1 + t, 1);
+                for (int64_t t = 0; t < n0; ++t) add(t, 0);
+                add(c.ctx / 2, 1);
+            }
+            const auto n = static_cast<int64_t>(qpos.size());
+            Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)), out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
+            AttentionArgs a;
+            a.n_tokens = n;
+            a.n_head = c.n_head;
+            a.n_head_kv = c.n_head_kv;
+            a.head_dim_k = a.head_dim_v = c.dim;
+            a.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+            a.pos = qpos.data();
+            a.q = q.cpu.data();
+            a.out = out.cpu.data();
+            a.kv = qc.data();
+            cpu_->attention(a);
+            a.q = q.gpu.data();
+            a.out = out.gpu.data();
+            a.kv = qg.data();
+            gpu_->attention(a);
+            EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
+                                                            << (prefill ? " prefill" : " decode");
         }
-        Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)), out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
-        AttentionArgs a;
-        a.n_tokens = n;
-        a.n_head = c.n_head;
-        a.n_head_kv = c.n_head_kv;
-        a.head_dim_k = a.head_dim_v = c.dim;
-        a.scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
-        a.pos = qpos.data();
-        a.q = q.cpu.data();
-        a.out = out.cpu.data();
-        a.kv = qc.data();
-        cpu_->attention(a);
-        a.q = q.gpu.data();
-        a.out = out.gpu.data();
-        a.kv = qg.data();
-        gpu_->attention(a);
-        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx;
     }
 }
 
