@@ -37,9 +37,6 @@ const float* f32_data(const Weight& w, int64_t n) {
     return reinterpret_cast<const float*>(w.data);
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
 }  // namespace
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), kernels_(cpu::default_kernels()) {}

@@ -2,6 +2,7 @@
 // products through the quantised kernels of src/cpu on a thread pool.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -12,6 +13,10 @@
 #include "cpu/thread_pool.h"
 
 namespace strata::backend {
+
+// Activations shared by the CPU backend's ops (cpu_backend.cpp, cpu_gdn.cpp).
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 class CpuBackend final : public Backend {
 public:

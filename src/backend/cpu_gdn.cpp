@@ -21,8 +21,6 @@ const float* f32_values(const Weight& w, int64_t n) {
     return reinterpret_cast<const float*>(w.data);
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // log(1 + e^x), linear above 20 where e^x would dominate anyway (as torch's softplus).
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 

@@ -172,7 +172,7 @@ float dot_iq3_s(int64_t n, const uint8_t* w, const uint8_t* a) {
     return sum;
 }
 
-constexpr detail::DotKernelEntry kDots[] = {
+constexpr detail::DotKernelEntry kScalarIquantDots[] = {
     {Type::IQ4_XS, scalar::tile<dot_iq4_xs>, false},   {Type::IQ2_XXS, scalar::tile<dot_iq2_xxs>, false},
     {Type::IQ2_XS, scalar::tile<dot_iq2_xs>, false},   {Type::IQ2_S, scalar::tile<dot_iq2_s>, false},
     {Type::IQ3_XXS, scalar::tile<dot_iq3_xxs>, false}, {Type::IQ3_S, scalar::tile<dot_iq3_s>, false},
@@ -181,7 +181,8 @@ constexpr detail::DotKernelEntry kDots[] = {
 }  // namespace
 
 namespace detail {
-const KernelTable kScalarIquantKernels = {kDots, sizeof(kDots) / sizeof(kDots[0]), nullptr, 0};
+const KernelTable kScalarIquantKernels = {kScalarIquantDots, sizeof(kScalarIquantDots) / sizeof(kScalarIquantDots[0]),
+                                          nullptr, 0};
 }  // namespace detail
 
 }  // namespace strata::cpu

@@ -265,7 +265,7 @@ float dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* a) {
     return sum;
 }
 
-constexpr detail::DotKernelEntry kDots[] = {
+constexpr detail::DotKernelEntry kScalarDots[] = {
     {Type::F32, scalar::tile<dot_f32>, false},       {Type::F16, scalar::tile<dot_f16>, false},
     {Type::BF16, scalar::tile<dot_bf16>, false},     {Type::Q8_0, scalar::tile<dot_q8_0>, false},
     {Type::Q4_0, scalar::tile<dot_q4_0>, false},     {Type::IQ4_NL, scalar::tile<dot_iq4_nl>, false},
@@ -277,7 +277,7 @@ constexpr detail::DotKernelEntry kDots[] = {
 }  // namespace
 
 namespace detail {
-const KernelTable kScalarKernels = {kDots, sizeof(kDots) / sizeof(kDots[0]), nullptr, 0};
+const KernelTable kScalarKernels = {kScalarDots, sizeof(kScalarDots) / sizeof(kScalarDots[0]), nullptr, 0};
 }  // namespace detail
 
 }  // namespace strata::cpu

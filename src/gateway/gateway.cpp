@@ -19,22 +19,20 @@ using serve::ApiError;
 using serve::ApiKind;
 using serve::ojson;
 
+// Where a request in flight is (GET /concurrency shows it). Not in the anonymous namespace:
+// Gateway::Flight has a member of this type, which g++ reports (-Wsubobject-linkage) once this file
+// is compiled inside a unity unit.
+enum class FlightState { Queued, Guarding, WaitingLane, Upstream, Streaming };
+
 namespace {
 
-void log_line(const std::string& line) {
-    std::fprintf(stderr, "gateway: %s\n", line.c_str());
-    std::fflush(stderr);
-}
-
-enum class State { Queued, Guarding, WaitingLane, Upstream, Streaming };
-
-const char* state_name(State s) {
+const char* state_name(FlightState s) {
     switch (s) {
-        case State::Queued: return "queued";
-        case State::Guarding: return "assembling";
-        case State::WaitingLane: return "waiting_for_lane";
-        case State::Upstream: return "upstream";
-        case State::Streaming: return "streaming";
+        case FlightState::Queued: return "queued";
+        case FlightState::Guarding: return "assembling";
+        case FlightState::WaitingLane: return "waiting_for_lane";
+        case FlightState::Upstream: return "upstream";
+        case FlightState::Streaming: return "streaming";
     }
     return "?";
 }
@@ -60,7 +58,7 @@ struct Gateway::Flight {
     ApiKind api = ApiKind::OpenAI;
     bool stream = false;
     int fd = -1;
-    std::atomic<State> state{State::Queued};
+    std::atomic<FlightState> state{FlightState::Queued};
     std::atomic<int> queue_position{0};
     std::atomic<int64_t> token_events{0}, prompt_tokens{0};
     std::atomic<bool> abridged{false}, saw_end{false}, first_byte{false};
@@ -297,7 +295,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
                 if (l->name() == lane->config().fallback && l->healthy()) target = l.get();
         }
         if (!target->healthy()) {
-            flight->state = State::WaitingLane;
+            flight->state = FlightState::WaitingLane;
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
             if (!target->wait_healthy(std::max(left, std::chrono::milliseconds(0)), [&] { return flight->gone(); })) {
                 if (flight->gone()) return fail(ApiError(499, "client closed the connection"), "cancelled");
@@ -310,7 +308,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
         report = GuardReport();
         ojson out = body;
         if (guard_window) {
-            flight->state = State::Guarding;
+            flight->state = FlightState::Guarding;
             try {
                 const auto model = target->model();
                 if (model) report = guard_->apply(api, out, req.body.size(), *model, identity);
@@ -327,7 +325,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
         for (const char* h : {"anthropic-version", "anthropic-beta"})
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
-        flight->state = State::Upstream;
+        flight->state = FlightState::Upstream;
         call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), report.changed() ? serve::dump_json(out) : req.body);
         ++target->in_flight;
         const auto head = call->wait_head([&] { return flight->gone(); });
@@ -380,7 +378,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
 
     // A stream: whole events passed through as they come; a lane that dies mid-answer ends it
     // with an error in the API's shape.
-    flight->state = State::Streaming;
+    flight->state = FlightState::Streaming;
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
@@ -530,7 +528,7 @@ void Gateway::concurrency(httplib::Response& res) {
                       {"prompt_tokens", f->prompt_tokens.load()},
                       {"abridged", f->abridged.load()},
                       {"elapsed_s", f->seconds()}};
-            if (f->state.load() == State::Queued && f->queue_position.load() > 0) r["queue_position"] = f->queue_position.load();
+            if (f->state.load() == FlightState::Queued && f->queue_position.load() > 0) r["queue_position"] = f->queue_position.load();
             requests.push_back(std::move(r));
         }
     }

@@ -24,12 +24,12 @@ namespace strata::gateway {
 
 using nlohmann::json;
 
-namespace {
-
 void log_line(const std::string& line) {
     std::fprintf(stderr, "gateway: %s\n", line.c_str());
     std::fflush(stderr);
 }
+
+namespace {
 
 // "0-3,8,10-11" -> a CPU set. Throws strata::Error.
 cpu_set_t parse_cpus(const std::string& lane, const std::string& list) {

@@ -28,6 +28,9 @@ class ServedModel;
 
 namespace strata::gateway {
 
+// "gateway: LINE" on stderr: the log of the gateway and its lanes.
+void log_line(const std::string& line);
+
 // What a lane serves; replaced as a whole when the lane restarts.
 struct LaneModel {
     std::string lane;        // the lane's name
@@ -88,7 +91,6 @@ private:
     std::vector<std::thread> stderr_readers_;  // one per child started
     std::string last_child_error_;
     bool child_exited_ = false;
-    int exit_status_ = 0;
 };
 
 }  // namespace strata::gateway

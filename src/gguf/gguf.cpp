@@ -18,9 +18,8 @@ namespace strata::gguf {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
-constexpr uint32_t kMaxDims = 4;          // ggml tensors have at most 4 dimensions
-constexpr int kMaxArrayDepth = 8;         // nested arrays deeper than this are refused
+constexpr uint32_t kMaxDims = 4;   // ggml tensors have at most 4 dimensions
+constexpr int kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
 constexpr uint64_t kDefaultAlignment = 32;
 
 size_t scalar_size(ValueType t) {

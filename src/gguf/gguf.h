@@ -20,6 +20,9 @@
 
 namespace strata::gguf {
 
+// The first four bytes of every GGUF file: "GGUF" read as a little-endian u32.
+constexpr uint32_t kMagic = 0x46554747;
+
 enum class ValueType : uint32_t {
     U8 = 0,
     I8 = 1,

@@ -9,7 +9,6 @@
 namespace strata::gguf {
 
 namespace {
-constexpr uint32_t kMagic = 0x46554747;  // "GGUF"
 constexpr uint32_t kVersion = 3;
 }  // namespace
 

@@ -8,7 +8,7 @@ namespace strata::model {
 
 namespace {
 // Scratch slots used by the blocks (architectures use slots from 16 up).
-enum Slot : size_t { kQ = 0, kK, kV, kAttn, kGate, kRouter, kIds, kRouteW, kShared, kSharedGate, kSharedHidden };
+enum BlockSlot : size_t { kQ = 0, kK, kV, kAttn, kGate, kRouter, kIds, kRouteW, kShared, kSharedGate, kSharedHidden };
 }  // namespace
 
 AttentionWeights bind_attention(const ModelConfig& cfg, WeightBinder& b, int64_t il) {

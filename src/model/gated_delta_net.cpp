@@ -10,7 +10,7 @@ namespace strata::model {
 namespace {
 
 // Scratch slots of this block (blocks.cpp uses 0.., architectures 16..).
-enum Slot : size_t { kMixed = 32, kZ, kGateIn, kDecay, kBeta, kConvOut, kCore };
+enum GdnSlot : size_t { kMixed = 32, kZ, kGateIn, kDecay, kBeta, kConvOut, kCore };
 
 // transformers' l2norm inside the delta rule uses a fixed eps, not the model's rms eps.
 constexpr float kL2NormEps = 1e-6f;

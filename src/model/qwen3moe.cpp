@@ -10,9 +10,10 @@ namespace strata::model {
 
 namespace {
 
-enum Slot : size_t { kNormed = 16, kBranch };
-
 class Qwen3Moe final : public Architecture {
+    // Scratch slots (architectures use 16..31: architecture.h).
+    enum Slot : size_t { kNormed = 16, kBranch };
+
 public:
     void load_config(const gguf::File& f, ModelConfig& cfg) override {
         load_common_config(f, cfg);

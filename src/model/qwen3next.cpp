@@ -21,9 +21,10 @@ namespace strata::model {
 
 namespace {
 
-enum Slot : size_t { kNormed = 16, kBranch };
-
 class HybridGdnMoe final : public Architecture {
+    // Scratch slots (architectures use 16..31: architecture.h).
+    enum Slot : size_t { kNormed = 16, kBranch };
+
 public:
     explicit HybridGdnMoe(const GdnLayout& layout) : layout_(layout) {}
 

@@ -3,6 +3,7 @@
 // message_stop; ping while nothing else is sent). docs/api.md has the shapes.
 #include <httplib.h>
 
+#include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
 namespace strata::serve {
@@ -11,12 +12,9 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto kPoll = std::chrono::milliseconds(250);
 constexpr auto kPingEvery = std::chrono::seconds(5);
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string sse(const char* event, const json& data) { return std::string("event: ") + event + "\ndata: " + dump(data) + "\n\n"; }
+std::string sse(const char* event, const json& data) { return std::string("event: ") + event + "\ndata: " + dump_json(data) + "\n\n"; }
 
 const char* stop_reason(const std::string& finish, bool tool_use, bool stop_sequence) {
     if (tool_use) return "tool_use";
@@ -95,14 +93,14 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                                {"input", tool_input(parsed.tool_calls[c].arguments_json)}});
         const char* reason = stop_reason(finish, !parsed.tool_calls.empty(), !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
-        res.set_content(dump(json{{"id", id},
-                                  {"type", "message"},
-                                  {"role", "assistant"},
-                                  {"model", call->model},
-                                  {"content", content},
-                                  {"stop_reason", reason},
-                                  {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)},
-                                  {"usage", usage_json(usage, call->prepared.prompt_tokens)}}),
+        res.set_content(dump_json(json{{"id", id},
+                                       {"type", "message"},
+                                       {"role", "assistant"},
+                                       {"model", call->model},
+                                       {"content", content},
+                                       {"stop_reason", reason},
+                                       {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)},
+                                       {"usage", usage_json(usage, call->prepared.prompt_tokens)}}),
                         "application/json");
         return;
     }

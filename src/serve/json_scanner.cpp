@@ -4,9 +4,6 @@ namespace strata::serve {
 
 namespace {
 
-bool is_ws(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 bool is_digit(char c) {
     return c >= '0' && c <= '9';
 }

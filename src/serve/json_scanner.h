@@ -15,6 +15,9 @@
 
 namespace strata::serve {
 
+// JSON whitespace (RFC 8259): space, tab, line feed, carriage return.
+inline bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 class JsonScanner {
 public:
     static constexpr size_t kMaxDepth = 256;

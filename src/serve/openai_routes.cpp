@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include "serve/engine_client.h"
+#include "serve/api_shapes.h"
 #include "serve/server_call.h"
 #include "tokenizer/tokenizer.h"
 
@@ -12,9 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr auto kPoll = std::chrono::milliseconds(250);
-
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 std::string bytes_text(const json& bytes) {
     std::string s;
@@ -47,7 +45,7 @@ json chat_usage(int64_t prompt, int64_t completion, int64_t cached, int64_t reas
 // The end of a stream that failed after it started: an error chunk (the SDKs raise APIError on
 // it), then [DONE].
 std::string stream_error(const std::string& message) {
-    return "data: " + dump(json{{"error", {{"message", "generation failed: " + message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
+    return "data: " + dump_json(json{{"error", {{"message", "generation failed: " + message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
            "\n\ndata: [DONE]\n\n";
 }
 
@@ -140,7 +138,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                            {"system_fingerprint", "strata"},
                            {"choices", choices},
                            {"usage", chat_usage(call->prepared.prompt_tokens, completion, cached, reasoning)}};
-        res.set_content(dump(body), "application/json");
+        res.set_content(dump_json(body), "application/json");
         return;
     }
 
@@ -167,7 +165,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                           {"system_fingerprint", "strata"},
                           {"choices", json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}})}};
                 if (call->chat.include_usage) c["usage"] = nullptr;
-                const std::string line = "data: " + dump(c) + "\n\n";
+                const std::string line = "data: " + dump_json(c) + "\n\n";
                 return sink.write(line.data(), line.size());
             };
             if (!st->started) {
@@ -250,13 +248,13 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                         const int64_t cached = st->answers[0].usage.cached_tokens;
                         metrics_.cached_prompt_tokens += static_cast<uint64_t>(cached);
                         tail += "data: " +
-                                dump(json{{"id", id},
-                                          {"object", "chat.completion.chunk"},
-                                          {"created", call->created},
-                                          {"model", call->model},
-                                          {"system_fingerprint", "strata"},
-                                          {"choices", json::array()},
-                                          {"usage", chat_usage(call->prepared.prompt_tokens, completion, cached, reasoning)}}) +
+                                dump_json(json{{"id", id},
+                                               {"object", "chat.completion.chunk"},
+                                               {"created", call->created},
+                                               {"model", call->model},
+                                               {"system_fingerprint", "strata"},
+                                               {"choices", json::array()},
+                                               {"usage", chat_usage(call->prepared.prompt_tokens, completion, cached, reasoning)}}) +
                                 "\n\n";
                     }
                     tail += "data: [DONE]\n\n";
@@ -301,8 +299,8 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
     if (c.max_tokens == 0) {
         json choices = json::array();
         for (size_t i = 0; i < n; ++i) choices.push_back({{"index", i}, {"text", echo}, {"logprobs", nullptr}, {"finish_reason", "length"}});
-        res.set_content(dump(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                  {"choices", choices}, {"usage", usage_json(0, 0)}}),
+        res.set_content(dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
+                                       {"choices", choices}, {"usage", usage_json(0, 0)}}),
                         "application/json");
         return;
     }
@@ -344,8 +342,8 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
         json choices = json::array();
         for (size_t i = 0; i < n; ++i)
             choices.push_back({{"index", i}, {"text", texts[i]}, {"logprobs", c.logprobs >= 0 ? logprobs[i] : json()}, {"finish_reason", finish[i]}});
-        res.set_content(dump(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                  {"system_fingerprint", "strata"}, {"choices", choices}, {"usage", usage_json(completion, cached)}}),
+        res.set_content(dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
+                                       {"system_fingerprint", "strata"}, {"choices", choices}, {"usage", usage_json(completion, cached)}}),
                         "application/json");
         return;
     }
@@ -366,7 +364,7 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
                 json c = {{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
                           {"choices", json::array({{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}})}};
                 if (call->completion.include_usage) c["usage"] = nullptr;
-                const std::string line = "data: " + dump(c) + "\n\n";
+                const std::string line = "data: " + dump_json(c) + "\n\n";
                 return sink.write(line.data(), line.size());
             };
             if (!st->started) {
@@ -415,8 +413,8 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
                     metrics_.e2e.observe(call->seconds_since_arrival());
                     std::string tail;
                     if (call->completion.include_usage)
-                        tail += "data: " + dump(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                                     {"choices", json::array()}, {"usage", usage_json(st->completion, st->cached)}}) + "\n\n";
+                        tail += "data: " + dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
+                                                          {"choices", json::array()}, {"usage", usage_json(st->completion, st->cached)}}) + "\n\n";
                     tail += "data: [DONE]\n\n";
                     if (!sink.write(tail.data(), tail.size())) return false;
                     st->finished = true;

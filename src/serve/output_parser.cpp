@@ -33,10 +33,6 @@ constexpr std::array<std::string_view, 2> kValueHolds = {"</parameter>", "\n</pa
 // Longer function or parameter names in the XML format make the call malformed.
 constexpr size_t kMaxNameBytes = 1024;
 
-bool is_ws(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
 std::string_view trim_ws(std::string_view s) {
     while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
     while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);

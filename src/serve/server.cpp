@@ -28,8 +28,6 @@ namespace {
 
 bool is_anthropic_path(const std::string& path) { return api_of_path(path) == ApiKind::Anthropic; }
 
-std::string dump(const json& j) { return dump_json(j); }
-
 void log_line(const std::string& line) {
     std::fprintf(stderr, "serve: %s\n", line.c_str());
     std::fflush(stderr);
@@ -137,7 +135,7 @@ std::string Server::client_of(const httplib::Request& req) const {
 void Server::reply_error(const Call& call, httplib::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-    res.set_content(dump(api_error_body(call.api, e, call.request_id)), "application/json");
+    res.set_content(dump_json(api_error_body(call.api, e, call.request_id)), "application/json");
 }
 
 void Server::route() {
@@ -290,7 +288,7 @@ void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
             parse_json_body(req.body), options_.limits,
             [](const void* self, const std::string& t, const std::string& s) { return static_cast<const Server*>(self)->verify_thinking(t, s); },
             this, true);
-        res.set_content(dump(json{{"input_tokens", model_->count_tokens(r)}}), "application/json");
+        res.set_content(dump_json(json{{"input_tokens", model_->count_tokens(r)}}), "application/json");
     } catch (const ApiError& e) {
         reply_error(call, res, e);
     }
@@ -313,11 +311,11 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
             reply_error(call, res, ApiError(404, "no model named '" + std::string(req.matches[1]) + "' (this server has '" + options_.model_name + "')", "model"));
             return;
         }
-        res.set_content(dump(entry), "application/json");
+        res.set_content(dump_json(entry), "application/json");
         return;
     }
-    res.set_content(dump(json{{"object", "list"}, {"data", json::array({entry})}, {"has_more", false},
-                              {"first_id", options_.model_name}, {"last_id", options_.model_name}}),
+    res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({entry})}, {"has_more", false},
+                                   {"first_id", options_.model_name}, {"last_id", options_.model_name}}),
                     "application/json");
 }
 
@@ -325,12 +323,12 @@ void Server::health(httplib::Response& res) {
     const bool up = engine_ && engine_->healthy();
     res.status = up ? 200 : 503;
     if (!up) res.set_header("Retry-After", "1");
-    res.set_content(dump(json{{"status", up ? "ok" : "engine unavailable"},
-                              {"model", options_.model_name},
-                              {"engine_restarts", engine_ ? engine_->restarts() : 0},
-                              {"running", admission_.running()},
-                              {"waiting", admission_.waiting()},
-                              {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}}),
+    res.set_content(dump_json(json{{"status", up ? "ok" : "engine unavailable"},
+                                   {"model", options_.model_name},
+                                   {"engine_restarts", engine_ ? engine_->restarts() : 0},
+                                   {"running", admission_.running()},
+                                   {"waiting", admission_.waiting()},
+                                   {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}}),
                     "application/json");
 }
 

@@ -12,6 +12,10 @@
 
 namespace strata::serve {
 
+// How long a route waits for its next generation event before it looks again whether the client
+// is still there.
+constexpr auto kPoll = std::chrono::milliseconds(250);
+
 struct Server::Call {
     ApiKind api = ApiKind::OpenAI;
     std::string request_id;

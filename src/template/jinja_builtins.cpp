@@ -13,8 +13,6 @@ namespace strata::tmpl {
 
 namespace {
 
-bool given(const Value& v) { return !v.is_undefined() && !v.is_none(); }
-
 int64_t int_arg(const Value& v, int64_t fallback, std::string_view what) {
     if (!given(v)) return fallback;
     if (v.is_float()) return static_cast<int64_t>(v.get_float());

@@ -32,8 +32,6 @@ const std::string& want_str(const Value& v, std::string_view what) {
     return v.str();
 }
 
-bool given(const Value& v) { return !v.is_undefined() && !v.is_none(); }
-
 // The code point index of byte offset `byte` in s.
 int64_t code_index(const std::string& s, size_t byte) {
     return static_cast<int64_t>(text::length(std::string_view(s).substr(0, byte)));

@@ -34,6 +34,8 @@ ListData iterate(const Value& v);
 std::string percent_format(std::string_view format, const Value& args, bool escape_args = false);
 // The named str / dict / list method bound to `obj`; undefined when there is none.
 Value find_method(const Value& obj, std::string_view name);
+// An optional argument that was passed: neither undefined nor None.
+inline bool given(const Value& v) { return !v.is_undefined() && !v.is_none(); }
 // Integer conversion for indices and counts: accepts int and bool, else TypeError naming `what`.
 int64_t to_index(const Value& v, std::string_view what);
 

@@ -5,7 +5,8 @@
 namespace strata::gateway {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+// std::isspace in the C locale.
+bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 // A piece that is never split further; block_start marks the first piece of a structural block.
 struct Piece {
@@ -37,7 +38,7 @@ std::string_view fence_marker(std::string_view line) {
 }
 
 bool is_blank(std::string_view line) {
-    return std::all_of(line.begin(), line.end(), [](char c) { return is_space(c); });
+    return std::all_of(line.begin(), line.end(), [](char c) { return is_ascii_space(c); });
 }
 
 bool is_list_item(std::string_view line) {
@@ -109,7 +110,7 @@ void split_words(std::string_view text, uint32_t begin, uint32_t end, int max_to
         if (end - at > max_bytes) {
             cut = at + max_bytes;
             uint32_t ws = cut;
-            while (ws > at + max_bytes / 2 && !is_space(text[ws])) --ws;
+            while (ws > at + max_bytes / 2 && !is_ascii_space(text[ws])) --ws;
             if (ws > at + max_bytes / 2) cut = ws;                          // before the space
             else while (cut > at + 1 && (static_cast<uint8_t>(text[cut]) & 0xC0) == 0x80) --cut;  // char boundary
         }
@@ -176,7 +177,7 @@ std::vector<std::pair<uint32_t, uint32_t>> split_sentences(std::string_view text
             size_t j = i + 1;
             while (j < text.size() && is_sentence_end_ascii(text[j])) ++j;
             while (j < text.size() && is_closer(text[j])) ++j;
-            if (j == text.size() || is_space(text[j])) end = j;
+            if (j == text.size() || is_ascii_space(text[j])) end = j;
             i = j;
         } else if (const size_t n = cjk_sentence_end(text, i)) {
             end = i + n;
@@ -192,7 +193,7 @@ std::vector<std::pair<uint32_t, uint32_t>> split_sentences(std::string_view text
         // Keep trailing whitespace up to and including the last newline; otherwise the space
         // goes with the next sentence (" Word" is one pre-token).
         size_t cut = end, k = end;
-        while (k < text.size() && is_space(text[k])) {
+        while (k < text.size() && is_ascii_space(text[k])) {
             if (text[k] == '\n') cut = k + 1;
             ++k;
         }
@@ -237,7 +238,7 @@ std::vector<ChunkSpan> chunk_text(std::string_view text, const ChunkOptions& o) 
     bool first_blank = false;
     for (const ChunkSpan& c : chunks) {
         const std::string_view s = text.substr(c.offset, c.length);
-        const bool blank = std::all_of(s.begin(), s.end(), [](char ch) { return is_space(ch); });
+        const bool blank = std::all_of(s.begin(), s.end(), [](char ch) { return is_ascii_space(ch); });
         if (merged.empty()) {
             merged.push_back(c);
             first_blank = blank;
