@@ -37,7 +37,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
 #ifdef STRATA_HAVE_CUDA
         const char* env = std::getenv("STRATA_CUDA_GRAPHS");
         const bool graphs = o.cuda_graphs && !(env != nullptr && std::string(env) == "0");
-        return cuda::make_cuda_backend(index, o.vram_budget, graphs);
+        const char* times = std::getenv("STRATA_CUDA_TIMES");
+        return cuda::make_cuda_backend(index, o.vram_budget, graphs, times != nullptr && std::string(times) == "1");
 #else
         (void)index;
 #endif

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
@@ -53,7 +52,7 @@ bool is_float(quant::Type t) { return t == quant::Type::F32 || t == quant::Type:
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, uint64_t budget, bool graphs) : graphs_enabled_(graphs) {
+    CudaBackend(int index, uint64_t budget, bool graphs, bool times) : times_(times), graphs_enabled_(graphs) {
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
@@ -609,8 +608,7 @@ private:
         }
         const float one = 1.0f, zero = 0.0f;
         const int m = static_cast<int>(w.rows), k = static_cast<int>(w.ne0), cols = static_cast<int>(n);
-        const bool float_weights = w.type == quant::Type::F32 || w.type == quant::Type::F16 || w.type == quant::Type::BF16;
-        if (float_weights) {
+        if (is_float(w.type)) {
             // f32 math for float weights, as the CPU backend (no tf32: cuBLAS's default math mode).
             const float* a = reinterpret_cast<const float*>(w.data);
             if (w.type != quant::Type::F32) {
@@ -676,7 +674,7 @@ private:
         mode_ = Mode::Abandoned;
     }
 
-    const bool times_ = std::getenv("STRATA_CUDA_TIMES") != nullptr && std::string(std::getenv("STRATA_CUDA_TIMES")) == "1";
+    const bool times_;
     std::chrono::steady_clock::time_point walk_start_;
     std::vector<double> walk_us_, run_us_;
     bool graphs_enabled_ = true;
@@ -903,11 +901,11 @@ double copy_bandwidth(int index) {
     return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
 
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs) {
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs, bool times) {
     int n = 0;
     STRATA_CUDA_CHECK(cudaGetDeviceCount(&n));
     if (index >= n) throw Error("GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) + " visible)");
-    return std::make_unique<CudaBackend>(index, vram_budget, graphs);
+    return std::make_unique<CudaBackend>(index, vram_budget, graphs, times);
 }
 
 }  // namespace strata::cuda

@@ -14,8 +14,9 @@ namespace strata::cuda {
 bool device_available(std::string* why);
 
 // A backend on GPU `index`; vram_budget 0 means the free memory less 1 GiB. graphs: record
-// decode-sized forwards as CUDA graphs and replay them.
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs);
+// decode-sized forwards as CUDA graphs and replay them. times: report where replayed forwards'
+// time went when the backend closes (STRATA_CUDA_TIMES=1).
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs, bool times);
 
 // GB/s of a 2 GiB device-to-device copy (read + write bytes over the median time of 5 copies).
 double copy_bandwidth(int index);

@@ -60,11 +60,6 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
         be.copy_rows(qg, 2 * d, q, d, n * c.n_head, d);
         be.copy_rows(qg + d, 2 * d, gate, d, n * c.n_head, d);
     }
-    backend::RopeParams rp;
-    rp.n_rot = c.n_rot;
-    rp.theta = c.rope_theta;
-    rp.sections = c.rope_sections;
-    rp.freqs_bf16 = c.rope_freqs_bf16;
     backend::QkNormRopeArgs qk;
     qk.q = q;
     qk.q_norm = &w.q_norm;
@@ -76,7 +71,10 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     qk.head_dim = c.head_dim_k;
     qk.eps = c.rms_eps;
     qk.pos = fp.batch->pos.data();
-    qk.rope = rp;
+    qk.rope.n_rot = c.n_rot;
+    qk.rope.theta = c.rope_theta;
+    qk.rope.sections = c.rope_sections;
+    qk.rope.freqs_bf16 = c.rope_freqs_bf16;
     be.qk_norm_rope(qk);
 
     fp.set_layer_kv(il);
