@@ -52,6 +52,10 @@ struct AttentionArgs {
     float scale = 1.0f;        // usually 1/sqrt(head_dim_k)
     const int32_t* pos = nullptr;            // [n_tokens]: token attends to cache rows 0..pos
     const KvCacheView* const* kv = nullptr;  // [n_tokens]: the cache of the token's sequence
+    // The backend may round q, k, v and the probabilities to f16 for its products (~5e-4
+    // relative each): set for quantised models, whose weights already carry far more error;
+    // unquantised (f32/bf16/f16) models get f32 attention throughout.
+    bool f16_ok = false;
 };
 
 // The experts of one MoE layer applied to a batch: out[t] = sum_j w[t][j] * E_{ids[t][j]}(x[t]),

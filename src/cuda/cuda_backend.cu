@@ -47,8 +47,10 @@ constexpr int64_t kMoeIndexedPairs = 256;
 // Above that, experts are dequantised to bf16 in chunks of at most this many bytes for grouped
 // cuBLAS products (scratch counted in the VRAM budget).
 constexpr size_t kGroupedScratchBytes = size_t{256} << 20;
+// Attention batches of at least this many tokens may take the tensor-core kernel.
+constexpr int64_t kAttnTiledMinTokens = 16;
 
-bool is_float(quant::Type t) { return t == quant::Type::F32 || t == quant::Type::F16 || t == quant::Type::BF16; }
+using quant::is_float_type;
 
 class CudaBackend final : public backend::Backend {
 public:
@@ -403,6 +405,34 @@ public:
         d.head_dim_v = a.head_dim_v;
         d.max_pos = max_pos;
         d.scale = a.scale;
+        // Prefill-sized batches whose tokens come in runs of one sequence go to the tensor-core
+        // kernel, a tile per run of up to tile_tokens tokens.
+        std::vector<AttnTile>& tiles = attn_tiles_;
+        tiles.clear();
+        if (const int tile_tokens = attention_tile_tokens(d); a.f16_ok && tile_tokens > 0 && a.n_tokens >= kAttnTiledMinTokens) {
+            bool aligned = true;
+            for (int64_t t = 0; t < a.n_tokens && aligned; ++t) {
+                const KvCacheView* c = a.kv[t];
+                aligned = (c->k - k_base) % 4 == 0 && (c->v - v_base) % 4 == 0;
+                const KvCacheView* first = tiles.empty() ? nullptr : a.kv[tiles.back().t0];
+                if (first == nullptr || tiles.back().n == tile_tokens || c->k != first->k || c->v != first->v || c->blocks != first->blocks)
+                    tiles.push_back({static_cast<int32_t>(t), 0, 0});
+                AttnTile& tile = tiles.back();
+                ++tile.n;
+                tile.max_pos = std::max(tile.max_pos, a.pos[t]);
+            }
+            // Mostly single-token tiles (many sequences decoding together): the per-token kernel,
+            // which also splits a long cache over several blocks.
+            if (!aligned || static_cast<int64_t>(tiles.size()) * 2 > a.n_tokens) tiles.clear();
+        }
+        if (!tiles.empty()) {
+            const AttnTile* dt = upload_cached(&key_tiles_, tiles.data(), tiles.size());
+            sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.scale, dt,
+                 tiles.size());
+            if (!launching()) return;
+            cuda::attention_tiled(d, dt, static_cast<int64_t>(tiles.size()), stream_);
+            return;
+        }
         const int64_t splits = attention_splits(d, n_sm_);
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
         sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
@@ -608,7 +638,7 @@ private:
         }
         const float one = 1.0f, zero = 0.0f;
         const int m = static_cast<int>(w.rows), k = static_cast<int>(w.ne0), cols = static_cast<int>(n);
-        if (is_float(w.type)) {
+        if (is_float_type(w.type)) {
             // f32 math for float weights, as the CPU backend (no tf32: cuBLAS's default math mode).
             const float* a = reinterpret_cast<const float*>(w.data);
             if (w.type != quant::Type::F32) {
@@ -710,10 +740,11 @@ private:
     };
     std::unordered_map<const void*, Cached> upload_cache_;
     // Keys of upload_cached for per-step arrays (their addresses only serve as keys).
-    char key_pos_ = 0, key_inv_freq_ = 0, key_kv_rows_ = 0, key_tokens_ = 0;
+    char key_pos_ = 0, key_inv_freq_ = 0, key_kv_rows_ = 0, key_tokens_ = 0, key_tiles_ = 0;
     // Host-side grouping of a large MoE batch.
     std::vector<int64_t> kv_offsets_;
     std::vector<TokenKv> attn_tokens_;
+    std::vector<AttnTile> attn_tiles_;
     std::vector<int32_t> moe_ids_, moe_offsets_, moe_fill_, moe_token_of_, moe_slot_row_, moe_active_;
     // Large-batch MoE: one grouped cuBLAS call per chunk of experts (host argument arrays).
     bool moe_grouped(const MoeArgs& a, const float* xg, float* hg, float* hu, float* outp, const int32_t* slot_row);
@@ -838,7 +869,7 @@ void CudaBackend::moe(const MoeArgs& a) {
     float* hu = static_cast<float*>(scratch(kMoeUp, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
     gather_rows(a.x, n_embd, upload(moe_token_of_.data(), moe_token_of_.size()), n_pairs, xg, stream_);
     const int32_t* slot_row = upload(moe_slot_row_.data(), moe_slot_row_.size());
-    if (grouped_gemm_ok_ && !is_float(a.gate->type) && !is_float(a.up->type) && !is_float(a.down->type) &&
+    if (grouped_gemm_ok_ && !is_float_type(a.gate->type) && !is_float_type(a.up->type) && !is_float_type(a.down->type) &&
         moe_grouped(a, xg, hg, hu, outp, slot_row))
         return;
     for (int64_t e = 0; e < n_expert; ++e) {

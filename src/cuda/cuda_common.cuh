@@ -168,4 +168,16 @@ int64_t attention_splits(const Attention& a, int n_sm);
 size_t attention_partial_floats(const Attention& a, int64_t splits);
 void attention(const Attention& a, int64_t splits, cudaStream_t s);
 
+// Prefill-sized batches on tensor cores (cuda_attention_mma.cu). A tile is a run of batch tokens
+// t0..t0+n-1 that share one KV view (one sequence's run of a prefill); max_pos is the last
+// position any of them attends to. Keys, values and queries are rounded to f16 for the products
+// (f32 accumulation and softmax).
+struct AttnTile {
+    int32_t t0, n, max_pos;
+};
+// Tokens per tile for this shape (64 query rows over the heads of a KV group), or 0 when the
+// tensor-core kernel does not take it (head dims 64, 128 and 256, equal for keys and values).
+int attention_tile_tokens(const Attention& a);
+void attention_tiled(const Attention& a, const AttnTile* tiles, int64_t n_tiles, cudaStream_t s);
+
 }  // namespace strata::cuda

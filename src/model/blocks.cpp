@@ -92,6 +92,7 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim_k));
     a.pos = fp.batch->pos.data();
     a.kv = fp.kv_of_token.data();
+    a.f16_ok = !quant::is_float_type(w.q.type) && !quant::is_float_type(w.k.type) && !quant::is_float_type(w.v.type);
     be.attention(a);
     if (gate != nullptr) be.mul_sigmoid(attn, gate, n, c.n_head * c.head_dim_v, c.n_head * c.head_dim_v);
 

@@ -224,8 +224,6 @@ BlockQuantizer block_quantizer(Type t) {
     }
 }
 
-bool is_float_type(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
-
 }  // namespace
 
 bool can_quantize(Type t) { return is_float_type(t) || block_quantizer(t) != nullptr; }

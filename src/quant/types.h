@@ -64,4 +64,7 @@ std::optional<Type> type_from_name(std::string_view name);
 // result overflows.
 std::optional<uint64_t> row_bytes(Type t, uint64_t n);
 
+// Unquantised: f32, f16 or bf16.
+inline bool is_float_type(Type t) { return t == Type::F32 || t == Type::F16 || t == Type::BF16; }
+
 }  // namespace strata::quant

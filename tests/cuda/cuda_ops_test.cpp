@@ -386,7 +386,8 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
     struct Case {
         int64_t n_head, n_head_kv, dim, ctx, block_size;
     };
-    for (const Case c : {Case{4, 2, 32, 9, 4}, Case{32, 4, 128, 1500, 16}, Case{16, 2, 256, 700, 32}}) {
+    for (const Case c : {Case{4, 2, 32, 9, 4}, Case{32, 4, 128, 1500, 16}, Case{16, 2, 256, 700, 32}, Case{8, 8, 64, 300, 16},
+                         Case{16, 1, 64, 200, 8}}) {
         const int64_t k_row = c.n_head_kv * c.dim;
         const int64_t n_blocks = (c.ctx + c.block_size - 1) / c.block_size;
         // Two sequences share one pool with interleaved, shuffled blocks.
@@ -410,8 +411,10 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
         EXPECT_EQ(cpu_of(kp), gpu_of(kp));
         // Decode-sized batch: a token of sequence 1 at the last position, then a run of
         // sequence 0. Prefill-sized batch: a run of sequence 1 ending at the last position, all
-        // of sequence 0's first positions, then one more sequence-1 token.
-        for (bool prefill : {false, true}) {
+        // of sequence 0's first positions, then one more sequence-1 token. Long: every position
+        // of sequence 0 (causal over the whole cache), then three of sequence 1.
+        for (const int mode : {0, 1, 2}) {
+            const bool prefill = mode > 0;
             std::vector<int32_t> qpos;
             std::vector<const KvCacheView*> qc, qg;
             auto add = [&](int64_t p, int seq) {
@@ -423,11 +426,14 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 const int64_t n0 = std::min<int64_t>(c.ctx, 7);
                 add(c.ctx - 1, 1);
                 for (int64_t t = 0; t < n0; ++t) add(c.ctx - n0 + t, 0);
-            } else {
+            } else if (mode == 1) {
                 const int64_t n1 = std::min<int64_t>(c.ctx, 21), n0 = std::min<int64_t>(c.ctx, 30);
                 for (int64_t t = 0; t < n1; ++t) add(c.ctx - n1 + t, 1);
                 for (int64_t t = 0; t < n0; ++t) add(t, 0);
                 add(c.ctx / 2, 1);
+            } else {
+                for (int64_t t = 0; t < c.ctx; ++t) add(t, 0);
+                for (int64_t t = 0; t < std::min<int64_t>(c.ctx, 3); ++t) add(c.ctx - 3 + t, 1);
             }
             const auto n = static_cast<int64_t>(qpos.size());
             Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)), out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
@@ -445,9 +451,23 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
             a.q = q.gpu.data();
             a.out = out.gpu.data();
             a.kv = qg.data();
-            gpu_->attention(a);
-            EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
-                                                            << (prefill ? " prefill" : " decode");
+            for (const bool f16_ok : {false, true}) {
+                a.f16_ok = f16_ok;
+                gpu_->attention(a);
+                // With f16 allowed, batches of 16+ tokens in runs of one sequence with head dims
+                // 64/128/256 take the tensor-core kernel: q, k, v and the probabilities rounded
+                // to f16 (~5e-4 relative each), f32 sums. Everything else runs in f32.
+                const bool tiled = f16_ok && prefill && n >= 16 && (c.dim == 64 || c.dim == 128 || c.dim == 256);
+                const double err = nmse(cpu_of(out), gpu_of(out));
+                EXPECT_LT(err, tiled ? 1e-6 : 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
+                                                     << " mode " << mode << (tiled ? " (tensor cores)" : "");
+                std::printf("attention heads %lld/%lld dim %lld ctx %lld mode %d%s: NMSE %.3g\n", static_cast<long long>(c.n_head),
+                            static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim), static_cast<long long>(c.ctx), mode,
+                            tiled ? " (tensor cores)" : (f16_ok ? " (f16 allowed)" : ""), err);
+                // The second run must write every output again.
+                const std::vector<float> stale(out.n, 1e3f);
+                gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
+            }
         }
     }
 }
