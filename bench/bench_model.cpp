@@ -4,7 +4,10 @@
 // step reads (attention, router, shared and the used experts' rows) and the bandwidth that
 // implies, beside a streaming-read measurement of this machine taken in the same run.
 //
-//   bench_model -m MODEL [-p 256] [-n 32] [-r 3] [-t 2]
+// tg runs after the pp prompt (at depth pp) unless -d sets its depth: -d 0 starts from an empty
+// cache, as llama-bench's tg does, and llama-bench -d N matches -d N here.
+//
+//   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [--device cpu|cuda]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -57,7 +60,7 @@ double read_bandwidth(int threads) {
 
 int main(int argc, char** argv) {
     std::string path;
-    int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1;
+    int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1, depth = -1;
     std::string device = "cpu";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -71,17 +74,18 @@ int main(int argc, char** argv) {
         if (a == "-m") path = next();
         else if (a == "-p") pp = std::atoi(next());
         else if (a == "-n") tg = std::atoi(next());
+        else if (a == "-d") depth = std::atoi(next());
         else if (a == "-r") reps = std::atoi(next());
         else if (a == "-t") threads = std::atoi(next());
         else if (a == "-b") batch = std::atoi(next());
         else if (a == "--device") device = next();
         else {
-            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
+            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
             return 2;
         }
     }
     if (path.empty()) {
-        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
+        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
         return 2;
     }
     try {
@@ -108,18 +112,30 @@ int main(int argc, char** argv) {
         if (gpu) std::printf("device: %s\n", device.c_str());
         std::vector<float> logits(static_cast<size_t>(c.n_vocab));
         std::vector<double> pp_runs, tg_runs;
+        const auto prompt = [&](model::Batch& b, int n) {
+            b.clear();
+            for (int i = 0; i < n; ++i) b.add((i * 7919 + 13) % static_cast<int>(c.n_vocab), i, 0, i + 1 == n);
+        };
         for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
-            auto seq = m->new_sequence(pp + tg + 1);
+            auto seq = m->new_sequence(std::max(pp, depth) + tg + 1);
             model::SequenceState* s = seq.get();
             model::Batch b;
-            for (int i = 0; i < pp; ++i) b.add((i * 7919 + 13) % static_cast<int>(c.n_vocab), i, 0, i + 1 == pp);
+            prompt(b, pp);
             auto t0 = std::chrono::steady_clock::now();
             m->forward(b, {&s, 1}, logits.data());
             const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            int at = pp;
+            if (depth >= 0 && depth != pp) {  // tg at its own depth, in a fresh sequence
+                seq = m->new_sequence(std::max(pp, depth) + tg + 1);
+                s = seq.get();
+                prompt(b, depth);
+                if (depth > 0) m->forward(b, {&s, 1}, logits.data());
+                at = depth;
+            }
             t0 = std::chrono::steady_clock::now();
             for (int i = 0; i < tg; ++i) {
                 b.clear();
-                b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), pp + i, 0, true);
+                b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), at + i, 0, true);
                 m->forward(b, {&s, 1}, logits.data());
             }
             const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -130,7 +146,7 @@ int main(int argc, char** argv) {
         }
         const double tg_med = median(tg_runs);
         std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
-        std::printf("tg%d: %.2f t/s (median of %d)\n", tg, tg_med, reps);
+        std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
         if (gpu) {
             // A decode step reads the weights once (a D2D copy both reads and writes its bytes).
             const double bw = backend::cuda_copy_bandwidth(0);

@@ -35,10 +35,17 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         std::string why;
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
-        const char* env = std::getenv("STRATA_CUDA_GRAPHS");
-        const bool graphs = o.cuda_graphs && !(env != nullptr && std::string(env) == "0");
-        const char* times = std::getenv("STRATA_CUDA_TIMES");
-        return cuda::make_cuda_backend(index, o.vram_budget, graphs, times != nullptr && std::string(times) == "1");
+        // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_TIMES=1.
+        const auto env_is = [](const char* name, const char* value) {
+            const char* v = std::getenv(name);
+            return v != nullptr && std::string(v) == value;
+        };
+        cuda::CudaOptions co;
+        co.vram_budget = o.vram_budget;
+        co.graphs = o.cuda_graphs && !env_is("STRATA_CUDA_GRAPHS", "0");
+        co.dependent_launch = !env_is("STRATA_CUDA_PDL", "0");
+        co.times = env_is("STRATA_CUDA_TIMES", "1");
+        return cuda::make_cuda_backend(index, co);
 #else
         (void)index;
 #endif

@@ -17,6 +17,7 @@ constexpr int64_t kSplitMin = 64;  // positions a split covers at least
 // DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
 template <int DPL, int G>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits) {
+    grid_dependency_enter();
     const int hk = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int group = static_cast<int>(a.n_head / a.n_head_kv);
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
 }
 
 __global__ void combine_kernel(Attention a, int64_t splits) {
+    grid_dependency_enter();
     const int64_t th = blockIdx.x;  // token * n_head + head
     const int dv = static_cast<int>(a.head_dim_v);
     const float* part = a.partial + th * splits * (2 + dv);
@@ -162,7 +164,7 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
         if (shared > 48 * 1024)
             STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared)));
-        attention_kernel<DPL, G><<<grid, kWarps * 32, shared, s>>>(a, splits);
+        launch_kernel(attention_kernel<DPL, G>, grid, kWarps * 32, shared, s, a, splits);
     };
     auto with_group = [&]<int DPL>() {
         if (group <= 1) launch.template operator()<DPL, 1>();
@@ -177,7 +179,7 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
     else with_group.template operator()<8>();
     STRATA_CUDA_LAUNCHED();
     if (splits > 1) {
-        combine_kernel<<<static_cast<unsigned>(a.n_tokens * a.n_head), 128, 0, s>>>(a, splits);
+        launch_kernel(combine_kernel, static_cast<unsigned>(a.n_tokens * a.n_head), 128, 0, s, a, splits);
         STRATA_CUDA_LAUNCHED();
     }
 }

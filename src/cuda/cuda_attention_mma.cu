@@ -47,6 +47,7 @@ __device__ __forceinline__ void store_halves(__half* dst, float4 v) {
 // D: head dim (keys and values); BK: keys staged per step.
 template <int D, int BK>
 __global__ void __launch_bounds__(kFaWarps * 32) attention_mma_kernel(Attention a, const AttnTile* tiles, int64_t n_tiles) {
+    grid_dependency_enter();
     constexpr int S = D + kPad;  // shared row stride, halves
     extern __shared__ __align__(16) unsigned char fa_smem[];
     __half* qs = reinterpret_cast<__half*>(fa_smem);  // [kFaRows][S]
@@ -195,7 +196,7 @@ void launch_mma(const Attention& a, const AttnTile* tiles, int64_t n_tiles, cuda
         STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_mma_kernel<D, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(shared)));
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(n_tiles));
-    attention_mma_kernel<D, BK><<<grid, kFaWarps * 32, shared, s>>>(a, tiles, n_tiles);
+    launch_kernel(attention_mma_kernel<D, BK>, grid, kFaWarps * 32, shared, s, a, tiles, n_tiles);
     STRATA_CUDA_LAUNCHED();
 }
 

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -54,8 +55,11 @@ using quant::is_float_type;
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, uint64_t budget, bool graphs, bool times) : times_(times), graphs_enabled_(graphs) {
+    CudaBackend(int index, const CudaOptions& o) : times_(o.times), graphs_enabled_(o.graphs) {
+        const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
+        // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
+        set_dependent_launch(o.dependent_launch && kernel_binary_version() >= 90);
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
         blas_check(cublasSetStream(blas_, stream_), "set stream");
@@ -932,11 +936,17 @@ double copy_bandwidth(int index) {
     return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
 }
 
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs, bool times) {
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o) {
     int n = 0;
     STRATA_CUDA_CHECK(cudaGetDeviceCount(&n));
     if (index >= n) throw Error("GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) + " visible)");
-    return std::make_unique<CudaBackend>(index, vram_budget, graphs, times);
+    return std::make_unique<CudaBackend>(index, o);
 }
+
+namespace {
+std::atomic<bool> g_dependent_launch{false};
+}
+void set_dependent_launch(bool on) { g_dependent_launch.store(on, std::memory_order_relaxed); }
+bool dependent_launch() { return g_dependent_launch.load(std::memory_order_relaxed); }
 
 }  // namespace strata::cuda

@@ -13,10 +13,14 @@ namespace strata::cuda {
 // True when the CUDA runtime sees at least one device; otherwise false with the reason.
 bool device_available(std::string* why);
 
-// A backend on GPU `index`; vram_budget 0 means the free memory less 1 GiB. graphs: record
-// decode-sized forwards as CUDA graphs and replay them. times: report where replayed forwards'
-// time went when the backend closes (STRATA_CUDA_TIMES=1).
-std::unique_ptr<backend::Backend> make_cuda_backend(int index, uint64_t vram_budget, bool graphs, bool times);
+struct CudaOptions {
+    uint64_t vram_budget = 0;       // 0: the free memory less 1 GiB
+    bool graphs = true;             // record decode-sized forwards as CUDA graphs and replay them
+    bool times = false;             // report where replayed forwards' time went, at close
+    bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
+};
+// A backend on GPU `index`.
+std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);
 
 // GB/s of a 2 GiB device-to-device copy (read + write bytes over the median time of 5 copies).
 double copy_bandwidth(int index);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "quant/types.h"
 #include "util/error.h"
@@ -35,6 +36,43 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+// ---- programmatic dependent launch (sm_90+) --------------------------------------------------
+// Each kernel may be launched while the one before it on the stream is still running: its
+// blocks get resident early and wait in grid_dependency_enter() until the previous grid has
+// finished and its writes are visible, then let the next kernel launch. A decode step is ~500
+// small dependent kernels, and this overlaps each launch with the kernel before it. Every
+// kernel started through launch_kernel() must call grid_dependency_enter() before it touches
+// global memory (a kernel that skipped it could overtake its predecessor).
+__device__ __forceinline__ void grid_dependency_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// Whether launch_kernel() asks for early launch: set by the backend when the code that runs on
+// its device was compiled for sm_90 or later (kernel_binary_version() >= 90: the wait above is
+// compiled in), unless STRATA_CUDA_PDL=0.
+void set_dependent_launch(bool on);
+bool dependent_launch();
+int kernel_binary_version();  // of the code the device runs (from its SASS or JIT-compiled PTX), e.g. 90
+
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t s, Args&&... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shared;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1] = {};
+    if (dependent_launch()) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    STRATA_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
 
 // ---- quantised products (cuda_matmul.cu) ---------------------------------------------------
 

@@ -39,6 +39,7 @@ template <class Dq, int NC>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
                                                            int groups, const float* __restrict__ x, int64_t x_stride,
                                                            int n, float* __restrict__ y, int64_t y_stride) {
+    grid_dependency_enter();
     const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (row >= rows) return;
     constexpr int kGroups = Dq::kValues / 8;
@@ -99,6 +100,7 @@ __device__ __forceinline__ float row_total(float acc, float* shared) {
 // fill the GPU.
 template <class Dq, int kRows, int kWpr>
 __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, const float* __restrict__ x) {
+    grid_dependency_enter();
     static_assert(kRows == 1 || kWpr == 1, "rows per warp or warps per row, not both");
     __shared__ float partial[kWarps];
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -165,6 +167,7 @@ void with_gemv_shape(GemvShape sh, F&& f) {
 template <class Dq, class Out>
 __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int groups,
                                const int32_t* __restrict__ ids, int64_t per_id, Out* __restrict__ out) {
+    grid_dependency_enter();
     const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= rows * groups) return;
     const int64_t r = idx / groups;
@@ -201,6 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t*
                                                                    int rows, int groups, const float* __restrict__ x,
                                                                    const int32_t* __restrict__ ids, int k,
                                                                    float* __restrict__ hidden) {
+    grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = blockIdx.y;
     const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
@@ -248,6 +252,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __
                                                                 int rows, int groups, const float* __restrict__ hidden,
                                                                 const int32_t* __restrict__ ids,
                                                                 float* __restrict__ out) {
+    grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = blockIdx.y;
     const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
@@ -322,13 +327,13 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
     const dim3 grid(blocks_for(w.rows, kWarps));
     with_dequantizer(w.type, [&]<class Dq>() {
         if (n == 1)
-            gemv_kernel<Dq, 1><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 1, y, y_stride);
+            launch_kernel(gemv_kernel<Dq, 1>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 1, y, y_stride);
         else if (n == 2)
-            gemv_kernel<Dq, 2><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 2, y, y_stride);
+            launch_kernel(gemv_kernel<Dq, 2>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 2, y, y_stride);
         else if (n <= 4)
-            gemv_kernel<Dq, 4><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
+            launch_kernel(gemv_kernel<Dq, 4>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
         else
-            gemv_kernel<Dq, kGemvMaxCols><<<grid, kWarps * 32, 0, s>>>(w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
+            launch_kernel(gemv_kernel<Dq, kGemvMaxCols>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -354,7 +359,7 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
     const unsigned blocks = blocks_for(total, kWarps / sh.warps_per_row * sh.rows_per_warp);
     with_dequantizer(ws[0].type, [&]<class Dq>() {
         with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
-            gemv1_kernel<Dq, kRows, kWpr><<<blocks, kWarps * 32, 0, s>>>(b, chunks, x);
+            launch_kernel(gemv1_kernel<Dq, kRows, kWpr>, blocks, kWarps * 32, 0, s, b, chunks, x);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -365,7 +370,7 @@ void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, floa
     check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
     with_dequantizer(w.type, [&]<class Dq>() {
-        dequant_kernel<Dq, float><<<blocks_for(n * groups, 256), 256, 0, s>>>(w.data, w.row_bytes, n, groups, ids, 1, out);
+        launch_kernel(dequant_kernel<Dq, float>, blocks_for(n * groups, 256), 256, 0, s, w.data, w.row_bytes, n, groups, ids, 1, out);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -377,9 +382,9 @@ void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t
     with_dequantizer(w.type, [&]<class Dq>() {
         const unsigned blocks = blocks_for(w.rows * groups, 256);
         if (to_bf16)
-            dequant_kernel<Dq, __nv_bfloat16><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<__nv_bfloat16*>(out));
+            launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<__nv_bfloat16*>(out));
         else
-            dequant_kernel<Dq, float><<<blocks, 256, 0, s>>>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<float*>(out));
+            launch_kernel(dequant_kernel<Dq, float>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<float*>(out));
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -390,7 +395,7 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
     const int groups = static_cast<int>(w.ne0 / 8);
     const int64_t rows = count * w.rows;
     with_dequantizer(w.type, [&]<class Dq>() {
-        dequant_kernel<Dq, __nv_bfloat16><<<blocks_for(rows * groups, 256), 256, 0, s>>>(
+        launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks_for(rows * groups, 256), 256, 0, s, 
             w.data, w.row_bytes, rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
     });
     STRATA_CUDA_LAUNCHED();
@@ -405,7 +410,7 @@ void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* 
     const dim3 grid(blocks_for(gate.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(gate.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
-            moe_gate_up_kernel<Dq, kRows><<<grid, kWarps * 32, 0, s>>>(gate.data, up.data, gate.row_bytes,
+            launch_kernel(moe_gate_up_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
                                                                        static_cast<int>(gate.rows), groups, x, ids,
                                                                        static_cast<int>(k), hidden);
         });
@@ -421,7 +426,7 @@ void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, co
     const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
-            moe_down_kernel<Dq, kRows><<<grid, kWarps * 32, 0, s>>>(down.data, down.row_bytes, static_cast<int>(down.rows),
+            launch_kernel(moe_down_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, down.data, down.row_bytes, static_cast<int>(down.rows),
                                                                     groups, hidden, ids, out_pairs);
         });
     });

@@ -26,6 +26,7 @@ __device__ float block_sum(float v, float* shared32) {
 
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t dim, float eps,
                                 float* __restrict__ out) {
+    grid_dependency_enter();
     __shared__ float partial[32];
     const float* xr = x + blockIdx.x * dim;
     float ss = 0.0f;
@@ -39,6 +40,7 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
 // One warp per row for short rows (heads): rows of dim values.
 __global__ void rms_norm_warp_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t rows, int64_t dim,
                                      float eps, float* __restrict__ out) {
+    grid_dependency_enter();
     const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (r >= rows) return;
@@ -56,7 +58,8 @@ __global__ void rms_norm_warp_kernel(const float* __restrict__ x, const float* _
 // threads holding one float4 each.
 template <bool kAdd>
 __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim,
-                                    float eps, float* out) {  // out may be y (in place)
+                                    float eps, float* out) {
+    grid_dependency_enter();  // out may be y (in place)
     constexpr int kPerThread = 4;
     __shared__ float partial[32];
     const int64_t n4 = dim / 4;
@@ -98,6 +101,7 @@ __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const
 // the rest k's.
 template <int kJ>
 __global__ void head_norm_rope_kernel(HeadNormRope a) {
+    grid_dependency_enter();
     int64_t head = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     const int64_t q_heads = a.n_tokens * a.n_head;
@@ -135,11 +139,13 @@ __global__ void head_norm_rope_kernel(HeadNormRope a) {
 }
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) y[i] += x[i];
 }
 
 __global__ void swiglu_kernel(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * dim) return;
     const int64_t r = i / dim, c = i % dim;
@@ -147,6 +153,7 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int64_t rows, 
 }
 
 __global__ void mul_sigmoid_kernel(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * dim) return;
     const int64_t r = i / dim, c = i % dim;
@@ -156,6 +163,7 @@ __global__ void mul_sigmoid_kernel(float* x, const float* g, int64_t rows, int64
 // NeoX pairs (i, i + n_rot/2) of every head rotated by pos * inv_freq[i].
 __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                             const float* inv_freq, int64_t half) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n_tokens * n_heads * half) return;
     const int64_t j = i % half, th = i / half, t = th / n_heads;
@@ -170,6 +178,7 @@ __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t
 
 __global__ void kv_store_kernel(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, const float* k,
                                 int64_t k_row, const float* v, int64_t v_row) {
+    grid_dependency_enter();
     const int64_t t = blockIdx.y;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k_row + v_row; i += gridDim.x * blockDim.x) {
         if (i < k_row) k_base[k_off[t] + i] = k[t * k_row + i];
@@ -180,6 +189,7 @@ __global__ void kv_store_kernel(float* k_base, float* v_base, const int64_t* k_o
 // One block per token: softmax over the router logits, then k rounds of a block-wide argmax
 // (ties to the lower id), optional renormalisation of the chosen weights.
 __global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, bool renorm, int32_t* ids, float* weights) {
+    grid_dependency_enter();
     extern __shared__ float p[];  // [n_expert]
     __shared__ float red_v[32];
     __shared__ int red_i[32];
@@ -238,6 +248,7 @@ constexpr int kRouteWarps = 4;
 template <int kPer>
 __global__ void route_reg_kernel(const float* __restrict__ logits, int64_t n_tokens, int n_expert, int k, bool renorm,
                                  int32_t* __restrict__ ids, float* __restrict__ weights) {
+    grid_dependency_enter();
     const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (t >= n_tokens) return;
@@ -289,6 +300,7 @@ __global__ void route_reg_kernel(const float* __restrict__ logits, int64_t n_tok
 // shuffles only, for the usual expert counts.
 __global__ void route_warp_kernel(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                                   float* weights) {
+    grid_dependency_enter();
     extern __shared__ float smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
@@ -327,6 +339,7 @@ __global__ void route_warp_kernel(const float* logits, int64_t n_tokens, int64_t
 }
 
 __global__ void l2_norm_kernel(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) {
+    grid_dependency_enter();
     const int64_t r = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
     if (r >= n_tokens * rows) return;
@@ -340,6 +353,7 @@ __global__ void l2_norm_kernel(float* x, int64_t n_tokens, int64_t rows, int64_t
 
 __global__ void gdn_gates_kernel(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride,
                                  const float* a, const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n_tokens * n_heads) return;
     const int64_t t = i / n_heads, h = i % n_heads;
@@ -353,6 +367,7 @@ __global__ void gdn_gates_kernel(const float* alpha, const float* b, int64_t row
 // One thread per channel walks the tokens; the window is the carried inputs then the new ones.
 __global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel,
                             float* state, float* out) {
+    grid_dependency_enter();
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= channels) return;
     const int64_t keep = kernel - 1;
@@ -378,6 +393,7 @@ __global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, 
 constexpr int kDeltaWarps = 4;
 template <int R>
 __global__ void __launch_bounds__(kDeltaWarps * 32) delta_rule_kernel(DeltaRule a) {
+    grid_dependency_enter();
     const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
     const bool live = col < a.d_v;
@@ -431,18 +447,21 @@ __global__ void __launch_bounds__(kDeltaWarps * 32) delta_rule_kernel(DeltaRule 
 }
 
 __global__ void to_bf16_kernel(const float* x, int64_t rows, int64_t cols, int64_t x_stride, __nv_bfloat16* out) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= rows * cols) return;
     out[i] = __float2bfloat16(x[(i / cols) * x_stride + i % cols]);
 }
 
 __global__ void gather_rows_kernel(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     out[i] = x[static_cast<int64_t>(rows[i / cols]) * cols + i % cols];
 }
 
 __global__ void swiglu_bf16_kernel(const __nv_bfloat16* gate, const __nv_bfloat16* up, int64_t n, __nv_bfloat16* out) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) out[i] = __float2bfloat16(silu(__bfloat162float(gate[i])) * __bfloat162float(up[i]));
 }
@@ -453,6 +472,7 @@ __device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162f
 template <class Pair>
 __global__ void moe_combine_kernel(const Pair* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens,
                                    int64_t k, int64_t dim, float* out) {
+    grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n_tokens * dim) return;
     const int64_t t = i / dim, c = i % dim;
@@ -481,10 +501,10 @@ int norm_threads(int64_t dim) {
 void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
     if (rows <= 0) return;
     const int threads = norm_threads(dim);
-    if (dim <= 512) rms_norm_warp_kernel<<<blocks_for(rows, 8), 256, 0, s>>>(x, w, rows, dim, eps, out);
+    if (dim <= 512) launch_kernel(rms_norm_warp_kernel, blocks_for(rows, 8), 256, 0, s, x, w, rows, dim, eps, out);
     else if (threads > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0)
-        add_rms_norm_kernel<false><<<static_cast<unsigned>(rows), threads, 0, s>>>(const_cast<float*>(x), nullptr, w, dim, eps, out);
-    else rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, s>>>(x, w, dim, eps, out);
+        launch_kernel(add_rms_norm_kernel<false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x), nullptr, w, dim, eps, out);
+    else launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, s, x, w, dim, eps, out);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -497,7 +517,7 @@ void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_
         rms_norm(y, w, rows, dim, eps, out, s);
         return;
     }
-    add_rms_norm_kernel<true><<<static_cast<unsigned>(rows), threads, 0, s>>>(y, x, w, dim, eps, out);
+    launch_kernel(add_rms_norm_kernel<true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -514,29 +534,35 @@ void head_norm_rope(const HeadNormRope& a, cudaStream_t s) {
     if (heads <= 0) return;
     const unsigned grid = blocks_for(heads, 8);
     switch (a.head_dim) {
-        case 64: head_norm_rope_kernel<2><<<grid, 256, 0, s>>>(a); break;
-        case 128: head_norm_rope_kernel<4><<<grid, 256, 0, s>>>(a); break;
-        case 256: head_norm_rope_kernel<8><<<grid, 256, 0, s>>>(a); break;
-        default: head_norm_rope_kernel<16><<<grid, 256, 0, s>>>(a); break;
+        case 64: launch_kernel(head_norm_rope_kernel<2>, grid, 256, 0, s, a); break;
+        case 128: launch_kernel(head_norm_rope_kernel<4>, grid, 256, 0, s, a); break;
+        case 256: launch_kernel(head_norm_rope_kernel<8>, grid, 256, 0, s, a); break;
+        default: launch_kernel(head_norm_rope_kernel<16>, grid, 256, 0, s, a); break;
     }
     STRATA_CUDA_LAUNCHED();
 }
 
+int kernel_binary_version() {
+    cudaFuncAttributes fa{};
+    STRATA_CUDA_CHECK(cudaFuncGetAttributes(&fa, add_kernel));
+    return fa.binaryVersion;
+}
+
 void add(float* y, const float* x, int64_t n, cudaStream_t s) {
     if (n <= 0) return;
-    add_kernel<<<blocks_for(n, 256), 256, 0, s>>>(y, x, n);
+    launch_kernel(add_kernel, blocks_for(n, 256), 256, 0, s, y, x, n);
     STRATA_CUDA_LAUNCHED();
 }
 
 void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out, cudaStream_t s) {
     if (rows * dim <= 0) return;
-    swiglu_kernel<<<blocks_for(rows * dim, 256), 256, 0, s>>>(gate, up, rows, dim, in_stride, out);
+    launch_kernel(swiglu_kernel, blocks_for(rows * dim, 256), 256, 0, s, gate, up, rows, dim, in_stride, out);
     STRATA_CUDA_LAUNCHED();
 }
 
 void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride, cudaStream_t s) {
     if (rows * dim <= 0) return;
-    mul_sigmoid_kernel<<<blocks_for(rows * dim, 256), 256, 0, s>>>(x, g, rows, dim, g_stride);
+    launch_kernel(mul_sigmoid_kernel, blocks_for(rows * dim, 256), 256, 0, s, x, g, rows, dim, g_stride);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -544,7 +570,7 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const i
           int64_t n_rot, cudaStream_t s) {
     const int64_t n = n_tokens * n_heads * (n_rot / 2);
     if (n <= 0) return;
-    rope_kernel<<<blocks_for(n, 256), 256, 0, s>>>(x, n_tokens, n_heads, head_dim, pos, inv_freq, n_rot / 2);
+    launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, s, x, n_tokens, n_heads, head_dim, pos, inv_freq, n_rot / 2);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -552,7 +578,7 @@ void kv_store(float* k_base, float* v_base, const int64_t* k_off, const int64_t*
               int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
     if (n_tokens <= 0) return;
     const dim3 grid(blocks_for(k_row + v_row, 256), static_cast<unsigned>(n_tokens));
-    kv_store_kernel<<<grid, 256, 0, s>>>(k_base, v_base, k_off, v_off, k, k_row, v, v_row);
+    launch_kernel(kv_store_kernel, grid, 256, 0, s, k_base, v_base, k_off, v_off, k, k_row, v, v_row);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -563,32 +589,32 @@ void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert,
     if (n_expert <= 512 && k <= 32) {
         const unsigned grid = blocks_for(n_tokens, kRouteWarps);
         const int ne = static_cast<int>(n_expert), kk = static_cast<int>(k);
-        if (n_expert <= 128) route_reg_kernel<4><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
-        else if (n_expert <= 256) route_reg_kernel<8><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
-        else route_reg_kernel<16><<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, ne, kk, renorm, ids, weights);
+        if (n_expert <= 128) launch_kernel(route_reg_kernel<4>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
+        else if (n_expert <= 256) launch_kernel(route_reg_kernel<8>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
+        else launch_kernel(route_reg_kernel<16>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
         STRATA_CUDA_LAUNCHED();
         return;
     }
     if (n_expert <= 1024) {
-        route_warp_kernel<<<blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32, kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s>>>(
+        launch_kernel(route_warp_kernel, blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32, kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s, 
             logits, n_tokens, n_expert, k, renorm, ids, weights);
         STRATA_CUDA_LAUNCHED();
         return;
     }
-    route_kernel<<<static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s>>>(logits, n_expert, k, renorm, ids, weights);
+    launch_kernel(route_kernel, static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s, logits, n_expert, k, renorm, ids, weights);
     STRATA_CUDA_LAUNCHED();
 }
 
 void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps, cudaStream_t s) {
     if (n_tokens * rows <= 0) return;
-    l2_norm_kernel<<<blocks_for(n_tokens * rows, 8), 256, 0, s>>>(x, n_tokens, rows, dim, token_stride, eps);
+    launch_kernel(l2_norm_kernel, blocks_for(n_tokens * rows, 8), 256, 0, s, x, n_tokens, rows, dim, token_stride, eps);
     STRATA_CUDA_LAUNCHED();
 }
 
 void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride, const float* a,
                const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads, cudaStream_t s) {
     if (n_tokens * n_heads <= 0) return;
-    gdn_gates_kernel<<<blocks_for(n_tokens * n_heads, 256), 256, 0, s>>>(alpha, b, row_stride, group, group_stride, a, dt_bias,
+    launch_kernel(gdn_gates_kernel, blocks_for(n_tokens * n_heads, 256), 256, 0, s, alpha, b, row_stride, group, group_stride, a, dt_bias,
                                                                          g, beta, n_tokens, n_heads);
     STRATA_CUDA_LAUNCHED();
 }
@@ -596,7 +622,7 @@ void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t g
 void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel, float* conv_state,
                    float* out, cudaStream_t s) {
     if (kernel < 1 || kernel > 65) throw Error("conv kernel of " + std::to_string(kernel) + " taps");
-    conv_kernel<<<blocks_for(channels, 128), 128, 0, s>>>(x, n_tokens, channels, w, kernel, conv_state, out);
+    launch_kernel(conv_kernel, blocks_for(channels, 128), 128, 0, s, x, n_tokens, channels, w, kernel, conv_state, out);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -606,13 +632,13 @@ void delta_rule(const DeltaRule& a, cudaStream_t s) {
     const int64_t rows = a.d_k / kDeltaWarps;
     if (a.d_k % kDeltaWarps != 0) throw Error("delta rule: d_k " + std::to_string(a.d_k) + " is not a multiple of 4");
     switch (rows) {
-        case 1: delta_rule_kernel<1><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 2: delta_rule_kernel<2><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 4: delta_rule_kernel<4><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 8: delta_rule_kernel<8><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 16: delta_rule_kernel<16><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 32: delta_rule_kernel<32><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
-        case 64: delta_rule_kernel<64><<<grid, kDeltaWarps * 32, 0, s>>>(a); break;
+        case 1: launch_kernel(delta_rule_kernel<1>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 2: launch_kernel(delta_rule_kernel<2>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 4: launch_kernel(delta_rule_kernel<4>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 8: launch_kernel(delta_rule_kernel<8>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 16: launch_kernel(delta_rule_kernel<16>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 32: launch_kernel(delta_rule_kernel<32>, grid, kDeltaWarps * 32, 0, s, a); break;
+        case 64: launch_kernel(delta_rule_kernel<64>, grid, kDeltaWarps * 32, 0, s, a); break;
         default: throw Error("delta rule: no CUDA kernel for d_k " + std::to_string(a.d_k));
     }
     STRATA_CUDA_LAUNCHED();
@@ -620,34 +646,34 @@ void delta_rule(const DeltaRule& a, cudaStream_t s) {
 
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s) {
     if (rows * cols <= 0) return;
-    to_bf16_kernel<<<blocks_for(rows * cols, 256), 256, 0, s>>>(x, rows, cols, x_stride, static_cast<__nv_bfloat16*>(out));
+    launch_kernel(to_bf16_kernel, blocks_for(rows * cols, 256), 256, 0, s, x, rows, cols, x_stride, static_cast<__nv_bfloat16*>(out));
     STRATA_CUDA_LAUNCHED();
 }
 
 void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s) {
     if (n * cols <= 0) return;
-    gather_rows_kernel<<<blocks_for(n * cols, 256), 256, 0, s>>>(x, cols, rows, n, out);
+    launch_kernel(gather_rows_kernel, blocks_for(n * cols, 256), 256, 0, s, x, cols, rows, n, out);
     STRATA_CUDA_LAUNCHED();
 }
 
 void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
                  int64_t dim, float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
-    moe_combine_kernel<<<blocks_for(n_tokens * dim, 256), 256, 0, s>>>(pairs, slot_row, weights, n_tokens, k, dim, out);
+    launch_kernel(moe_combine_kernel<float>, blocks_for(n_tokens * dim, 256), 256, 0, s, pairs, slot_row, weights, n_tokens, k, dim, out);
     STRATA_CUDA_LAUNCHED();
 }
 
 void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
                       int64_t dim, float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
-    moe_combine_kernel<<<blocks_for(n_tokens * dim, 256), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(pairs), slot_row, weights,
+    launch_kernel(moe_combine_kernel<__nv_bfloat16>, blocks_for(n_tokens * dim, 256), 256, 0, s, static_cast<const __nv_bfloat16*>(pairs), slot_row, weights,
                                                                        n_tokens, k, dim, out);
     STRATA_CUDA_LAUNCHED();
 }
 
 void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStream_t s) {
     if (n <= 0) return;
-    swiglu_bf16_kernel<<<blocks_for(n, 256), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up), n,
+    launch_kernel(swiglu_bf16_kernel, blocks_for(n, 256), 256, 0, s, static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up), n,
                                                           static_cast<__nv_bfloat16*>(out));
     STRATA_CUDA_LAUNCHED();
 }
