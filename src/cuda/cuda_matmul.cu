@@ -326,14 +326,14 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
     const int groups = static_cast<int>(w.ne0 / 8);
     const dim3 grid(blocks_for(w.rows, kWarps));
     with_dequantizer(w.type, [&]<class Dq>() {
-        if (n == 1)
-            launch_kernel(gemv_kernel<Dq, 1>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 1, y, y_stride);
-        else if (n == 2)
-            launch_kernel(gemv_kernel<Dq, 2>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, 2, y, y_stride);
-        else if (n <= 4)
-            launch_kernel(gemv_kernel<Dq, 4>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
-        else
-            launch_kernel(gemv_kernel<Dq, kGemvMaxCols>, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride, static_cast<int>(n), y, y_stride);
+        const auto run = [&](auto kernel) {
+            launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride,
+                          static_cast<int>(n), y, y_stride);
+        };
+        if (n == 1) run(gemv_kernel<Dq, 1>);
+        else if (n == 2) run(gemv_kernel<Dq, 2>);
+        else if (n <= 4) run(gemv_kernel<Dq, 4>);
+        else run(gemv_kernel<Dq, kGemvMaxCols>);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -382,9 +382,11 @@ void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t
     with_dequantizer(w.type, [&]<class Dq>() {
         const unsigned blocks = blocks_for(w.rows * groups, 256);
         if (to_bf16)
-            launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<__nv_bfloat16*>(out));
+            launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1,
+                          static_cast<__nv_bfloat16*>(out));
         else
-            launch_kernel(dequant_kernel<Dq, float>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<float*>(out));
+            launch_kernel(dequant_kernel<Dq, float>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1,
+                          static_cast<float*>(out));
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -395,8 +397,8 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
     const int groups = static_cast<int>(w.ne0 / 8);
     const int64_t rows = count * w.rows;
     with_dequantizer(w.type, [&]<class Dq>() {
-        launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks_for(rows * groups, 256), 256, 0, s, 
-            w.data, w.row_bytes, rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
+        launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks_for(rows * groups, 256), 256, 0, s, w.data, w.row_bytes,
+                      rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -411,8 +413,7 @@ void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* 
     with_dequantizer(gate.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_gate_up_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
-                                                                       static_cast<int>(gate.rows), groups, x, ids,
-                                                                       static_cast<int>(k), hidden);
+                          static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -426,8 +427,8 @@ void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, co
     const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
-            launch_kernel(moe_down_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, down.data, down.row_bytes, static_cast<int>(down.rows),
-                                                                    groups, hidden, ids, out_pairs);
+            launch_kernel(moe_down_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
+                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
         });
     });
     STRATA_CUDA_LAUNCHED();

@@ -503,7 +503,8 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
     const int threads = norm_threads(dim);
     if (dim <= 512) launch_kernel(rms_norm_warp_kernel, blocks_for(rows, 8), 256, 0, s, x, w, rows, dim, eps, out);
     else if (threads > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0)
-        launch_kernel(add_rms_norm_kernel<false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x), nullptr, w, dim, eps, out);
+        launch_kernel(add_rms_norm_kernel<false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x), nullptr,
+                      w, dim, eps, out);
     else launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, s, x, w, dim, eps, out);
     STRATA_CUDA_LAUNCHED();
 }
@@ -589,19 +590,24 @@ void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert,
     if (n_expert <= 512 && k <= 32) {
         const unsigned grid = blocks_for(n_tokens, kRouteWarps);
         const int ne = static_cast<int>(n_expert), kk = static_cast<int>(k);
-        if (n_expert <= 128) launch_kernel(route_reg_kernel<4>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
-        else if (n_expert <= 256) launch_kernel(route_reg_kernel<8>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
-        else launch_kernel(route_reg_kernel<16>, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
+        const auto run = [&](auto kernel) {
+            launch_kernel(kernel, grid, kRouteWarps * 32, 0, s, logits, n_tokens, ne, kk, renorm, ids, weights);
+        };
+        if (n_expert <= 128) run(route_reg_kernel<4>);
+        else if (n_expert <= 256) run(route_reg_kernel<8>);
+        else run(route_reg_kernel<16>);
         STRATA_CUDA_LAUNCHED();
         return;
     }
     if (n_expert <= 1024) {
-        launch_kernel(route_warp_kernel, blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32, kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s, 
-            logits, n_tokens, n_expert, k, renorm, ids, weights);
+        launch_kernel(route_warp_kernel, blocks_for(n_tokens, kRouteWarps), kRouteWarps * 32,
+                      kRouteWarps * static_cast<size_t>(n_expert) * sizeof(float), s, logits, n_tokens, n_expert, k, renorm, ids,
+                      weights);
         STRATA_CUDA_LAUNCHED();
         return;
     }
-    launch_kernel(route_kernel, static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s, logits, n_expert, k, renorm, ids, weights);
+    launch_kernel(route_kernel, static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s,
+                  logits, n_expert, k, renorm, ids, weights);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -614,8 +620,8 @@ void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t toke
 void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride, const float* a,
                const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads, cudaStream_t s) {
     if (n_tokens * n_heads <= 0) return;
-    launch_kernel(gdn_gates_kernel, blocks_for(n_tokens * n_heads, 256), 256, 0, s, alpha, b, row_stride, group, group_stride, a, dt_bias,
-                                                                         g, beta, n_tokens, n_heads);
+    launch_kernel(gdn_gates_kernel, blocks_for(n_tokens * n_heads, 256), 256, 0, s, alpha, b, row_stride, group,
+                  group_stride, a, dt_bias, g, beta, n_tokens, n_heads);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -666,15 +672,15 @@ void moe_combine(const float* pairs, const int32_t* slot_row, const float* weigh
 void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
                       int64_t dim, float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
-    launch_kernel(moe_combine_kernel<__nv_bfloat16>, blocks_for(n_tokens * dim, 256), 256, 0, s, static_cast<const __nv_bfloat16*>(pairs), slot_row, weights,
-                                                                       n_tokens, k, dim, out);
+    launch_kernel(moe_combine_kernel<__nv_bfloat16>, blocks_for(n_tokens * dim, 256), 256, 0, s,
+                  static_cast<const __nv_bfloat16*>(pairs), slot_row, weights, n_tokens, k, dim, out);
     STRATA_CUDA_LAUNCHED();
 }
 
 void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStream_t s) {
     if (n <= 0) return;
-    launch_kernel(swiglu_bf16_kernel, blocks_for(n, 256), 256, 0, s, static_cast<const __nv_bfloat16*>(gate), static_cast<const __nv_bfloat16*>(up), n,
-                                                          static_cast<__nv_bfloat16*>(out));
+    launch_kernel(swiglu_bf16_kernel, blocks_for(n, 256), 256, 0, s, static_cast<const __nv_bfloat16*>(gate),
+                  static_cast<const __nv_bfloat16*>(up), n, static_cast<__nv_bfloat16*>(out));
     STRATA_CUDA_LAUNCHED();
 }
 
