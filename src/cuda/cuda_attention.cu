@@ -2,6 +2,8 @@
 // one KV head (all the query heads of that group read each key and value row once), its four
 // warps take positions in turn with an online softmax each, and long caches are split over
 // several blocks whose partial results a second kernel combines.
+#include <bit>
+
 #include "cuda/cuda_common.cuh"
 
 namespace strata::cuda {
@@ -145,7 +147,9 @@ int64_t attention_splits(const Attention& a, int n_sm) {
     // more in combine_kernel than they save (4x at 4,096 positions: 158 against 174 t/s).
     const int64_t blocks = a.n_tokens * a.n_head_kv;
     const int64_t want = (2 * static_cast<int64_t>(n_sm) + blocks - 1) / blocks;
-    const int64_t most = (static_cast<int64_t>(a.max_pos) + kSplitMin) / kSplitMin;
+    // A power of two: the count is part of a recorded decode graph's signature, and a count
+    // that moved every 16 positions would re-record the graph that often.
+    const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>((a.max_pos + kSplitMin) / kSplitMin)));
     return std::max<int64_t>(1, std::min(want, most));
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -59,7 +60,7 @@ public:
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
-        set_dependent_launch(o.dependent_launch && kernel_binary_version() >= 90);
+        allow_dependent_launch(o.dependent_launch && kernel_code_version() >= 90);
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
         blas_check(cublasSetStream(blas_, stream_), "set stream");
@@ -944,9 +945,15 @@ std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions
 }
 
 namespace {
+std::mutex g_launch_mutex;
+bool g_launch_decided = false;
 std::atomic<bool> g_dependent_launch{false};
+}  // namespace
+void allow_dependent_launch(bool on) {
+    std::lock_guard<std::mutex> lock(g_launch_mutex);
+    g_dependent_launch.store((g_launch_decided ? g_dependent_launch.load() : true) && on, std::memory_order_relaxed);
+    g_launch_decided = true;
 }
-void set_dependent_launch(bool on) { g_dependent_launch.store(on, std::memory_order_relaxed); }
 bool dependent_launch() { return g_dependent_launch.load(std::memory_order_relaxed); }
 
 }  // namespace strata::cuda

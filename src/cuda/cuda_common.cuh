@@ -50,12 +50,13 @@ __device__ __forceinline__ void grid_dependency_enter() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
-// Whether launch_kernel() asks for early launch: set by the backend when the code that runs on
-// its device was compiled for sm_90 or later (kernel_binary_version() >= 90: the wait above is
-// compiled in), unless STRATA_CUDA_PDL=0.
-void set_dependent_launch(bool on);
+// Whether launch_kernel() asks for early launch: allowed by each backend when the code that
+// runs on its device was compiled for sm_90 or later (kernel_code_version() >= 90: the wait above
+// is compiled in), unless STRATA_CUDA_PDL=0. Process-wide: the first backend sets it and later
+// ones can only turn it off (GPUs of different generations in one process run without it).
+void allow_dependent_launch(bool on);
 bool dependent_launch();
-int kernel_binary_version();  // of the code the device runs (from its SASS or JIT-compiled PTX), e.g. 90
+int kernel_code_version();  // min(SASS, PTX) version of the code the device runs, e.g. 90
 
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t s, Args&&... args) {

@@ -543,10 +543,12 @@ void head_norm_rope(const HeadNormRope& a, cudaStream_t s) {
     STRATA_CUDA_LAUNCHED();
 }
 
-int kernel_binary_version() {
+int kernel_code_version() {
     cudaFuncAttributes fa{};
     STRATA_CUDA_CHECK(cudaFuncGetAttributes(&fa, add_kernel));
-    return fa.binaryVersion;
+    // Code JIT-compiled from older PTX reports the device's binary version but was compiled
+    // with the older __CUDA_ARCH__ (no wait in it): the lower of the two decides.
+    return std::min(fa.binaryVersion, fa.ptxVersion);
 }
 
 void add(float* y, const float* x, int64_t n, cudaStream_t s) {
