@@ -116,8 +116,9 @@ int main(int argc, char** argv) {
             b.clear();
             for (int i = 0; i < n; ++i) b.add((i * 7919 + 13) % static_cast<int>(c.n_vocab), i, 0, i + 1 == n);
         };
+        const int capacity = std::max(pp, depth) + tg + 1;
         for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
-            auto seq = m->new_sequence(std::max(pp, depth) + tg + 1);
+            auto seq = m->new_sequence(capacity);
             model::SequenceState* s = seq.get();
             model::Batch b;
             prompt(b, pp);
@@ -126,7 +127,7 @@ int main(int argc, char** argv) {
             const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             int at = pp;
             if (depth >= 0 && depth != pp) {  // tg at its own depth, in a fresh sequence
-                seq = m->new_sequence(std::max(pp, depth) + tg + 1);
+                seq = m->new_sequence(capacity);
                 s = seq.get();
                 prompt(b, depth);
                 if (depth > 0) m->forward(b, {&s, 1}, logits.data());

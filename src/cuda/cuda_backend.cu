@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -945,14 +944,11 @@ std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions
 }
 
 namespace {
-std::mutex g_launch_mutex;
-bool g_launch_decided = false;
-std::atomic<bool> g_dependent_launch{false};
+// Kernels are launched only by backends, each of which has called allow_dependent_launch first.
+std::atomic<bool> g_dependent_launch{true};
 }  // namespace
 void allow_dependent_launch(bool on) {
-    std::lock_guard<std::mutex> lock(g_launch_mutex);
-    g_dependent_launch.store((g_launch_decided ? g_dependent_launch.load() : true) && on, std::memory_order_relaxed);
-    g_launch_decided = true;
+    if (!on) g_dependent_launch.store(false, std::memory_order_relaxed);
 }
 bool dependent_launch() { return g_dependent_launch.load(std::memory_order_relaxed); }
 
