@@ -15,6 +15,7 @@ struct BackendOptions {
     int threads = 2;             // CPU threads
     uint64_t vram_budget = 0;    // bytes of device memory the backend may use; 0: what is free less 1 GiB
     bool cuda_graphs = true;     // replay decode steps as CUDA graphs (STRATA_CUDA_GRAPHS=0 turns it off)
+    bool cuda_int8_products = true;  // decode products on 8-bit activations (STRATA_CUDA_Q8=0 turns it off)
 };
 
 // Throws strata::Error naming the problem: an unknown device, a build without CUDA, no GPU.

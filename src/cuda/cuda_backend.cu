@@ -55,7 +55,7 @@ using quant::is_float_type;
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, const CudaOptions& o) : times_(o.times), graphs_enabled_(o.graphs) {
+    CudaBackend(int index, const CudaOptions& o) : times_(o.times), graphs_enabled_(o.graphs), int8_products_(o.int8_products) {
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
@@ -100,6 +100,7 @@ public:
     // op with its pointers and sizes. A graph with that signature is launched; otherwise the
     // forward is declined and runs eagerly, and the next one is captured anew.
     void forward_begin(int64_t n_tokens, bool may_replay) override {
+        act_src_ = nullptr;
         if (times_) walk_start_ = std::chrono::steady_clock::now();
         if (mode_ == Mode::Capture) abandon();  // a forward that threw half way
         mode_ = Mode::Eager;
@@ -183,6 +184,7 @@ public:
     }
 
     void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) override {
+        act_src_ = nullptr;
         uint64_t total = 0;
         for (const Weight& w : weights) {
             const bool vector = w.ne[1] * w.ne[2] * w.ne[3] == 1;
@@ -246,6 +248,7 @@ public:
         sync();
     }
     void copy_from_host(const float* host, float* dst, size_t n) override {
+        act_src_ = nullptr;
         if (mode_ == Mode::Capture) abandon();
         if (mode_ != Mode::Eager) return;
         STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
@@ -277,7 +280,8 @@ public:
     }
 
     void matmul(std::span<const MatmulArgs> products) override {
-        // Single-row products of one input with matrices of one type and width go in one launch.
+        // Single-row products of one input with matrices of one type and width go in one launch;
+        // the input is rounded to 8 bits once for all of them that take it.
         size_t i = 0;
         while (i < products.size()) {
             const MatmulArgs& p = products[i];
@@ -286,35 +290,44 @@ public:
             while (batchable && j < products.size() && j - i < kGemvBatchMax && products[j].x == p.x && products[j].n_tokens == 1 &&
                    products[j].w->type == p.w->type && products[j].w->ne[0] == p.w->ne[0])
                 ++j;
-            if (j - i == 1) {
+            const bool int8 = batchable && int8_products_ && q8_supported(p.w->type);
+            if (!batchable || (j - i == 1 && !int8)) {
                 product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
             } else {
+                const ActQ8 xq = int8 ? act_q8_for(p.x, 1, p.w->ne[0]) : ActQ8{};
                 DeviceMatrix ws[kGemvBatchMax];
                 float* ys[kGemvBatchMax];
                 for (size_t k = i; k < j; ++k) {
                     ws[k - i] = matrix(*products[k].w);
                     ys[k - i] = products[k].y;
-                    sign(kOpProduct, ws[k - i].data, p.x, ys[k - i]);
+                    sign(kOpProduct, ws[k - i].data, p.x, ys[k - i], int8);
                 }
-                if (launching()) gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
+                if (launching()) {
+                    if (int8) gemv1_multi(ws, ys, static_cast<int>(j - i), xq, stream_);
+                    else gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
+                }
             }
             i = j;
         }
     }
 
     void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
-        sign(kOpRmsNorm, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out);
+        const ActQ8* q8 = norm_q8(rows, dim);
+        sign(kOpRmsNorm, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out, q8 != nullptr ? q8->q : nullptr);
+        if (q8 != nullptr) remember_act(out, rows, dim);
         if (!launching()) return;
-        cuda::rms_norm(x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_);
+        cuda::rms_norm(x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_, q8);
     }
     void add(float* y, const float* x, int64_t n) override {
         sign(kOpAdd, y, x, n);
         if (launching()) cuda::add(y, x, n, stream_);
     }
     void add_rms_norm(float* y, const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
-        sign(kOpAddRmsNorm, y, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out);
+        const ActQ8* q8 = norm_q8(rows, dim);
+        sign(kOpAddRmsNorm, y, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out, q8 != nullptr ? q8->q : nullptr);
+        if (q8 != nullptr) remember_act(out, rows, dim);
         if (!launching()) return;
-        cuda::add_rms_norm(y, x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_);
+        cuda::add_rms_norm(y, x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_, q8);
     }
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
         sign(kOpSwiglu, gate, up, rows, dim, in_stride, out);
@@ -499,7 +512,7 @@ public:
     }
 
 private:
-    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kScratchSlots };
+    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kActX, kActHidden, kScratchSlots };
     struct DevBuf {
         void* ptr = nullptr;
         size_t bytes = 0;
@@ -668,7 +681,7 @@ private:
     enum Op : uint64_t {
         kOpCopy = 1, kOpCopyRows, kOpCopyToHost, kOpGetRows, kOpProduct, kOpRmsNorm, kOpAdd, kOpSwiglu, kOpMulSigmoid, kOpRope,
         kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm,
-        kOpAddRmsNorm, kOpQkNormRope
+        kOpAddRmsNorm, kOpQkNormRope, kOpQuantize
     };
     static constexpr size_t kGraphsPerSize = 8;
     struct Graph {
@@ -690,9 +703,40 @@ private:
         } else return static_cast<uint64_t>(v);
     }
     // Appends an op and its arguments to the signature of the forward being recorded or replayed.
+    // Every op passes here first: all but those that only read activations (products, experts,
+    // routing, the rounding itself) may write the input the 8-bit copy was made from.
     template <class... A>
-    void sign(A... args) {
-        if (mode_ != Mode::Eager) (sig_.push_back(word(args)), ...);
+    void sign(Op op, A... args) {
+        if (op != kOpProduct && op != kOpMoe && op != kOpRoute && op != kOpQuantize) act_src_ = nullptr;
+        if (mode_ != Mode::Eager) {
+            sig_.push_back(op);
+            (sig_.push_back(word(args)), ...);
+        }
+    }
+
+    // ---- 8-bit activations -------------------------------------------------------------------
+    // One 8-bit copy of an activation lives in scratch kActX at a time, with the f32 rows it was
+    // made from: norms write it alongside their output (decode-sized rows; one fused kernel),
+    // products and experts reuse it when their input is those rows, else round their input
+    // into it first.
+    static constexpr int64_t kNormQ8MaxRows = 32;  // the device-side MoE path's tokens (256 pairs / 8)
+    const ActQ8* norm_q8(int64_t rows, int64_t dim) {
+        if (!int8_products_ || rows > kNormQ8MaxRows || dim % 32 != 0) return nullptr;
+        act_ = act_q8_in(scratch(kActX, act_q8_bytes(rows, dim)), rows, dim);
+        return &act_;
+    }
+    void remember_act(const float* src, int64_t rows, int64_t n) {
+        act_src_ = src;
+        act_rows_ = rows;
+        act_n_ = n;
+    }
+    ActQ8 act_q8_for(const float* x, int64_t rows, int64_t n) {
+        if (act_src_ == x && act_rows_ == rows && act_n_ == n) return act_;
+        act_ = act_q8_in(scratch(kActX, act_q8_bytes(rows, n)), rows, n);
+        sign(kOpQuantize, x, rows, n, act_.q);
+        remember_act(x, rows, n);
+        if (launching()) quantize_act_q8(x, rows, n, n, act_, stream_);
+        return act_;
     }
     bool launching() const { return mode_ == Mode::Eager || mode_ == Mode::Capture; }
     void drop_graphs() {
@@ -712,6 +756,10 @@ private:
     std::chrono::steady_clock::time_point walk_start_;
     std::vector<double> walk_us_, run_us_;
     bool graphs_enabled_ = true;
+    const bool int8_products_;
+    ActQ8 act_{};                      // the 8-bit copy in kActX (act_q8_for)
+    const float* act_src_ = nullptr;   // the rows it was made from (null: none valid)
+    int64_t act_rows_ = 0, act_n_ = 0;
     Mode mode_ = Mode::Eager;
     std::vector<uint64_t> sig_;
     std::vector<HostCopy> deferred_;
@@ -836,11 +884,25 @@ void CudaBackend::moe(const MoeArgs& a) {
     float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
     if (n_pairs <= kMoeIndexedPairs) {
         float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
-        sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden);
+        const bool int8 = int8_products_ && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 &&
+                          n_ff % 32 == 0;
+        ActQ8 xq{}, hq{};
+        if (int8) {
+            xq = act_q8_for(a.x, a.n_tokens, n_embd);
+            hq = act_q8_in(scratch(kActHidden, act_q8_bytes(n_pairs, n_ff)), n_pairs, n_ff);
+        }
+        sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden, xq.q,
+             hq.q);
         if (!launching()) return;
         DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
-        moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
-        moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
+        if (int8) {
+            moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_);
+            quantize_act_q8(hidden, n_pairs, n_ff, n_ff, hq, stream_);
+            moe_down(down, hq, n_pairs, a.ids, outp, stream_);
+        } else {
+            moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
+            moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
+        }
         moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
         return;
     }

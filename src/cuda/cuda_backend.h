@@ -18,6 +18,8 @@ struct CudaOptions {
     bool graphs = true;             // record decode-sized forwards as CUDA graphs and replay them
     bool times = false;             // report where replayed forwards' time went, at close
     bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
+    bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
+                                    // their input rounded to 8 bits per 32 values (as the CPU does)
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

@@ -90,6 +90,23 @@ struct DeviceMatrix {
     size_t row_bytes;
 };
 
+// Activations rounded to 8 bits for the integer-dot products of decode (dp4a on the weights'
+// codes instead of dequantising every weight to f32): rows of n values (n a multiple of 32); per
+// 32 values one scale (value ~ d * q, q in [-127, 127]) and per 16 values the f32 sum of the
+// original values, which the k-quants' min terms use exactly.
+struct ActQ8 {
+    int8_t* q;  // [rows][n]
+    float* d;   // [rows][n / 32]
+    float* s;   // [rows][n / 16]
+};
+size_t act_q8_bytes(int64_t rows, int64_t n);
+// The three arrays laid out in buf (act_q8_bytes of it, 16-byte aligned).
+ActQ8 act_q8_in(void* buf, int64_t rows, int64_t n);
+void quantize_act_q8(const float* x, int64_t rows, int64_t n, int64_t x_stride, const ActQ8& out, cudaStream_t s);
+// True when the products take ActQ8 input for weights of this type (Q4_K, Q5_K, Q6_K, Q8_0,
+// IQ3_XXS: the types of real Q4_K_M and IQ3_XXS files' big tensors); others keep f32 input.
+bool q8_supported(quant::Type t);
+
 // y[n][y_stride] (first rows columns) = W x for n <= kGemvMaxCols input rows x[n][x_stride]:
 // one warp per weight row, the weight read once for all n inputs.
 inline constexpr int kGemvMaxCols = 8;
@@ -107,6 +124,8 @@ struct GemvBatch {
     size_t row_bytes;
 };
 void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s);
+// The same with the input rounded to 8 bits (every matrix's type q8_supported).
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
 
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
@@ -122,14 +141,23 @@ void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* 
                  const int32_t* ids, float* hidden, cudaStream_t s);
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
               cudaStream_t s);
+// The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
+// rows of a multiple of 32 values).
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
+                 const int32_t* ids, float* hidden, cudaStream_t s);
+void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+              cudaStream_t s);
 
 // ---- element-wise and small ops (cuda_ops.cu) ---------------------------------------------
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+// q8 (optional): the output also rounded to 8 bits (dim a multiple of 32), fused where it can be.
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s,
+              const ActQ8* q8 = nullptr);
 void add(float* y, const float* x, int64_t n, cudaStream_t s);
 // y += x, then out = rms_norm(y) * w: one kernel for rows of up to 16,384 values (else add and
 // rms_norm).
-void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s);
+void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s,
+                  const ActQ8* q8 = nullptr);
 // Attention's q and k heads in one kernel: each head rms-normed with its weight, then RoPE'd,
 // in place; for head_dim 64/128/256/512 and n_rot/2 a multiple of 32 (head_norm_rope_fits).
 struct HeadNormRope {

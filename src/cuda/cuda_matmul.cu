@@ -64,13 +64,19 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
 // Sum of row_dot32 over chunks first, first + stride, ... < chunks, two chunks per step so each
 // lane has both chunks' loads in flight before it does any arithmetic (decode is latency-bound:
 // a lane waiting on one 16-byte load at a time leaves most of the memory bandwidth idle).
-template <class Dq>
-__device__ __forceinline__ float row_dot_strided(const uint8_t* wr, int first, int stride, int chunks, const float* x) {
+template <class Dq, class X>
+__device__ __forceinline__ float row_dot_strided(const uint8_t* wr, int first, int stride, int chunks, const X& x) {
     float acc = 0.0f;
     for (int i = first; i < chunks; i += 2 * stride) {
         const int i2 = i + stride;
-        const float a = row_dot32<Dq>(wr, i, x);
-        const float b = i2 < chunks ? row_dot32<Dq>(wr, i2, x) : 0.0f;
+        typename ChunkOf<X>::type ca, cb;
+        load_chunk<Dq>(x, i, ca);
+        const float a = chunk_dot<Dq>(wr, i, ca);
+        float b = 0.0f;
+        if (i2 < chunks) {
+            load_chunk<Dq>(x, i2, cb);
+            b = chunk_dot<Dq>(wr, i2, cb);
+        }
         acc += a + b;
     }
     return acc;
@@ -97,9 +103,9 @@ __device__ __forceinline__ float row_total(float acc, float* shared) {
 // lane loads its chunk of x once for all of them (x is read through L1 at 4 bytes a value
 // against ~0.6 for Q4_K weights; ncu showed the one-row-per-warp kernel at ~70 % L1 and ~10 %
 // DRAM throughput) — or, for matrices of few rows, kWpr warps per row so small products still
-// fill the GPU.
-template <class Dq, int kRows, int kWpr>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, const float* __restrict__ x) {
+// fill the GPU. X: the input row, f32 (const float*) or 8-bit (Q8Row).
+template <class Dq, int kRows, int kWpr, class X>
+__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, X x) {
     grid_dependency_enter();
     static_assert(kRows == 1 || kWpr == 1, "rows per warp or warps per row, not both");
     __shared__ float partial[kWarps];
@@ -124,11 +130,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chu
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
         for (int i = lane; i < chunks; i += 32) {
-            float4 xv[8];
-            chunk_x<Dq>(x, i, xv);
+            typename ChunkOf<X>::type xc;
+            load_chunk<Dq>(x, i, xc);
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
-                if (wr[r] != nullptr) acc[r] += row_dot32<Dq>(wr[r], i, xv);
+                if (wr[r] != nullptr) acc[r] += chunk_dot<Dq>(wr[r], i, xc);
         }
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r] = warp_sum(acc[r]);
@@ -197,11 +203,12 @@ __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // hidden[p][row] = silu(gate_e[row] . x_t) * (up_e[row] . x_t), e = ids[p], t = p / k; kRows
-// rows of gate and of up per warp, sharing each lane's loads of x.
-template <class Dq, int kRows>
+// rows of gate and of up per warp, sharing each lane's loads of x (f32, or Q8Row for rows of
+// whole 32-value chunks).
+template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
                                                                    const uint8_t* __restrict__ up, size_t row_bytes,
-                                                                   int rows, int groups, const float* __restrict__ x,
+                                                                   int rows, int groups, X x,
                                                                    const int32_t* __restrict__ ids, int k,
                                                                    float* __restrict__ hidden) {
     grid_dependency_enter();
@@ -210,24 +217,24 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t*
     const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
     if (first >= rows) return;
     const size_t base = static_cast<size_t>(ids[p]) * rows;
-    const float* xt = x + static_cast<int64_t>(p / k) * groups * 8;
+    const X xt = row_at(x, p / k, groups * 8);
     float g[kRows], u[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) g[r] = u[r] = 0.0f;
     const int n = min(kRows, rows - first);
-    if (groups % 4 == 0) {  // rows of whole 32-value chunks (every real model)
+    if (!std::is_same_v<X, const float*> || groups % 4 == 0) {  // rows of whole 32-value chunks (every real model)
         for (int i = lane; i < groups / 4; i += 32) {
-            float4 xv[8];
-            chunk_x<Dq>(xt, i, xv);
+            typename ChunkOf<X>::type xc;
+            load_chunk<Dq>(xt, i, xc);
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
                 if (r >= n) break;
                 const size_t off = (base + first + r) * row_bytes;
-                g[r] += row_dot32<Dq>(gate + off, i, xv);
-                u[r] += row_dot32<Dq>(up + off, i, xv);
+                g[r] += chunk_dot<Dq>(gate + off, i, xc);
+                u[r] += chunk_dot<Dq>(up + off, i, xc);
             }
         }
-    } else {
+    } else if constexpr (std::is_same_v<X, const float*>) {
         for (int i = lane; i < groups; i += 32) {
             for (int r = 0; r < n; ++r) {
                 float v[8];
@@ -247,9 +254,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t*
 }
 
 // out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p]; kRows rows per warp.
-template <class Dq, int kRows>
+template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes,
-                                                                int rows, int groups, const float* __restrict__ hidden,
+                                                                int rows, int groups, X hidden,
                                                                 const int32_t* __restrict__ ids,
                                                                 float* __restrict__ out) {
     grid_dependency_enter();
@@ -258,22 +265,22 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __
     const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
     if (first >= rows) return;
     const uint8_t* w0 = down + (static_cast<size_t>(ids[p]) * rows + first) * row_bytes;
-    const float* h = hidden + static_cast<int64_t>(p) * groups * 8;
+    const X h = row_at(hidden, p, groups * 8);
     const int n = min(kRows, rows - first);
     float acc[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
-    if (groups % 4 == 0) {
+    if (!std::is_same_v<X, const float*> || groups % 4 == 0) {
         for (int i = lane; i < groups / 4; i += 32) {
-            float4 xv[8];
-            chunk_x<Dq>(h, i, xv);
+            typename ChunkOf<X>::type xc;
+            load_chunk<Dq>(h, i, xc);
 #pragma unroll
             for (int r = 0; r < kRows; ++r) {
                 if (r >= n) break;
-                acc[r] += row_dot32<Dq>(w0 + static_cast<size_t>(r) * row_bytes, i, xv);
+                acc[r] += chunk_dot<Dq>(w0 + static_cast<size_t>(r) * row_bytes, i, xc);
             }
         }
-    } else {
+    } else if constexpr (std::is_same_v<X, const float*>) {
         for (int i = lane; i < groups; i += 32) {
             for (int r = 0; r < n; ++r) {
                 float v[8];
@@ -338,7 +345,30 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
     STRATA_CUDA_LAUNCHED();
 }
 
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s) {
+namespace {
+
+// Rounds each 32 values to int8 with one scale (one warp per 32 values: max, scale, round) and
+// sums each 16 of the original values.
+__global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t rows, int n, int64_t x_stride, ActQ8 out) {
+    grid_dependency_enter();
+    const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (idx >= rows * n) return;  // n % 32 == 0: whole warps leave together
+    const int64_t r = idx / n;
+    const float v = x[r * x_stride + idx % n];
+    const float amax = warp_max(fabsf(v));
+    out.q[idx] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(v * (127.0f / amax)) : 0);
+    float sum = v;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const int lane = threadIdx.x & 31;
+    if (lane == 0) out.d[idx / 32] = amax / 127.0f;
+    if ((lane & 15) == 0) out.s[idx / 16] = sum;
+}
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+template <class X>
+void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
     if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
     GemvBatch b{};
     int total = 0;
@@ -353,16 +383,57 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
     }
     b.count = count;
     b.row_bytes = ws[0].row_bytes;
-    if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
     const int chunks = static_cast<int>(ws[0].ne0 / 32);
     const GemvShape sh = gemv_shape(total, chunks);
     const unsigned blocks = blocks_for(total, kWarps / sh.warps_per_row * sh.rows_per_warp);
     with_dequantizer(ws[0].type, [&]<class Dq>() {
-        with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
-            launch_kernel(gemv1_kernel<Dq, kRows, kWpr>, blocks, kWarps * 32, 0, s, b, chunks, x);
-        });
+        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
+            with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
+                launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, b, chunks, x);
+            });
+        } else {
+            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(ws[0].type));
+        }
     });
     STRATA_CUDA_LAUNCHED();
+}
+
+Q8Row q8_row(const ActQ8& a) { return {a.q, a.d, a.s}; }
+
+}  // namespace
+
+bool q8_supported(quant::Type t) {
+    bool found = false;
+    with_dequantizer(t, [&]<class Dq>() { found = kHasQ8Dot<Dq>; });
+    return found;
+}
+
+size_t act_q8_bytes(int64_t rows, int64_t n) {
+    const auto v = static_cast<size_t>(rows * n);
+    return align16(v) + align16(v / 32 * sizeof(float)) + v / 16 * sizeof(float);
+}
+
+ActQ8 act_q8_in(void* buf, int64_t rows, int64_t n) {
+    const auto v = static_cast<size_t>(rows * n);
+    auto* p = static_cast<uint8_t*>(buf);
+    return {reinterpret_cast<int8_t*>(p), reinterpret_cast<float*>(p + align16(v)),
+            reinterpret_cast<float*>(p + align16(v) + align16(v / 32 * sizeof(float)))};
+}
+
+void quantize_act_q8(const float* x, int64_t rows, int64_t n, int64_t x_stride, const ActQ8& out, cudaStream_t s) {
+    if (n % 32 != 0) throw Error("8-bit activations need rows of a multiple of 32 values, got " + std::to_string(n));
+    if (rows <= 0) return;
+    launch_kernel(quantize_act_q8_kernel, blocks_for(rows * n, 256), 256, 0, s, x, rows, static_cast<int>(n), x_stride, out);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s) {
+    if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
+    gemv1_launch<const float*>(ws, ys, count, x, s);
+}
+
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
+    gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), s);
 }
 
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {
@@ -403,35 +474,67 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
     STRATA_CUDA_LAUNCHED();
 }
 
-void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s) {
+namespace {
+
+template <class X>
+void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k,
+                        const int32_t* ids, float* hidden, cudaStream_t s) {
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
+    if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(gate.ne0 / 8);
     const int rpw = moe_rows_per_warp(gate.rows, n_pairs);
     const dim3 grid(blocks_for(gate.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(gate.type, [&]<class Dq>() {
-        with_rows_per_warp(rpw, [&]<int kRows>() {
-            launch_kernel(moe_gate_up_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
-                          static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden);
-        });
+        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
+            with_rows_per_warp(rpw, [&]<int kRows>() {
+                launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
+                              static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden);
+            });
+        } else {
+            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(gate.type));
+        }
     });
     STRATA_CUDA_LAUNCHED();
 }
 
-void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
-              cudaStream_t s) {
+template <class X>
+void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs, cudaStream_t s) {
     check_type(down);
+    if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
     const int rpw = moe_rows_per_warp(down.rows, n_pairs);
     const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
     with_dequantizer(down.type, [&]<class Dq>() {
-        with_rows_per_warp(rpw, [&]<int kRows>() {
-            launch_kernel(moe_down_kernel<Dq, kRows>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
-                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
-        });
+        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
+            with_rows_per_warp(rpw, [&]<int kRows>() {
+                launch_kernel(moe_down_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
+                              static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
+            });
+        } else {
+            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(down.type));
+        }
     });
     STRATA_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
+                 const int32_t* ids, float* hidden, cudaStream_t s) {
+    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, s);
+}
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
+                 const int32_t* ids, float* hidden, cudaStream_t s) {
+    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, s);
+}
+void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+              cudaStream_t s) {
+    moe_down_launch<const float*>(down, hidden, n_pairs, ids, out_pairs, s);
+}
+void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+              cudaStream_t s) {
+    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, ids, out_pairs, s);
 }
 
 }  // namespace strata::cuda

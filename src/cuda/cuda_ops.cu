@@ -53,12 +53,31 @@ __global__ void rms_norm_warp_kernel(const float* __restrict__ x, const float* _
     for (int64_t i = lane; i < dim; i += 32) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
 }
 
+// Values 4 quad .. 4 quad + 3 of an ActQ8 (rows contiguous), from the thread holding them: the 8
+// threads of one 32-value block are 8 consecutive lanes, which share their maximum and sums by
+// shuffles (as quantize_act_q8 rounds). Every lane of the warp must take part.
+__device__ __forceinline__ void store_q8_quad(float4 r, int64_t quad, const ActQ8& q8) {
+    float m = fmaxf(fmaxf(fabsf(r.x), fabsf(r.y)), fmaxf(fabsf(r.z), fabsf(r.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float k = m > 0.0f ? 127.0f / m : 0.0f;
+    const char4 c = make_char4(static_cast<signed char>(__float2int_rn(r.x * k)), static_cast<signed char>(__float2int_rn(r.y * k)),
+                               static_cast<signed char>(__float2int_rn(r.z * k)), static_cast<signed char>(__float2int_rn(r.w * k)));
+    reinterpret_cast<char4*>(q8.q)[quad] = c;
+    float s = r.x + r.y + r.z + r.w;
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if ((quad & 3) == 0) q8.s[quad / 4] = s;
+    if ((quad & 7) == 0) q8.d[quad / 8] = m / 127.0f;
+}
+
 // One row per block, dim / 4 <= 4 * blockDim.x: the row stays in registers between the sum of
 // squares and the scaling (kAdd: y += x first, written back). Rows of 2,048 values take 512
-// threads holding one float4 each.
-template <bool kAdd>
+// threads holding one float4 each. kQ8: the output is also written rounded to 8 bits (dim a
+// multiple of 128, so whole warps run out of values together).
+template <bool kAdd, bool kQ8>
 __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim,
-                                    float eps, float* out) {
+                                    float eps, float* out, ActQ8 q8) {
     grid_dependency_enter();  // out may be y (in place)
     constexpr int kPerThread = 4;
     __shared__ float partial[32];
@@ -91,7 +110,9 @@ __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const
         const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
         if (i >= n4) break;
         const float4 s = w4 != nullptr ? w4[i] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-        o[i] = make_float4(v[k].x * inv * s.x, v[k].y * inv * s.y, v[k].z * inv * s.z, v[k].w * inv * s.w);
+        const float4 r = make_float4(v[k].x * inv * s.x, v[k].y * inv * s.y, v[k].z * inv * s.z, v[k].w * inv * s.w);
+        o[i] = r;
+        if constexpr (kQ8) store_q8_quad(r, static_cast<int64_t>(blockIdx.x) * n4 + i, q8);
     }
 }
 
@@ -498,27 +519,45 @@ int norm_threads(int64_t dim) {
 }
 }  // namespace
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s,
+              const ActQ8* q8) {
     if (rows <= 0) return;
     const int threads = norm_threads(dim);
+    const bool fused = threads > 0 && dim > 512 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    if (fused && q8 != nullptr && dim % 128 == 0) {
+        launch_kernel(add_rms_norm_kernel<false, true>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x),
+                      nullptr, w, dim, eps, out, *q8);
+        STRATA_CUDA_LAUNCHED();
+        return;
+    }
     if (dim <= 512) launch_kernel(rms_norm_warp_kernel, blocks_for(rows, 8), 256, 0, s, x, w, rows, dim, eps, out);
-    else if (threads > 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0)
-        launch_kernel(add_rms_norm_kernel<false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x), nullptr,
-                      w, dim, eps, out);
+    else if (fused)
+        launch_kernel(add_rms_norm_kernel<false, false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x),
+                      nullptr, w, dim, eps, out, ActQ8{});
     else launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, s, x, w, dim, eps, out);
     STRATA_CUDA_LAUNCHED();
+    if (q8 != nullptr) quantize_act_q8(out, rows, dim, dim, *q8, s);
 }
 
-void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s) {
+void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s,
+                  const ActQ8* q8) {
     if (rows <= 0) return;
     const int threads = norm_threads(dim);
     const bool aligned = (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
     if (dim <= 512 || threads == 0 || !aligned) {
         add(y, x, rows * dim, s);
-        rms_norm(y, w, rows, dim, eps, out, s);
+        rms_norm(y, w, rows, dim, eps, out, s, q8);
         return;
     }
-    launch_kernel(add_rms_norm_kernel<true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out);
+    if (q8 != nullptr && dim % 128 == 0) {
+        launch_kernel(add_rms_norm_kernel<true, true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, *q8);
+    } else {
+        launch_kernel(add_rms_norm_kernel<true, false>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, ActQ8{});
+        if (q8 != nullptr) {
+            STRATA_CUDA_LAUNCHED();
+            quantize_act_q8(out, rows, dim, dim, *q8, s);
+        }
+    }
     STRATA_CUDA_LAUNCHED();
 }
 

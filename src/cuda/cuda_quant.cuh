@@ -368,6 +368,19 @@ __device__ __forceinline__ int k4_byte(uint32_t w0, uint32_t w1, uint32_t w2, in
     return static_cast<int>((w >> (8 * (k & 3))) & 0xff);
 }
 
+// Sub-block s's 6-bit scale and min of a Q4_K/Q5_K block whose first 16 bytes are `head` (d,
+// dmin, scales[0..12)). s < 4: scale = sc[s] & 63, min = sc[s+4] & 63; s >= 4: 4 bits from
+// sc[s+4] and the top 2 bits of sc[s-4] (scale) / sc[s] (min).
+__device__ __forceinline__ void k4_scale_min(uint4 head, int s, int& sc, int& mn) {
+    if (s < 4) {
+        sc = k4_byte(head.y, head.z, head.w, s) & 63;
+        mn = k4_byte(head.y, head.z, head.w, s + 4) & 63;
+    } else {
+        sc = (k4_byte(head.y, head.z, head.w, s + 4) & 15) | ((k4_byte(head.y, head.z, head.w, s - 4) >> 6) << 4);
+        mn = (k4_byte(head.y, head.z, head.w, s + 4) >> 4) | ((k4_byte(head.y, head.z, head.w, s) >> 6) << 4);
+    }
+}
+
 // Dot of chunk i of a weight row with its inputs xv (from chunk_x).
 template <class Dq>
 __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const float4* xv) {
@@ -377,21 +390,9 @@ __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const floa
         const int j = i & 7, c = j >> 1, h = j & 1;
         const uint4 head = *reinterpret_cast<const uint4*>(b);  // d, dmin, scales[0..12)
         const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h);
-        const int s0 = 2 * c, s1 = 2 * c + 1;
-        // Sub-block s < 4: scale = sc[s] & 63, min = sc[s+4] & 63; s >= 4: 4 bits from
-        // sc[s+4] and the top 2 bits of sc[s-4] (scale) / sc[s] (min).
-        auto scale_min = [&](int s, int& sc, int& mn) {
-            if (s < 4) {
-                sc = k4_byte(head.y, head.z, head.w, s) & 63;
-                mn = k4_byte(head.y, head.z, head.w, s + 4) & 63;
-            } else {
-                sc = (k4_byte(head.y, head.z, head.w, s + 4) & 15) | ((k4_byte(head.y, head.z, head.w, s - 4) >> 6) << 4);
-                mn = (k4_byte(head.y, head.z, head.w, s + 4) >> 4) | ((k4_byte(head.y, head.z, head.w, s) >> 6) << 4);
-            }
-        };
         int sc0, m0, sc1, m1;
-        scale_min(s0, sc0, m0);
-        scale_min(s1, sc1, m1);
+        k4_scale_min(head, 2 * c, sc0, m0);
+        k4_scale_min(head, 2 * c + 1, sc1, m1);
         const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
         const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
         float xs0 = 0.0f, xs1 = 0.0f;
@@ -440,6 +441,178 @@ __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const floa
     float4 xv[8];
     chunk_x<Dq>(x, i, xv);
     return row_dot32<Dq>(row, i, xv);
+}
+
+// ---- 8-bit activations (ActQ8) ------------------------------------------------------------
+// The same chunks as above, dotted with int8 inputs by dp4a: each lane holds its chunk's 32 input
+// codes (the same 32 values chunk_x picks), their scales and 16-value sums.
+
+struct Q8Row {  // one row of an ActQ8
+    const int8_t* q;
+    const float* d;
+    const float* s;
+};
+struct ChunkF32 {
+    float4 v[8];
+};
+struct ChunkQ8 {
+    uint4 lo, hi;            // codes of the chunk's first and second 16 values
+    float d0, d1, s0, s1;    // their scales (d0 == d1 unless Q4_K) and sums
+};
+template <class X>
+struct ChunkOf;
+template <>
+struct ChunkOf<const float*> {
+    using type = ChunkF32;
+};
+template <>
+struct ChunkOf<Q8Row> {
+    using type = ChunkQ8;
+};
+
+// Row t of an input of n values per row.
+__device__ __forceinline__ const float* row_at(const float* x, int64_t t, int n) { return x + t * n; }
+__device__ __forceinline__ Q8Row row_at(const Q8Row& x, int64_t t, int n) {
+    return {x.q + t * n, x.d + t * (n / 32), x.s + t * (n / 16)};
+}
+
+template <class Dq>
+inline constexpr bool kHasQ8Dot = std::is_same_v<Dq, DqQ4_K> || std::is_same_v<Dq, DqQ5_K> || std::is_same_v<Dq, DqQ6_K> ||
+                                  std::is_same_v<Dq, DqQ8_0> || std::is_same_v<Dq, DqIQ3_XXS>;
+
+template <class Dq>
+__device__ __forceinline__ void load_chunk(const float* x, int i, ChunkF32& c) {
+    chunk_x<Dq>(x, i, c.v);
+}
+template <class Dq>
+__device__ __forceinline__ void load_chunk(const Q8Row& x, int i, ChunkQ8& c) {
+    // First value of each run of 16 (Q4_K: its low-nibble run and the high-nibble run 32 on).
+    int v0 = 32 * i, v1 = 32 * i + 16;
+    if constexpr (std::is_same_v<Dq, DqQ4_K>) {
+        const int j = i & 7;
+        v0 = 256 * (i >> 3) + 64 * (j >> 1) + 16 * (j & 1);
+        v1 = v0 + 32;
+    }
+    c.lo = *reinterpret_cast<const uint4*>(x.q + v0);
+    c.hi = *reinterpret_cast<const uint4*>(x.q + v1);
+    c.d0 = x.d[v0 / 32];
+    c.d1 = x.d[v1 / 32];
+    c.s0 = x.s[v0 / 16];
+    c.s1 = x.s[v1 / 16];
+}
+
+// Word k (< 8) of the chunk's codes: values 4k .. 4k+3 of the chunk.
+__device__ __forceinline__ int q8_word(const ChunkQ8& a, int k) {
+    const uint4& u = k < 4 ? a.lo : a.hi;
+    const int m = k & 3;
+    return static_cast<int>(m == 0 ? u.x : m == 1 ? u.y : m == 2 ? u.z : u.w);
+}
+__device__ __forceinline__ int word_of(const uint4& u, int m) {
+    return static_cast<int>(m == 0 ? u.x : m == 1 ? u.y : m == 2 ? u.z : u.w);
+}
+
+// Chunk i of a weight row dotted with 8-bit inputs (layouts as in row_dot32).
+template <class Dq>
+__device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const ChunkQ8& a) {
+    static_assert(kHasQ8Dot<Dq>, "no 8-bit dot for this type");
+    if constexpr (std::is_same_v<Dq, DqQ4_K>) {
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
+        const int j = i & 7, c = j >> 1, h = j & 1;
+        const uint4 head = *reinterpret_cast<const uint4*>(b);
+        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h);
+        int sc0, m0, sc1, m1;
+        k4_scale_min(head, 2 * c, sc0, m0);
+        k4_scale_min(head, 2 * c + 1, sc1, m1);
+        int p0 = 0, p1 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int w = word_of(q, k);
+            p0 = __dp4a(w & 0x0F0F0F0F, word_of(a.lo, k), p0);
+            p1 = __dp4a((w >> 4) & 0x0F0F0F0F, word_of(a.hi, k), p1);
+        }
+        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+        return d * (static_cast<float>(sc0) * a.d0 * static_cast<float>(p0) + static_cast<float>(sc1) * a.d1 * static_cast<float>(p1)) -
+               dmin * (static_cast<float>(m0) * a.s0 + static_cast<float>(m1) * a.s1);
+    } else if constexpr (std::is_same_v<Dq, DqQ5_K>) {
+        // Chunk = sub-block s: low nibbles (s odd: high) of qs[32(s/2) ..], bit s of qh[0..32).
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ5_K::kBytes;
+        const int s = i & 7, shift = 4 * (s & 1);
+        const uint4 head = *reinterpret_cast<const uint4*>(b);
+        const uint4* ql = reinterpret_cast<const uint4*>(b + 48 + 32 * (s >> 1));
+        const uint4* qh = reinterpret_cast<const uint4*>(b + 16);
+        const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+        int sc, mn;
+        k4_scale_min(head, s, sc, mn);
+        int p = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const uint32_t lw = static_cast<uint32_t>(word_of(k < 4 ? l0 : l1, k & 3));
+            const uint32_t hw = static_cast<uint32_t>(word_of(k < 4 ? h0 : h1, k & 3));
+            const uint32_t code = ((lw >> shift) & 0x0F0F0F0Fu) | (((hw >> s) & 0x01010101u) << 4);
+            p = __dp4a(static_cast<int>(code), q8_word(a, k), p);
+        }
+        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
+        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+        return d * static_cast<float>(sc) * a.d0 * static_cast<float>(p) - dmin * static_cast<float>(mn) * (a.s0 + a.s1);
+    } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
+        // value = d * scale * (code - 32): sum code*x by dp4a, minus 32 * sum x per 16 values.
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ6_K::kBytes;
+        const int j = i & 7, h = j >> 2, q = j & 3;
+        uint32_t ql[8], qh[8];
+        load32_unaligned(b + 64 * h + 32 * (q & 1), ql);
+        load32_unaligned(b + 128 + 32 * h, qh);
+        const int ls = 4 * (q >> 1), hs = 2 * q;
+        int p0 = 0, p1 = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const uint32_t code = ((ql[k] >> ls) & 0x0F0F0F0Fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
+            if (k < 4) p0 = __dp4a(static_cast<int>(code), q8_word(a, k), p0);
+            else p1 = __dp4a(static_cast<int>(code), q8_word(a, k), p1);
+        }
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * q]));
+        const float sc1 = static_cast<float>(static_cast<int8_t>(b[193 + 8 * h + 2 * q]));
+        return half_at(b + 208) * (sc0 * (a.d0 * static_cast<float>(p0) - 32.0f * a.s0) +
+                                   sc1 * (a.d1 * static_cast<float>(p1) - 32.0f * a.s1));
+    } else if constexpr (std::is_same_v<Dq, DqQ8_0>) {
+        const uint8_t* b = row + static_cast<size_t>(i) * DqQ8_0::kBytes;
+        uint32_t w[8];
+        load32_unaligned(b + 2, w);
+        int p = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) p = __dp4a(static_cast<int>(w[k]), q8_word(a, k), p);
+        return half_at(b) * a.d0 * static_cast<float>(p);
+    } else {  // IQ3_XXS: chunk = group g of 32 values, grid bytes (< 64) with one sign bit each
+        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqIQ3_XXS::kBytes;
+        const int g = i & 7;
+        const uint32_t w = ld32(b + 2 + 64 + 4 * g);
+        const uint8_t* idx = b + 2 + 8 * g;
+        int p = 0;
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const uint32_t signs = g_iq_sign_masks[(w >> (7 * l)) & 127];
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const uint32_t grid = g_iq3xxs_grid[idx[2 * l + half]];
+                // One byte per negative value: code ^ 0xff = -code - 1 (codes < 128), and the
+                // second dp4a adds the 1 back: sum sign*code*x.
+                const uint32_t bits = (((signs >> (4 * half)) & 15u) * 0x00204081u) & 0x01010101u;
+                const int aw = q8_word(a, 2 * l + half);
+                p = __dp4a(static_cast<int>(grid ^ (bits * 0xffu)), aw, p);
+                p = __dp4a(static_cast<int>(bits), aw, p);
+            }
+        }
+        return half_at(b) * (0.5f + static_cast<float>(w >> 28)) * 0.5f * a.d0 * static_cast<float>(p);
+    }
+}
+
+template <class Dq>
+__device__ __forceinline__ float chunk_dot(const uint8_t* row, int i, const ChunkF32& c) {
+    return row_dot32<Dq>(row, i, c.v);
+}
+template <class Dq>
+__device__ __forceinline__ float chunk_dot(const uint8_t* row, int i, const ChunkQ8& c) {
+    return row_dot32_q8<Dq>(row, i, c);
 }
 
 // Calls f.template operator()<Dq>() with the dequantiser of type t; false when there is none.

@@ -91,8 +91,20 @@ protected:
         BackendOptions o;
         o.device = "cuda";
         gpu_ = make_backend(o);
+        o.cuda_int8_products = false;
+        gpu_f32_ = make_backend(o);
         cpu_ = std::make_unique<CpuBackend>(2);
     }
+    // Decode products of these types take their input rounded to 8 bits per 32 values (unless
+    // the backend was made with cuda_int8_products off).
+    static bool int8_input(Type t) {
+        return t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K || t == Type::Q8_0 || t == Type::IQ3_XXS;
+    }
+    // NMSE of a product against the f64 reference: f32 accumulation alone stays under 1e-9; the
+    // 8-bit input adds its rounding, up to half a step of amax/127 per value: ~2e-5 for normal
+    // inputs, 1.2e-4 .. 3.5e-4 measured with test::random_floats' outliers (one value in 97 is
+    // 8x, and its block's step with it).
+    static double product_bound(Type t, bool int8_on) { return int8_on && int8_input(t) ? 1e-3 : 1e-9; }
     // The same values in a buffer of each backend.
     struct Twin {
         Buffer cpu, gpu;
@@ -115,10 +127,11 @@ protected:
     const HostWeight& upload(HostWeight h) {
         kept_.push_back(std::make_unique<HostWeight>(std::move(h)));
         gpu_->upload_weights({&kept_.back()->w, 1}, {});
+        gpu_f32_->upload_weights({&kept_.back()->w, 1}, {});
         return *kept_.back();
     }
 
-    std::unique_ptr<Backend> gpu_, cpu_;
+    std::unique_ptr<Backend> gpu_, gpu_f32_, cpu_;
     std::vector<std::unique_ptr<HostWeight>> kept_;
 };
 
@@ -151,11 +164,11 @@ TEST_P(CudaMatmul, MatchesReferenceAndCpuForEveryBatchSize) {
             const MatmulArgs pc[] = {{&h.w, xin.cpu.data(), n, y.cpu.data()}};
             cpu_->matmul(pc);
         }
-        // The GEMV (n <= 8) is f32 throughout; larger batches of quantised weights run through
-        // bf16 cuBLAS, float weights through f32 cuBLAS. The CPU rounds activations to 8 bits
-        // for quantised weights.
+        // Single rows of the int8_input types take 8-bit inputs; other GEMVs (n <= 8) are f32
+        // throughout; larger batches of quantised weights run through bf16 cuBLAS, float weights
+        // through f32 cuBLAS. The CPU rounds activations to 8 bits for quantised weights.
         const bool bf16_path = n > 8 && quant::type_info(t).quantized;
-        const double bound = bf16_path ? 1e-4 : 1e-9;
+        const double bound = bf16_path ? 1e-4 : n == 1 ? product_bound(t, true) : 1e-9;
         EXPECT_LT(nmse(ref, got), bound) << quant::type_name(t) << " n=" << n;
         if (on_cpu) {
             EXPECT_LT(nmse(cpu_of(y), got), 1e-3) << quant::type_name(t) << " n=" << n;
@@ -190,7 +203,7 @@ TEST_F(CudaOps, SeveralProductsOfOneRowMatchReference) {
                 for (size_t j = 0; j < 512; ++j) s += static_cast<double>(deq[r * 512 + j]) * x[j];
                 ref[r] = static_cast<float>(s);
             }
-            EXPECT_LT(nmse(ref, gpu_of(ys[i])), 1e-9) << quant::type_name(t) << " product " << i;
+            EXPECT_LT(nmse(ref, gpu_of(ys[i])), product_bound(t, true)) << quant::type_name(t) << " product " << i;
         }
     }
 }
@@ -264,12 +277,12 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
 
 // Decode GEMVs spread rows over warps by shape (4 or 2 rows per warp, one row per warp, two
 // warps per row): every form, with ragged last sets, against the f64 product of the dequantised
-// rows.
+// rows, with 8-bit inputs and with f32 inputs.
 TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
     struct Shape {
         int64_t rows, ne0;
     };
-    for (Type t : {Type::Q4_K, Type::Q6_K, Type::IQ3_XXS}) {
+    for (Type t : {Type::Q4_K, Type::Q6_K, Type::IQ3_XXS, Type::Q5_K, Type::Q8_0}) {
         for (const Shape sh : {Shape{4101, 2048}, Shape{4099, 512}, Shape{2103, 4096}, Shape{2051, 2048},
                                Shape{2050, 1024}, Shape{1031, 2048}, Shape{300, 512}, Shape{300, 2048},
                                Shape{1000, 4096}}) {
@@ -284,10 +297,70 @@ TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
                          x[static_cast<size_t>(i)];
                 ref[static_cast<size_t>(r)] = static_cast<float>(s);
             }
-            Twin xin = twin(x), y = twin(std::vector<float>(static_cast<size_t>(sh.rows), 1e3f));
-            const MatmulArgs pg[] = {{&h.w, xin.gpu.data(), 1, y.gpu.data()}};
+            for (bool int8_on : {true, false}) {
+                Backend& gpu = int8_on ? *gpu_ : *gpu_f32_;
+                Buffer xin(&gpu, x.size()), y(&gpu, ref.size());
+                gpu.copy_from_host(x.data(), xin.data(), x.size());
+                const std::vector<float> junk(ref.size(), 1e3f);
+                gpu.copy_from_host(junk.data(), y.data(), junk.size());
+                const MatmulArgs pg[] = {{&h.w, xin.data(), 1, y.data()}};
+                gpu.matmul(pg);
+                const double e = nmse(ref, read(gpu, y.data(), ref.size()));
+                EXPECT_LT(e, product_bound(t, int8_on))
+                    << quant::type_name(t) << " " << sh.rows << " x " << sh.ne0 << (int8_on ? " 8-bit input" : " f32 input");
+                // The 8-bit rounding must show (a path that silently kept f32 would not).
+                if (int8_on) {
+                    EXPECT_GT(e, 1e-9) << quant::type_name(t) << " " << sh.rows << " x " << sh.ne0;
+                }
+            }
+        }
+    }
+}
+
+// Decode norms also write their output rounded to 8 bits (in the norm's kernel where the row
+// fits it, by a second kernel otherwise), and the next products of those rows use that copy; an
+// op that writes the rows in between makes the products round the new values instead.
+TEST_F(CudaOps, ProductsAfterANormUseItsRoundedCopyAndNotAStaleOne) {
+    struct Case {
+        int64_t dim;
+        Type t;
+    };
+    // 2048: the fused kernel; 1056: add_rms_norm's kernel, then rounding; 352: the warp norm.
+    for (const Case c : {Case{2048, Type::Q4_K}, Case{1056, Type::Q8_0}, Case{352, Type::Q8_0}}) {
+        const int64_t dim = c.dim, out_rows = 200;
+        const auto& w = upload(random_weight(c.t, dim, out_rows, 1, 61));
+        const auto deq = dequantized(w);
+        const auto& nw = upload(random_weight(Type::F32, dim, 1, 1, 62));
+        auto product_ref = [&](const std::vector<float>& x) {
+            std::vector<float> ref(static_cast<size_t>(out_rows));
+            for (int64_t r = 0; r < out_rows; ++r) {
+                double s = 0;
+                for (int64_t i = 0; i < dim; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * dim + i)]) * x[static_cast<size_t>(i)];
+                ref[static_cast<size_t>(r)] = static_cast<float>(s);
+            }
+            return ref;
+        };
+        for (bool add : {true, false}) {
+            Twin y = twin(test::random_floats(static_cast<size_t>(dim), 63)), x = twin(test::random_floats(static_cast<size_t>(dim), 64));
+            Twin out = twin(std::vector<float>(static_cast<size_t>(dim), 0.0f));
+            Twin prod = twin(std::vector<float>(static_cast<size_t>(out_rows), 0.0f));
+            if (add) {
+                cpu_->add_rms_norm(y.cpu.data(), x.cpu.data(), &nw.w, 1, dim, 1e-6f, out.cpu.data());
+                gpu_->add_rms_norm(y.gpu.data(), x.gpu.data(), &nw.w, 1, dim, 1e-6f, out.gpu.data());
+            } else {
+                cpu_->rms_norm(y.cpu.data(), &nw.w, 1, dim, 1e-6f, out.cpu.data());
+                gpu_->rms_norm(y.gpu.data(), &nw.w, 1, dim, 1e-6f, out.gpu.data());
+            }
+            const MatmulArgs pg[] = {{&w.w, out.gpu.data(), 1, prod.gpu.data()}};
             gpu_->matmul(pg);
-            EXPECT_LT(nmse(ref, gpu_of(y)), 1e-9) << quant::type_name(t) << " " << sh.rows << " x " << sh.ne0;
+            const double e = nmse(product_ref(cpu_of(out)), gpu_of(prod));
+            EXPECT_LT(e, product_bound(c.t, true)) << "dim " << dim << " add " << add;
+            EXPECT_GT(e, 1e-9) << "dim " << dim << " add " << add;  // rounded
+            // Overwrite the rows, then the same product: it must see the new values.
+            cpu_->add(out.cpu.data(), x.cpu.data(), dim);
+            gpu_->add(out.gpu.data(), x.gpu.data(), dim);
+            gpu_->matmul(pg);
+            EXPECT_LT(nmse(product_ref(cpu_of(out)), gpu_of(prod)), product_bound(c.t, true)) << "after a write, dim " << dim;
         }
     }
 }
