@@ -74,6 +74,14 @@ struct MoeArgs {
     int64_t k = 0;
     float* out = nullptr;              // [n_tokens][n_embd], overwritten
     int layer = -1;                    // for statistics / placement decisions
+    // Optional, the layer's residual add and the norm after it: residual += the experts' result,
+    // then normed = rms_norm(residual) * norm, as add_rms_norm(residual, out, norm, n_tokens,
+    // n_embd, eps, normed) would (out is then scratch: a GPU adds the result into the residual
+    // in its last kernel without writing it).
+    float* residual = nullptr;
+    const Weight* norm = nullptr;
+    float eps = 0.0f;
+    float* normed = nullptr;
 };
 
 // One product y = W x for a batch: y [n_tokens][W rows], x [n_tokens][W ne0].
@@ -145,6 +153,12 @@ struct QkNormRopeArgs {
     float eps = 0.0f;
     const int32_t* pos = nullptr;
     RopeParams rope;
+    // Optional: then store k (normed and rotated) and v [n_tokens][v_row] into the tokens' cache
+    // rows, as kv_store(kv, pos, n_tokens, k, n_head_kv * head_dim, v, v_row) would (the GPU
+    // does it in the same kernel).
+    const KvCacheView* const* kv = nullptr;
+    const float* v = nullptr;
+    int64_t v_row = 0;
 };
 
 class Backend {
@@ -204,13 +218,15 @@ public:
     // Rotates the first n_rot dims of every head: x [n_tokens][n_heads][head_dim].
     virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
                       const RopeParams& p) = 0;
-    // Attention's per-head q/k RMSNorm then RoPE, in place (QkNormRopeArgs). A backend may do
-    // both tensors in one pass; by default: rms_norm q, rms_norm k, rope q, rope k.
+    // Attention's per-head q/k RMSNorm then RoPE, in place (QkNormRopeArgs), and the optional
+    // cache store. A backend may do it all in one pass; by default: rms_norm q, rms_norm k, rope
+    // q, rope k, kv_store.
     virtual void qk_norm_rope(const QkNormRopeArgs& a) {
         rms_norm(a.q, a.q_norm, a.n_tokens * a.n_head, a.head_dim, a.eps, a.q);
         rms_norm(a.k, a.k_norm, a.n_tokens * a.n_head_kv, a.head_dim, a.eps, a.k);
         rope(a.q, a.n_tokens, a.n_head, a.head_dim, a.pos, a.rope);
         rope(a.k, a.n_tokens, a.n_head_kv, a.head_dim, a.pos, a.rope);
+        if (a.kv != nullptr) kv_store(a.kv, a.pos, a.n_tokens, a.k, a.n_head_kv * a.head_dim, a.v, a.v_row);
     }
     // Writes rows of k [n_tokens][n_head_kv*head_dim_k] and v into the caches at pos.
     virtual void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,

@@ -339,6 +339,7 @@ void CpuBackend::moe(const MoeArgs& a) {
             for (int64_t c = 0; c < n_embd; ++c) o[c] += w * r[c];
         }
     }
+    if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
 }
 
 }  // namespace strata::backend

@@ -319,7 +319,7 @@ public:
         cuda::rms_norm(x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_, q8);
     }
     void add(float* y, const float* x, int64_t n) override {
-        sign(kOpAdd, y, x, n);
+        sign_writing(y, n, kOpAdd, y, x, n);
         if (launching()) cuda::add(y, x, n, stream_);
     }
     void add_rms_norm(float* y, const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
@@ -330,12 +330,12 @@ public:
         cuda::add_rms_norm(y, x, w != nullptr ? f32(*w, dim) : nullptr, rows, dim, eps, out, stream_, q8);
     }
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
-        sign(kOpSwiglu, gate, up, rows, dim, in_stride, out);
+        sign_writing(out, rows * dim, kOpSwiglu, gate, up, rows, dim, in_stride, out);
         if (!launching()) return;
         cuda::swiglu(gate, up, rows, dim, in_stride, out, stream_);
     }
     void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override {
-        sign(kOpMulSigmoid, x, g, rows, dim, g_stride);
+        sign_writing(x, rows * dim, kOpMulSigmoid, x, g, rows, dim, g_stride);
         if (!launching()) return;
         cuda::mul_sigmoid(x, g, rows, dim, g_stride, stream_);
     }
@@ -352,9 +352,13 @@ public:
             return;
         }
         if (a.n_tokens <= 0) return;
+        // The cache store goes in the same kernel when v's rows are heads of head_dim values.
+        const bool store = a.kv != nullptr && a.v_row == a.n_head_kv * a.head_dim;
+        const KvRows rows = store ? kv_rows(a.kv, a.pos, a.n_tokens, a.n_head_kv * a.head_dim, a.v_row) : KvRows{};
         const auto [dpos, dfreq] = rope_inputs(a.pos, a.n_tokens, a.rope);
         sign(kOpQkNormRope, a.q, a.q_norm->data, a.n_head, a.k, a.k_norm->data, a.n_head_kv, a.n_tokens, a.head_dim, a.eps,
-             a.rope.n_rot, dpos, dfreq);
+             a.rope.n_rot, dpos, dfreq, rows.k_base, rows.v_base, rows.off, a.v);
+        if (a.kv != nullptr && !store) kv_store(a.kv, a.pos, a.n_tokens, a.k, a.n_head_kv * a.head_dim, a.v, a.v_row);
         if (!launching()) return;
         HeadNormRope h;
         h.q = a.q;
@@ -369,15 +373,35 @@ public:
         h.pos = dpos;
         h.inv_freq = dfreq;
         h.n_rot = a.rope.n_rot;
+        if (store) {
+            h.k_base = rows.k_base;
+            h.v_base = rows.v_base;
+            h.k_off = rows.off;
+            h.v_off = rows.off + a.n_tokens;
+            h.v = a.v;
+        }
         head_norm_rope(h, stream_);
     }
     void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
                   const float* v, int64_t v_row) override {
         if (n_tokens <= 0) return;
-        // Destinations as float offsets from the first token's pools: with one shared pool (the
-        // engine's KV memory) the offsets are the same for every layer of a step.
-        float* k_base = kv[0]->k;
-        float* v_base = kv[0]->v;
+        const KvRows r = kv_rows(kv, pos, n_tokens, k_row, v_row);
+        sign(kOpKvStore, r.k_base, r.v_base, r.off, n_tokens, k, k_row, v, v_row);
+        if (!launching()) return;
+        cuda::kv_store(r.k_base, r.v_base, r.off, r.off + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
+    }
+    // Where tokens' k and v rows go: float offsets from the first token's pools (with one shared
+    // pool, the engine's KV memory, the offsets are the same for every layer of a step), k's
+    // [0, n_tokens) then v's, in device memory.
+    struct KvRows {
+        float* k_base = nullptr;
+        float* v_base = nullptr;
+        const int64_t* off = nullptr;
+    };
+    KvRows kv_rows(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, int64_t k_row, int64_t v_row) {
+        KvRows r;
+        r.k_base = kv[0]->k;
+        r.v_base = kv[0]->v;
         std::vector<int64_t>& off = kv_offsets_;
         off.resize(static_cast<size_t>(2 * n_tokens));
         for (int64_t t = 0; t < n_tokens; ++t) {
@@ -385,13 +409,11 @@ public:
             if (pos[t] < 0 || pos[t] >= c.capacity())
                 throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
             const int64_t row = static_cast<int64_t>(c.blocks[pos[t] / c.block_size]) * c.block_size + pos[t] % c.block_size;
-            off[static_cast<size_t>(t)] = (c.k - k_base) + row * k_row;
-            off[static_cast<size_t>(n_tokens + t)] = (c.v - v_base) + row * v_row;
+            off[static_cast<size_t>(t)] = (c.k - r.k_base) + row * k_row;
+            off[static_cast<size_t>(n_tokens + t)] = (c.v - r.v_base) + row * v_row;
         }
-        const int64_t* d = upload_cached(&key_kv_rows_, off.data(), off.size());
-        sign(kOpKvStore, k_base, v_base, d, n_tokens, k, k_row, v, v_row);
-        if (!launching()) return;
-        cuda::kv_store(k_base, v_base, d, d + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
+        r.off = upload_cached(&key_kv_rows_, off.data(), off.size());
+        return r;
     }
     void attention(const AttentionArgs& a) override {
         if (a.n_tokens <= 0) return;
@@ -708,6 +730,17 @@ private:
     template <class... A>
     void sign(Op op, A... args) {
         if (op != kOpProduct && op != kOpMoe && op != kOpRoute && op != kOpQuantize) act_src_ = nullptr;
+        record(op, args...);
+    }
+    // For ops that write only [out, out + n): the 8-bit copy stays valid unless they overlap
+    // its rows.
+    template <class... A>
+    void sign_writing(const float* out, int64_t n, Op op, A... args) {
+        if (act_src_ != nullptr && out < act_src_ + act_rows_ * act_n_ && act_src_ < out + n) act_src_ = nullptr;
+        record(op, args...);
+    }
+    template <class... A>
+    void record(Op op, A... args) {
         if (mode_ != Mode::Eager) {
             sig_.push_back(op);
             (sig_.push_back(word(args)), ...);
@@ -891,9 +924,20 @@ void CudaBackend::moe(const MoeArgs& a) {
             xq = act_q8_for(a.x, a.n_tokens, n_embd);
             hq = act_q8_in(scratch(kActHidden, act_q8_bytes(n_pairs, n_ff)), n_pairs, n_ff);
         }
+        // With a residual: the combine, the residual add and the next norm in one kernel where
+        // the shape fits, else the combine and add_rms_norm.
+        const bool fuse = a.residual != nullptr && moe_combine_add_rms_norm_fits(outp, a.residual, a.normed, n_embd);
+        const ActQ8* nq = fuse ? norm_q8(a.n_tokens, n_embd) : nullptr;
         sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden, xq.q,
-             hq.q);
-        if (!launching()) return;
+             hq.q, fuse, a.residual, fuse ? a.norm->data : nullptr, a.eps, a.normed, nq != nullptr ? nq->q : nullptr);
+        if (fuse) {
+            act_src_ = nullptr;  // the residual and normed rows change
+            if (nq != nullptr) remember_act(a.normed, a.n_tokens, n_embd);
+        }
+        if (!launching()) {
+            if (a.residual != nullptr && !fuse) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
+            return;
+        }
         DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
         if (int8) {
             moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_);
@@ -903,7 +947,13 @@ void CudaBackend::moe(const MoeArgs& a) {
             moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
             moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
         }
+        if (fuse) {
+            moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps, a.normed,
+                                     stream_, nq);
+            return;
+        }
         moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+        if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
         return;
     }
     // Group the pairs by expert on the host, then dense products per expert (eager only: it waits
@@ -936,8 +986,10 @@ void CudaBackend::moe(const MoeArgs& a) {
     gather_rows(a.x, n_embd, upload(moe_token_of_.data(), moe_token_of_.size()), n_pairs, xg, stream_);
     const int32_t* slot_row = upload(moe_slot_row_.data(), moe_slot_row_.size());
     if (grouped_gemm_ok_ && !is_float_type(a.gate->type) && !is_float_type(a.up->type) && !is_float_type(a.down->type) &&
-        moe_grouped(a, xg, hg, hu, outp, slot_row))
+        moe_grouped(a, xg, hg, hu, outp, slot_row)) {
+        if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
         return;
+    }
     for (int64_t e = 0; e < n_expert; ++e) {
         const int64_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
         if (n == 0) continue;
@@ -951,6 +1003,7 @@ void CudaBackend::moe(const MoeArgs& a) {
         product(expert(*a.down, e), hg + b * n_ff, n_ff, n, outp + b * n_embd, n_embd);
     }
     moe_combine(outp, slot_row, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+    if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
 }
 
 }  // namespace

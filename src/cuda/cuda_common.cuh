@@ -171,6 +171,13 @@ struct HeadNormRope {
     const int32_t* pos;
     const float* inv_freq;
     int64_t n_rot;
+    // Optional (k_base non-null): k heads also go to k_base + k_off[t], and v [n_tokens][n_head_kv
+    // * head_dim] is copied to v_base + v_off[t] (cache rows, offsets in floats).
+    float* k_base = nullptr;
+    float* v_base = nullptr;
+    const int64_t* k_off = nullptr;
+    const int64_t* v_off = nullptr;
+    const float* v = nullptr;
 };
 bool head_norm_rope_fits(int64_t head_dim, int64_t n_rot);
 void head_norm_rope(const HeadNormRope& a, cudaStream_t s);
@@ -202,6 +209,12 @@ void delta_rule(const DeltaRule& a, cudaStream_t s);
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s);
 // out[i] = x[rows[i]] for n rows of cols floats.
 void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
+// The experts' combine fused with the residual add and the next norm (decode): y[t] += sum_j
+// weights[t*k + j] * pairs[t*k + j], then out = rms_norm(y) * w (and its 8-bit copy), for the
+// shapes _fits accepts (add_rms_norm's one-kernel form, dim a multiple of 128).
+bool moe_combine_add_rms_norm_fits(const float* pairs, const float* y, const float* out, int64_t dim);
+void moe_combine_add_rms_norm(const float* pairs, const float* weights, int64_t k, float* y, const float* w, int64_t rows,
+                              int64_t dim, float eps, float* out, cudaStream_t s, const ActQ8* q8 = nullptr);
 // out[t] = sum_j weights[t*k + j] * pairs[slot_row[t*k + j]] (slot_row null: row t*k + j).
 void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
                  int64_t dim, float* out, cudaStream_t s);

@@ -71,13 +71,21 @@ __device__ __forceinline__ void store_q8_quad(float4 r, int64_t quad, const ActQ
     if ((quad & 7) == 0) q8.d[quad / 8] = m / 127.0f;
 }
 
+// The experts' outputs of a token to add (add_rms_norm_kernel with kPairs): x of token t is
+// sum_j weights[t*k + j] * pairs[t*k + j].
+struct PairSum {
+    const float* pairs;
+    const float* weights;
+    int k;
+};
+
 // One row per block, dim / 4 <= 4 * blockDim.x: the row stays in registers between the sum of
-// squares and the scaling (kAdd: y += x first, written back). Rows of 2,048 values take 512
-// threads holding one float4 each. kQ8: the output is also written rounded to 8 bits (dim a
-// multiple of 128, so whole warps run out of values together).
-template <bool kAdd, bool kQ8>
+// squares and the scaling (kAdd: y += x first, written back; kPairs: x is the PairSum). Rows of
+// 2,048 values take 512 threads holding one float4 each. kQ8: the output is also written rounded
+// to 8 bits (dim a multiple of 128, so whole warps run out of values together).
+template <bool kAdd, bool kQ8, bool kPairs = false>
 __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim,
-                                    float eps, float* out, ActQ8 q8) {
+                                    float eps, float* out, ActQ8 q8, PairSum ps) {
     grid_dependency_enter();  // out may be y (in place)
     constexpr int kPerThread = 4;
     __shared__ float partial[32];
@@ -92,7 +100,21 @@ __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const
         if (i >= n4) break;
         v[k] = yr[i];
         if constexpr (kAdd) {
-            const float4 a = xr[i];
+            float4 a;
+            if constexpr (kPairs) {
+                a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                for (int j = 0; j < ps.k; ++j) {
+                    const int64_t slot = static_cast<int64_t>(blockIdx.x) * ps.k + j;
+                    const float wj = ps.weights[slot];
+                    const float4 p = reinterpret_cast<const float4*>(ps.pairs + slot * dim)[i];
+                    a.x += wj * p.x;
+                    a.y += wj * p.y;
+                    a.z += wj * p.z;
+                    a.w += wj * p.w;
+                }
+            } else {
+                a = xr[i];
+            }
             v[k].x += a.x;
             v[k].y += a.y;
             v[k].z += a.z;
@@ -119,14 +141,23 @@ __global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const
 // Attention's q and k heads: RMSNorm of each head, then NeoX RoPE of its first n_rot dims, one
 // warp per head of kJ * 32 values (lane holds dims lane + 32 j; the rotation pairs j with
 // j + half / 32, so both halves of a pair sit in one lane). Heads [0, n_tokens * n_head) are q's,
-// the rest k's.
+// the next n_tokens * n_head_kv k's; with a cache store, the last n_tokens * n_head_kv warps copy
+// v's heads.
 template <int kJ>
 __global__ void head_norm_rope_kernel(HeadNormRope a) {
     grid_dependency_enter();
     int64_t head = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x & 31;
-    const int64_t q_heads = a.n_tokens * a.n_head;
-    if (head >= q_heads + a.n_tokens * a.n_head_kv) return;
+    const int64_t q_heads = a.n_tokens * a.n_head, kv_heads = a.n_tokens * a.n_head_kv;
+    if (head >= q_heads + kv_heads * (a.k_base != nullptr ? 2 : 1)) return;
+    if (head >= q_heads + kv_heads) {  // v head: copy into the cache
+        const int64_t vh = head - q_heads - kv_heads, t = vh / a.n_head_kv, at = (vh % a.n_head_kv) * (kJ * 32);
+        const float* src = a.v + t * a.n_head_kv * (kJ * 32) + at;
+        float* dst = a.v_base + a.v_off[t] + at;
+#pragma unroll
+        for (int j = 0; j < kJ; ++j) dst[lane + 32 * j] = src[lane + 32 * j];
+        return;
+    }
     const bool is_q = head < q_heads;
     if (!is_q) head -= q_heads;
     float* h = (is_q ? a.q : a.k) + head * (kJ * 32);
@@ -157,6 +188,11 @@ __global__ void head_norm_rope_kernel(HeadNormRope a) {
     }
 #pragma unroll
     for (int j = 0; j < kJ; ++j) h[lane + 32 * j] = v[j];
+    if (!is_q && a.k_base != nullptr) {
+        float* dst = a.k_base + a.k_off[token] + (head % a.n_head_kv) * (kJ * 32);
+#pragma unroll
+        for (int j = 0; j < kJ; ++j) dst[lane + 32 * j] = v[j];
+    }
 }
 
 __global__ void add_kernel(float* __restrict__ y, const float* __restrict__ x, int64_t n) {
@@ -526,14 +562,14 @@ void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float e
     const bool fused = threads > 0 && dim > 512 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
     if (fused && q8 != nullptr && dim % 128 == 0) {
         launch_kernel(add_rms_norm_kernel<false, true>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x),
-                      nullptr, w, dim, eps, out, *q8);
+                      nullptr, w, dim, eps, out, *q8, PairSum{});
         STRATA_CUDA_LAUNCHED();
         return;
     }
     if (dim <= 512) launch_kernel(rms_norm_warp_kernel, blocks_for(rows, 8), 256, 0, s, x, w, rows, dim, eps, out);
     else if (fused)
         launch_kernel(add_rms_norm_kernel<false, false>, static_cast<unsigned>(rows), threads, 0, s, const_cast<float*>(x),
-                      nullptr, w, dim, eps, out, ActQ8{});
+                      nullptr, w, dim, eps, out, ActQ8{}, PairSum{});
     else launch_kernel(rms_norm_kernel, static_cast<unsigned>(rows), 256, 0, s, x, w, dim, eps, out);
     STRATA_CUDA_LAUNCHED();
     if (q8 != nullptr) quantize_act_q8(out, rows, dim, dim, *q8, s);
@@ -550,14 +586,34 @@ void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_
         return;
     }
     if (q8 != nullptr && dim % 128 == 0) {
-        launch_kernel(add_rms_norm_kernel<true, true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, *q8);
+        launch_kernel(add_rms_norm_kernel<true, true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, *q8, PairSum{});
     } else {
-        launch_kernel(add_rms_norm_kernel<true, false>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, ActQ8{});
+        launch_kernel(add_rms_norm_kernel<true, false>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, ActQ8{}, PairSum{});
         if (q8 != nullptr) {
             STRATA_CUDA_LAUNCHED();
             quantize_act_q8(out, rows, dim, dim, *q8, s);
         }
     }
+    STRATA_CUDA_LAUNCHED();
+}
+
+bool moe_combine_add_rms_norm_fits(const float* pairs, const float* y, const float* out, int64_t dim) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(pairs) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    return dim > 512 && dim % 128 == 0 && norm_threads(dim) > 0 && aligned;
+}
+
+void moe_combine_add_rms_norm(const float* pairs, const float* weights, int64_t k, float* y, const float* w, int64_t rows,
+                              int64_t dim, float eps, float* out, cudaStream_t s, const ActQ8* q8) {
+    if (!moe_combine_add_rms_norm_fits(pairs, y, out, dim)) throw Error("moe_combine_add_rms_norm: unsupported shape");
+    if (rows <= 0) return;
+    const int threads = norm_threads(dim);
+    const PairSum ps{pairs, weights, static_cast<int>(k)};
+    if (q8 != nullptr)
+        launch_kernel(add_rms_norm_kernel<true, true, true>, static_cast<unsigned>(rows), threads, 0, s, y, nullptr, w, dim, eps, out,
+                      *q8, ps);
+    else
+        launch_kernel(add_rms_norm_kernel<true, false, true>, static_cast<unsigned>(rows), threads, 0, s, y, nullptr, w, dim, eps,
+                      out, ActQ8{}, ps);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -570,7 +626,7 @@ bool head_norm_rope_fits(int64_t head_dim, int64_t n_rot) {
 void head_norm_rope(const HeadNormRope& a, cudaStream_t s) {
     if (!head_norm_rope_fits(a.head_dim, a.n_rot))
         throw Error("head_norm_rope: head of " + std::to_string(a.head_dim) + " dims, " + std::to_string(a.n_rot) + " rotated");
-    const int64_t heads = a.n_tokens * (a.n_head + a.n_head_kv);
+    const int64_t heads = a.n_tokens * (a.n_head + a.n_head_kv * (a.k_base != nullptr ? 2 : 1));
     if (heads <= 0) return;
     const unsigned grid = blocks_for(heads, 8);
     switch (a.head_dim) {

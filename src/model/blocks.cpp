@@ -75,10 +75,11 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     qk.rope.theta = c.rope_theta;
     qk.rope.sections = c.rope_sections;
     qk.rope.freqs_bf16 = c.rope_freqs_bf16;
-    be.qk_norm_rope(qk);
-
     fp.set_layer_kv(il);
-    be.kv_store(fp.kv_of_token.data(), fp.batch->pos.data(), n, k, k_dim, v, v_dim);
+    qk.kv = fp.kv_of_token.data();
+    qk.v = v;
+    qk.v_row = v_dim;
+    be.qk_norm_rope(qk);
 
     float* attn = c.attn_output_gate ? qg : fp.scratch(kAttn, static_cast<size_t>(n * c.n_head * c.head_dim_v)).data();
     backend::AttentionArgs a;
@@ -100,7 +101,7 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     be.matmul(o);
 }
 
-void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out) {
+void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out, const ResidualNorm* then) {
     const ModelConfig& c = *fp.cfg;
     backend::Backend& be = *fp.be;
     const int64_t n = fp.n_tokens;
@@ -123,6 +124,23 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     float* weights = fp.scratch(kRouteW, pairs).data();
     be.route_softmax_topk(router, n, c.n_expert, c.n_expert_used, c.norm_topk_prob, ids, weights);
 
+    // The shared expert first: with `then`, its output goes into the residual before the routed
+    // experts' call adds theirs and norms.
+    float* y = nullptr;
+    if (w.gate_shexp) {
+        float* g = shared_hidden;
+        float* u = shared_hidden + n * c.n_ff_shexp;
+        const backend::MatmulArgs gu[] = {{&w.gate_shexp, x, n, g}, {&w.up_shexp, x, n, u}};
+        be.matmul(gu);
+        float* h = fp.scratch(kShared, static_cast<size_t>(n * c.n_ff_shexp)).data();
+        be.swiglu(g, u, n, c.n_ff_shexp, c.n_ff_shexp, h);
+        y = fp.scratch(kQ, static_cast<size_t>(n * c.n_embd)).data();
+        const backend::MatmulArgs d[] = {{&w.down_shexp, h, n, y}};
+        be.matmul(d);
+        be.mul_sigmoid(y, shared_gate, n, c.n_embd, 0);
+        if (then != nullptr) be.add(then->residual, y, n * c.n_embd);
+    }
+
     backend::MoeArgs m;
     m.gate = &w.gate_exps;
     m.up = &w.up_exps;
@@ -134,21 +152,14 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     m.k = c.n_expert_used;
     m.out = out;
     m.layer = static_cast<int>(il);
-    be.moe(m);
-
-    if (w.gate_shexp) {
-        float* g = shared_hidden;
-        float* u = shared_hidden + n * c.n_ff_shexp;
-        const backend::MatmulArgs gu[] = {{&w.gate_shexp, x, n, g}, {&w.up_shexp, x, n, u}};
-        be.matmul(gu);
-        float* h = fp.scratch(kShared, static_cast<size_t>(n * c.n_ff_shexp)).data();
-        be.swiglu(g, u, n, c.n_ff_shexp, c.n_ff_shexp, h);
-        float* y = fp.scratch(kQ, static_cast<size_t>(n * c.n_embd)).data();
-        const backend::MatmulArgs d[] = {{&w.down_shexp, h, n, y}};
-        be.matmul(d);
-        be.mul_sigmoid(y, shared_gate, n, c.n_embd, 0);
-        be.add(out, y, n * c.n_embd);
+    if (then != nullptr) {
+        m.residual = then->residual;
+        m.norm = then->norm;
+        m.eps = then->eps;
+        m.normed = then->normed;
     }
+    be.moe(m);
+    if (y != nullptr && then == nullptr) be.add(out, y, n * c.n_embd);
 }
 
 }  // namespace strata::model

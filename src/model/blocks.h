@@ -31,7 +31,16 @@ MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il);
 // x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd]: q/k/v, per-head q/k RMSNorm, RoPE,
 // cache store, softmax attention, optional sigmoid output gate, output projection.
 void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, const float* x, float* out);
-// x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd].
-void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out);
+// The layer's residual add and the norm after it: residual += the block's output, then normed =
+// rms_norm(residual) * norm. A block given one does it itself (a GPU fuses it into the block's
+// last kernel), and its out is then scratch.
+struct ResidualNorm {
+    float* residual;
+    const Weight* norm;
+    float eps;
+    float* normed;
+};
+// x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd], or with `then`, into its residual.
+void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out, const ResidualNorm* then = nullptr);
 
 }  // namespace strata::model

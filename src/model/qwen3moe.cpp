@@ -44,17 +44,19 @@ public:
         float* normed = fp.scratch(kNormed, static_cast<size_t>(size)).data();
         float* branch = fp.scratch(kBranch, static_cast<size_t>(size)).data();
         // Each residual add is fused with the norm that reads its result (the next layer's
-        // attention norm after the MoE branch).
+        // attention norm after the MoE branch, which the MoE block does: ResidualNorm).
         if (c.n_layer > 0) be.rms_norm(hidden, &layers_[0].attn_norm, n, c.n_embd, c.rms_eps, normed);
         for (int64_t il = 0; il < c.n_layer; ++il) {
             const Layer& l = layers_[static_cast<size_t>(il)];
             attention_block(fp, il, l.attn, normed, branch);
             be.add_rms_norm(hidden, branch, &l.ffn_norm, n, c.n_embd, c.rms_eps, normed);
+            if (il + 1 < c.n_layer) {
+                const ResidualNorm then{hidden, &layers_[static_cast<size_t>(il + 1)].attn_norm, c.rms_eps, normed};
+                moe_block(fp, il, l.moe, normed, branch, &then);
+                continue;
+            }
             moe_block(fp, il, l.moe, normed, branch);
-            if (il + 1 < c.n_layer)
-                be.add_rms_norm(hidden, branch, &layers_[static_cast<size_t>(il + 1)].attn_norm, n, c.n_embd, c.rms_eps, normed);
-            else
-                be.add(hidden, branch, size);
+            be.add(hidden, branch, size);
         }
     }
 

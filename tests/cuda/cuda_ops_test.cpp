@@ -449,6 +449,39 @@ TEST_F(CudaOps, QkNormRopeMatchesCpu) {
         gpu_->qk_norm_rope(a);
         EXPECT_LT(nmse(cpu_of(q), gpu_of(q)), 1e-10) << "q: head_dim " << head_dim << " n_rot " << n_rot;
         EXPECT_LT(nmse(cpu_of(k), gpu_of(k)), 1e-10) << "k: head_dim " << head_dim << " n_rot " << n_rot;
+
+        // With the cache store (in the same kernel on the GPU): the tokens' rows of a paged
+        // pool, blocks of 4 positions in shuffled order, hold k after norm and rope, and v.
+        const std::vector<int32_t> store_pos = {3, 40, 95};
+        a.pos = store_pos.data();
+        const int64_t row = n_head_kv * head_dim, block = 4, n_blocks = 96 / block;
+        std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), std::mt19937(7));
+        const size_t pool = static_cast<size_t>(n_blocks * block * row);
+        Twin kp = twin(std::vector<float>(pool, 0.0f)), vp = twin(std::vector<float>(pool, 0.0f));
+        Twin v = twin(test::random_floats(static_cast<size_t>(n_tokens * row), 35));
+        Twin k2 = twin(test::random_floats(static_cast<size_t>(n_tokens * row), 36));
+        KvCacheView cc{kp.cpu.data(), vp.cpu.data(), table.data(), n_blocks, block};
+        KvCacheView cg{kp.gpu.data(), vp.gpu.data(), table.data(), n_blocks, block};
+        const std::vector<const KvCacheView*> kc(static_cast<size_t>(n_tokens), &cc), kg(static_cast<size_t>(n_tokens), &cg);
+        a.v_row = row;
+        a.q = q.cpu.data();
+        a.k = k2.cpu.data();
+        a.kv = kc.data();
+        a.v = v.cpu.data();
+        cpu_->qk_norm_rope(a);
+        a.q = q.gpu.data();
+        a.k = k2.gpu.data();
+        a.kv = kg.data();
+        a.v = v.gpu.data();
+        gpu_->qk_norm_rope(a);
+        a.kv = nullptr;
+        a.pos = pos.data();
+        const auto kc_out = cpu_of(kp), kg_out = gpu_of(kp);
+        EXPECT_LT(nmse(kc_out, kg_out), 1e-10) << "k cache: head_dim " << head_dim << " n_rot " << n_rot;
+        EXPECT_EQ(cpu_of(vp), gpu_of(vp)) << "v cache: head_dim " << head_dim;
+        EXPECT_GT(std::count_if(kg_out.begin(), kg_out.end(), [](float f) { return f != 0.0f; }), n_tokens * row / 2);
     }
 }
 

@@ -387,6 +387,7 @@ public:
             }
             for (int64_t i = 0; i < n_embd; ++i) a.out[t * n_embd + i] = static_cast<float>(sum[static_cast<size_t>(i)]);
         }
+        if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
     }
     void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel, float* conv_state,
                        float* out) override {
