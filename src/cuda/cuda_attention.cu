@@ -105,7 +105,10 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
             float o = 0.0f;
             for (int w = 0; w < kWarps; ++w) o += wacc[(w * group + g) * dv + d] * sc[w];
             if (splits == 1) {
-                a.out[(static_cast<int64_t>(t) * a.n_head + h) * dv + d] = ll > 0.0f ? o / ll : 0.0f;
+                const int64_t at = (static_cast<int64_t>(t) * a.n_head + h) * dv + d;
+                const float r = ll > 0.0f ? o / ll : 0.0f;
+                a.out[at] = r;
+                if (a.q8.q != nullptr) store_q8_lane(r, at, a.q8);
             } else {
                 float* part = a.partial + ((static_cast<int64_t>(t) * a.n_head + h) * splits + split) * (2 + dv);
                 if (d == lane && lane == 0) part[0] = mm, part[1] = ll;
@@ -133,7 +136,9 @@ __global__ void combine_kernel(Attention a, int64_t splits) {
             const float ms = part[s * (2 + dv)];
             if (ms != -INFINITY) o += part[s * (2 + dv) + 2 + d] * expf(ms - mm);
         }
-        a.out[th * dv + d] = ll > 0.0f ? o / ll : 0.0f;
+        const float r = ll > 0.0f ? o / ll : 0.0f;
+        a.out[th * dv + d] = r;
+        if (a.q8.q != nullptr) store_q8_lane(r, th * dv + d, a.q8);  // dv % 32 == 0: whole warps
     }
 }
 
@@ -165,6 +170,7 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
         throw Error("CUDA attention: " + std::to_string(a.n_head) + " query heads over " + std::to_string(a.n_head_kv) +
                     " KV heads (at most " + std::to_string(kMaxGroup) + " per KV head)");
     if (dmax > 32 * kMaxDimPerLane) throw Error("CUDA attention: head_dim " + std::to_string(dmax) + " is over 256");
+    if (a.q8.q != nullptr && a.head_dim_v % 32 != 0) throw Error("CUDA attention: 8-bit output needs head_dim_v a multiple of 32");
     const size_t shared = sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * kWarps * group + kWarps * group * a.head_dim_v));
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
     const int dpl = static_cast<int>((dmax + 31) / 32);

@@ -474,8 +474,13 @@ public:
         }
         const int64_t splits = attention_splits(d, n_sm_);
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
+        // Decode: the output also rounded to 8 bits for the output projection that reads it.
+        const int64_t out_dim = a.n_head * a.head_dim_v;
+        const ActQ8* q8 = a.head_dim_v % 32 == 0 ? norm_q8(a.n_tokens, out_dim) : nullptr;
+        if (q8 != nullptr) d.q8 = *q8;
         sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
-             splits, d.partial);
+             splits, d.partial, d.q8.q);
+        if (q8 != nullptr) remember_act(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
         cuda::attention(d, splits, stream_);
     }
@@ -753,6 +758,7 @@ private:
     // products and experts reuse it when their input is those rows, else round their input
     // into it first.
     static constexpr int64_t kNormQ8MaxRows = 32;  // the device-side MoE path's tokens (256 pairs / 8)
+    // A copy for rows a kernel is about to write (null when decode products would not use one).
     const ActQ8* norm_q8(int64_t rows, int64_t dim) {
         if (!int8_products_ || rows > kNormQ8MaxRows || dim % 32 != 0) return nullptr;
         act_ = act_q8_in(scratch(kActX, act_q8_bytes(rows, dim)), rows, dim);

@@ -100,6 +100,18 @@ struct ActQ8 {
     float* s;   // [rows][n / 16]
 };
 size_t act_q8_bytes(int64_t rows, int64_t n);
+// Value idx of an ActQ8 from the lane holding it, the warp holding one whole 32-value block
+// (idx % 32 == lane): max, scale and rounding by shuffles (every lane must take part).
+__device__ __forceinline__ void store_q8_lane(float v, int64_t idx, const ActQ8& out) {
+    const float amax = warp_max(fabsf(v));
+    out.q[idx] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(v * (127.0f / amax)) : 0);
+    float sum = v;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const int lane = threadIdx.x & 31;
+    if (lane == 0) out.d[idx / 32] = amax / 127.0f;
+    if ((lane & 15) == 0) out.s[idx / 16] = sum;
+}
 // The three arrays laid out in buf (act_q8_bytes of it, 16-byte aligned).
 ActQ8 act_q8_in(void* buf, int64_t rows, int64_t n);
 void quantize_act_q8(const float* x, int64_t rows, int64_t n, int64_t x_stride, const ActQ8& out, cudaStream_t s);
@@ -243,6 +255,8 @@ struct Attention {
     int32_t max_pos;
     float scale;
     float* partial;          // scratch for split partial results (attention_partial_floats)
+    ActQ8 q8{};              // optional (q8.q non-null): out also rounded to 8 bits, [n_tokens][n_head *
+                             // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
 };
 int64_t attention_splits(const Attention& a, int n_sm);
 size_t attention_partial_floats(const Attention& a, int64_t splits);

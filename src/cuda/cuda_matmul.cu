@@ -347,22 +347,14 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
 
 namespace {
 
-// Rounds each 32 values to int8 with one scale (one warp per 32 values: max, scale, round) and
-// sums each 16 of the original values.
+// Rounds each 32 values to int8 with one scale (one warp per 32 values) and sums each 16 of the
+// original values.
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t rows, int n, int64_t x_stride, ActQ8 out) {
     grid_dependency_enter();
     const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (idx >= rows * n) return;  // n % 32 == 0: whole warps leave together
     const int64_t r = idx / n;
-    const float v = x[r * x_stride + idx % n];
-    const float amax = warp_max(fabsf(v));
-    out.q[idx] = static_cast<int8_t>(amax > 0.0f ? __float2int_rn(v * (127.0f / amax)) : 0);
-    float sum = v;
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const int lane = threadIdx.x & 31;
-    if (lane == 0) out.d[idx / 32] = amax / 127.0f;
-    if ((lane & 15) == 0) out.s[idx / 16] = sum;
+    store_q8_lane(x[r * x_stride + idx % n], idx, out);
 }
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }

@@ -619,6 +619,30 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 const std::vector<float> stale(out.n, 1e3f);
                 gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
             }
+            if (mode == 0) {
+                // One token (decode): the attention kernels also write its output rounded to 8
+                // bits, which the output projection that reads the row then uses.
+                AttentionArgs one = a;
+                one.n_tokens = 1;
+                one.f16_ok = false;
+                gpu_->attention(one);
+                const int64_t od = c.n_head * c.dim, rows = 64;
+                const auto& w = upload(random_weight(Type::Q8_0, od, rows, 1, 70));
+                const auto deq = dequantized(w);
+                const auto x = cpu_of(out);
+                std::vector<float> ref(static_cast<size_t>(rows));
+                for (int64_t r = 0; r < rows; ++r) {
+                    double s = 0;
+                    for (int64_t i = 0; i < od; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * od + i)]) * x[static_cast<size_t>(i)];
+                    ref[static_cast<size_t>(r)] = static_cast<float>(s);
+                }
+                Twin prod = twin(std::vector<float>(static_cast<size_t>(rows), 0.0f));
+                const MatmulArgs pg[] = {{&w.w, out.gpu.data(), 1, prod.gpu.data()}};
+                gpu_->matmul(pg);
+                const double e = nmse(ref, gpu_of(prod));
+                EXPECT_LT(e, product_bound(Type::Q8_0, true)) << "product of one token's attention, ctx " << c.ctx;
+                EXPECT_GT(e, 1e-9) << "product of one token's attention, ctx " << c.ctx;
+            }
         }
     }
 }
