@@ -7,12 +7,16 @@
 // tg runs after the pp prompt (at depth pp) unless -d sets its depth: -d 0 starts from an empty
 // cache, as llama-bench's tg does, and llama-bench -d N matches -d N here.
 //
-//   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [--device cpu|cuda]
+//   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [-g] [--device cpu|cuda]
+//
+// -g: decode steps return only the greedy token ids (Backend::argmax_rows, as the engine runs
+// greedy requests) instead of copying each logits row to the host.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     std::string path;
     int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1, depth = -1;
     std::string device = "cpu";
+    bool greedy_ids = false;  // -g: decode steps return the greedy token, not the logits row
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -79,13 +84,14 @@ int main(int argc, char** argv) {
         else if (a == "-t") threads = std::atoi(next());
         else if (a == "-b") batch = std::atoi(next());
         else if (a == "--device") device = next();
+        else if (a == "-g") greedy_ids = true;
         else {
-            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
+            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
             return 2;
         }
     }
     if (path.empty()) {
-        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [--device cpu|cuda]\n");
+        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
         return 2;
     }
     try {
@@ -111,6 +117,13 @@ int main(int argc, char** argv) {
                     static_cast<long long>(c.n_expert), static_cast<double>(m->weight_bytes()) / (1 << 30), threads);
         if (gpu) std::printf("device: %s\n", device.c_str());
         std::vector<float> logits(static_cast<size_t>(c.n_vocab));
+        std::vector<int32_t> ids(static_cast<size_t>(std::max(batch, 1)));
+        // Decode steps as the engine runs them: the logits rows to the host, or with -g (greedy
+        // requests) only the argmax ids (Backend::argmax_rows).
+        const auto decode = [&](const model::Batch& b, std::span<model::SequenceState* const> seqs, float* out) {
+            if (greedy_ids) m->forward(b, seqs, nullptr, ids.data());
+            else m->forward(b, seqs, out);
+        };
         std::vector<double> pp_runs, tg_runs;
         const auto prompt = [&](model::Batch& b, int n) {
             b.clear();
@@ -137,7 +150,7 @@ int main(int argc, char** argv) {
             for (int i = 0; i < tg; ++i) {
                 b.clear();
                 b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), at + i, 0, true);
-                m->forward(b, {&s, 1}, logits.data());
+                decode(b, {&s, 1}, logits.data());
             }
             const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (r > 0) {
@@ -176,7 +189,7 @@ int main(int argc, char** argv) {
                 for (int i = 0; i < tg; ++i) {
                     b.clear();
                     for (int s = 0; s < batch; ++s) b.add((i * 104729 + 7 * s) % static_cast<int>(c.n_vocab), 64 + i, s, true);
-                    m->forward(b, ptrs, out.data());
+                    decode(b, ptrs, out.data());
                 }
                 const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 if (r > 0) runs.push_back(static_cast<double>(batch) * tg / secs);

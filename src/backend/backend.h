@@ -32,6 +32,9 @@ struct RopeParams {
 // The rotation frequency of each of the n_rot/2 NeoX pairs: theta^(-2i/n_rot), rounded to bf16
 // when p.freqs_bf16. Every backend rotates with these exact values (backend.cpp).
 std::vector<float> rope_inv_freq(const RopeParams& p);
+// The index of the largest of x[0..n) (ties to the lower index, NaN as -inf; -1 if none is
+// above -inf): Backend::argmax_rows on the host.
+int32_t argmax_row(const float* x, int64_t n);
 
 // One attention layer's cache for one sequence, in blocks of block_size positions: position p
 // lives in row p % block_size of block blocks[p / block_size] of the layer's pool. A contiguous
@@ -191,6 +194,11 @@ public:
     virtual float* alloc_floats(size_t n) = 0;
     virtual void free_floats(float* p) = 0;
     virtual void copy_to_host(const float* src, float* host, size_t n) = 0;
+    // Greedy sampling where the logits are: host ids[r] = the index of the largest value of row
+    // r of x [rows][n] (ties to the lower index; NaN counts as -inf; -1 when the whole row is
+    // -inf or NaN), written like copy_to_host. Only ids cross to the host, not n_vocab floats a
+    // row. By default: the rows copied to the host, then the same argmax there.
+    virtual void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids);
     virtual void copy_from_host(const float* host, float* dst, size_t n) = 0;
     virtual void copy(const float* src, float* dst, size_t n) = 0;
     // A strided block: dst row r (cols values at dst + r*dst_stride) = src row r (src + r*src_stride).

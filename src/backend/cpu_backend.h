@@ -30,6 +30,9 @@ public:
     float* alloc_floats(size_t n) override;
     void free_floats(float* p) override;
     void copy_to_host(const float* src, float* host, size_t n) override;
+    void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids) override {
+        for (int64_t r = 0; r < rows; ++r) ids[r] = argmax_row(x + r * n, n);
+    }
     void copy_from_host(const float* host, float* dst, size_t n) override;
     void copy(const float* src, float* dst, size_t n) override;
     void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,

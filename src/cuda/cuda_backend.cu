@@ -247,6 +247,14 @@ public:
         STRATA_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         sync();
     }
+    void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids) override {
+        if (rows <= 0) return;
+        auto* dev = static_cast<int32_t*>(scratch(kArgmax, static_cast<size_t>(rows) * sizeof(int32_t)));
+        sign(kOpArgmax, x, rows, n, dev);
+        if (launching()) cuda::argmax_rows(x, rows, n, dev, stream_);
+        // int32 ids travel as 4-byte floats (a bit copy).
+        copy_to_host(reinterpret_cast<const float*>(dev), reinterpret_cast<float*>(ids), static_cast<size_t>(rows));
+    }
     void copy_from_host(const float* host, float* dst, size_t n) override {
         act_src_ = nullptr;
         if (mode_ == Mode::Capture) abandon();
@@ -539,7 +547,7 @@ public:
     }
 
 private:
-    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kActX, kActHidden, kScratchSlots };
+    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kActX, kActHidden, kArgmax, kScratchSlots };
     struct DevBuf {
         void* ptr = nullptr;
         size_t bytes = 0;
@@ -708,7 +716,7 @@ private:
     enum Op : uint64_t {
         kOpCopy = 1, kOpCopyRows, kOpCopyToHost, kOpGetRows, kOpProduct, kOpRmsNorm, kOpAdd, kOpSwiglu, kOpMulSigmoid, kOpRope,
         kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm,
-        kOpAddRmsNorm, kOpQkNormRope, kOpQuantize
+        kOpAddRmsNorm, kOpQkNormRope, kOpQuantize, kOpArgmax
     };
     static constexpr size_t kGraphsPerSize = 8;
     struct Graph {

@@ -219,6 +219,9 @@ struct DeltaRule {
 };
 void delta_rule(const DeltaRule& a, cudaStream_t s);
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s);
+// ids[r] = argmax of row r of x [rows][n] (ties to the lower index, NaN as -inf, -1 if none is
+// above -inf), device memory.
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t s);
 // out[i] = x[rows[i]] for n rows of cols floats.
 void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
 // The experts' combine fused with the residual add and the next norm (decode): y[t] += sum_j

@@ -542,7 +542,50 @@ __global__ void moe_combine_kernel(const Pair* pairs, const int32_t* slot_row, c
     out[i] = s;
 }
 
+// The better of two (value, index) candidates: larger value, then lower index (-1: none).
+__device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
+    if (oi >= 0 && (i < 0 || ov > v || (ov == v && oi < i))) {
+        v = ov;
+        i = oi;
+    }
+}
+
+// One block per row: each thread its strided share, then warp shuffles and one pass over the
+// warps' winners.
+__global__ void argmax_kernel(const float* __restrict__ x, int64_t n, int32_t* ids) {
+    grid_dependency_enter();
+    __shared__ float wv[32];
+    __shared__ int wi[32];
+    const float* row = x + static_cast<int64_t>(blockIdx.x) * n;
+    float v = -INFINITY;
+    int i = -1;
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
+        if (row[c] > v) {  // NaN and -inf never win; a thread's indices rise, so ties keep the first
+            v = row[c];
+            i = static_cast<int>(c);
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        better(v, i, ov, oi);
+    }
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (lane == 0) wv[warp] = v, wi[warp] = i;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) better(v, i, wv[w], wi[w]);
+        ids[blockIdx.x] = i;
+    }
+}
+
 }  // namespace
+
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t s) {
+    if (rows <= 0) return;
+    launch_kernel(argmax_kernel, static_cast<unsigned>(rows), 1024, 0, s, x, n, ids);
+    STRATA_CUDA_LAUNCHED();
+}
 
 namespace {
 // Threads for add_rms_norm_kernel: four float4 per thread at most, whole warps; 0 when the row

@@ -107,7 +107,7 @@ std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
     return s;
 }
 
-void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits) {
+void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits, int32_t* argmax) {
     const ModelConfig& c = config_;
     const int64_t n = b.size();
     if (n == 0) return;
@@ -160,7 +160,8 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
             float* out = fp.scratch(kHeadOut, static_cast<size_t>(n_out * c.n_vocab)).data();
             const backend::MatmulArgs head[] = {{&arch_->output(), rows, n_out, out}};
             backend_.matmul(head);
-            backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
+            if (logits != nullptr) backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
+            if (argmax != nullptr) backend_.argmax_rows(out, n_out, c.n_vocab, argmax);
         }
         if (backend_.forward_end()) break;
         if (!may_replay) throw Error("the backend could not run a forward");

@@ -113,7 +113,9 @@ public:
 
     // Runs the batch; logits (host memory, [b.n_logits()][n_vocab]) for the tokens that want
     // them, in batch order. Advances each sequence's n_past past its last token in the batch.
-    void forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits);
+    // argmax (optional, host [b.n_logits()]): each logits row's greedy token, found where the
+    // logits are (Backend::argmax_rows); logits may then be null, and no logits cross to the host.
+    void forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits, int32_t* argmax = nullptr);
 
 private:
     Model(std::unique_ptr<gguf::File> file, backend::Backend& backend);

@@ -90,6 +90,12 @@ public:
     SampleResult sample(float* logits, const TokenMask* mask = nullptr);
 
     const SamplingParams& params() const { return params_; }
+    // True when sample() without a mask is the argmax of the raw logits (ties to the lower id)
+    // and draws nothing: greedy, no bias, no penalties, no logprobs. The engine then lets the
+    // backend find that argmax where the logits are (Backend::argmax_rows).
+    bool argmax_only() const {
+        return params_.greedy() && !params_.wants_logprobs() && !params_.has_penalties() && params_.logit_bias.empty();
+    }
     int32_t n_vocab() const { return n_vocab_; }
 
     // Steps 1-3 alone, in place (what sample() starts with).

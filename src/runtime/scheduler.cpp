@@ -297,15 +297,28 @@ void Scheduler::step() {
         n_logits += last ? 1 : 0;
         if (s->phase == Sequence::Phase::Prefill) stats_.prefill_tokens += s->step_end - s->step_begin;
     }
-    logits_.resize(static_cast<size_t>(n_logits * model_.config().n_vocab));
-    model_.forward(batch_, batch_seqs_, logits_.data());
+    // When every sequence that samples this step takes the argmax of its raw logits, the
+    // backend finds it where the logits are and only the ids come back.
+    bool argmax_only = n_logits > 0;
+    for (Sequence* s : in_batch)
+        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint)) argmax_only = false;
+    argmax_.resize(static_cast<size_t>(n_logits));
+    if (argmax_only) {
+        model_.forward(batch_, batch_seqs_, nullptr, argmax_.data());
+        ++stats_.argmax_steps;
+    } else {
+        logits_.resize(static_cast<size_t>(n_logits * model_.config().n_vocab));
+        model_.forward(batch_, batch_seqs_, logits_.data());
+    }
     ++stats_.steps;
 
     int64_t row = 0;
     for (Sequence* s : in_batch) {
         const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
-        float* l = last ? logits_.data() + row++ * model_.config().n_vocab : nullptr;
-        after_forward(*s, l);
+        float* l = last && !argmax_only ? logits_.data() + row * model_.config().n_vocab : nullptr;
+        const int32_t id = last && argmax_only ? argmax_[static_cast<size_t>(row)] : -2;
+        if (last) ++row;
+        after_forward(*s, l, id);
     }
     reap();
 }
@@ -334,7 +347,7 @@ void Scheduler::commit_blocks(Sequence& s) {
     if (changed) s.state->set_blocks(std::move(blocks));
 }
 
-void Scheduler::after_forward(Sequence& s, float* logits) {
+void Scheduler::after_forward(Sequence& s, float* logits, int32_t argmax) {
     const bool was_prefill = s.phase == Sequence::Phase::Prefill;
     s.n_computed = s.step_end;
     if (opts_.prefix_cache) {
@@ -350,23 +363,31 @@ void Scheduler::after_forward(Sequence& s, float* logits) {
             }
         }
     }
-    if (logits == nullptr) return;
+    if (logits == nullptr && argmax == -2) return;
     s.phase = Sequence::Phase::Decode;
-    sample_next(s, logits);
+    sample_next(s, logits, argmax);
 }
 
-void Scheduler::sample_next(Sequence& s, float* logits) {
-    const TokenMask* mask = nullptr;
-    if (s.constraint) {
-        s.constraint->allowed(s.mask);
-        mask = &s.mask;
-    }
+void Scheduler::sample_next(Sequence& s, float* logits, int32_t argmax) {
     SampleResult r;
-    try {
-        r = s.sampler.sample(logits, mask);
-    } catch (const Error& e) {
-        finish(s, FinishReason::Error, e.what());
-        return;
+    if (logits == nullptr) {
+        if (argmax < 0) {  // as Sampler::sample says it
+            finish(s, FinishReason::Error, "no token can be sampled: every allowed token has logit -inf");
+            return;
+        }
+        r.token = argmax;
+    } else {
+        const TokenMask* mask = nullptr;
+        if (s.constraint) {
+            s.constraint->allowed(s.mask);
+            mask = &s.mask;
+        }
+        try {
+            r = s.sampler.sample(logits, mask);
+        } catch (const Error& e) {
+            finish(s, FinishReason::Error, e.what());
+            return;
+        }
     }
     const int32_t t = r.token;
     s.tokens.push_back(t);

@@ -55,6 +55,7 @@ struct SchedulerStats {
     int64_t prompt_tokens = 0, prefill_tokens = 0, generated_tokens = 0;
     int64_t prefix_lookups = 0, prefix_hits = 0, reused_tokens = 0;
     int64_t preemptions = 0;
+    int64_t argmax_steps = 0;  // steps whose tokens the backend picked (no logits to the host)
     int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
     int32_t snapshots = 0, snapshot_capacity = 0;
     int64_t max_context = 0;
@@ -91,8 +92,10 @@ private:
     Sequence* youngest_running();
     int64_t prefill_end(const Sequence& s, int64_t budget) const;
     void commit_blocks(Sequence& s);
-    void after_forward(Sequence& s, float* logits);  // logits: this sequence's row, or null
-    void sample_next(Sequence& s, float* logits);
+    // logits: this sequence's row, or null; without logits, argmax >= -1 is the token the
+    // backend picked (Sampler::argmax_only sequences), -2 none.
+    void after_forward(Sequence& s, float* logits, int32_t argmax);
+    void sample_next(Sequence& s, float* logits, int32_t argmax);
     void finish(Sequence& s, FinishReason reason, const std::string& detail);
     void emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece);
     void reap();
@@ -111,6 +114,7 @@ private:
     model::Batch batch_;
     std::vector<model::SequenceState*> batch_seqs_;
     std::vector<float> logits_;
+    std::vector<int32_t> argmax_;
 };
 
 }  // namespace strata::runtime

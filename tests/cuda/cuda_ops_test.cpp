@@ -365,6 +365,27 @@ TEST_F(CudaOps, ProductsAfterANormUseItsRoundedCopyAndNotAStaleOne) {
     }
 }
 
+// Greedy sampling on the device: the same ids as the CPU (ties to the lower index, NaN and -inf
+// never chosen, -1 for a row with nothing to pick), for vocabulary-sized and short rows.
+TEST_F(CudaOps, ArgmaxRowsMatchCpu) {
+    for (int64_t n : {int64_t{151936}, int64_t{1000}, int64_t{33}}) {
+        const int64_t rows = 6;
+        auto x = test::random_floats(static_cast<size_t>(rows * n), 5);
+        x[static_cast<size_t>(1 * n + 3)] = x[static_cast<size_t>(1 * n + n - 2)] = 60.0f;  // a tie far apart
+        for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(2 * n + i)] = i % 3 == 0 ? std::nanf("") : -INFINITY;
+        x[static_cast<size_t>(4 * n + n / 2)] = std::nanf("");
+        x[static_cast<size_t>(4 * n + n / 3)] = 70.0f;
+        Twin t = twin(x);
+        std::vector<int32_t> want(static_cast<size_t>(rows), -7), got(static_cast<size_t>(rows), -7);
+        cpu_->argmax_rows(t.cpu.data(), rows, n, want.data());
+        gpu_->argmax_rows(t.gpu.data(), rows, n, got.data());
+        EXPECT_EQ(want, got) << "n " << n;
+        EXPECT_EQ(got[1], 3);
+        EXPECT_EQ(got[2], -1);
+        EXPECT_EQ(got[4], n / 3);
+    }
+}
+
 // ---- element-wise and per-row ops ---------------------------------------------------------
 
 TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {

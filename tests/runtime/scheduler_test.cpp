@@ -85,6 +85,43 @@ TEST_P(PerArch, BatchInvariantGreedyAndSeededSampling) {
     }
 }
 
+// Greedy requests without logprobs, bias or penalties take their tokens from the backend's
+// argmax (only ids leave the backend); with logprobs the sampler reads the whole logits row.
+// Both must give the same tokens, alone and mixed in one batch.
+TEST_P(PerArch, GreedyTokensPickedByTheBackendEqualTheSamplers) {
+    auto reqs = mixed_requests(6, true);
+    std::vector<Request> with_logprobs = reqs;
+    for (Request& r : with_logprobs) {
+        r.id += "-lp";
+        r.sampling.logprobs = true;
+    }
+    auto& m = tiny_model(GetParam());
+    std::map<std::string, test::Outcome> plain, lp;
+    int64_t argmax_steps = 0;
+    for (bool logprobs : {false, true}) {
+        Scheduler s(*m.model, *m.tok, small_options());
+        RecordingSink sink;
+        for (const auto& r : logprobs ? with_logprobs : reqs) s.submit(r, &sink);
+        run_until_idle(s);
+        (logprobs ? lp : plain) = sink.out;
+        if (!logprobs) argmax_steps = s.stats().argmax_steps;
+        else EXPECT_EQ(s.stats().argmax_steps, 0);
+    }
+    EXPECT_GT(argmax_steps, 0);
+    // Mixed: half the requests want logprobs, so no step is argmax-only.
+    Scheduler s(*m.model, *m.tok, small_options());
+    RecordingSink sink;
+    for (size_t i = 0; i < reqs.size(); ++i) s.submit(i % 2 == 0 ? reqs[i] : with_logprobs[i], &sink);
+    run_until_idle(s);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+        const auto& a = plain.at(reqs[i].id);
+        const auto& b = lp.at(with_logprobs[i].id);
+        ASSERT_TRUE(a.done && b.done);
+        EXPECT_EQ(a.tokens, b.tokens) << reqs[i].id;
+        EXPECT_EQ(a.tokens, sink.out.at(i % 2 == 0 ? reqs[i].id : with_logprobs[i].id).tokens) << reqs[i].id << " mixed";
+    }
+}
+
 TEST_P(PerArch, PrefixCacheHitGivesTheSameOutputAsRecomputing) {
     auto& m = tiny_model(GetParam());
     const auto shared = make_prompt(300, 99);
