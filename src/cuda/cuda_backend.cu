@@ -299,7 +299,14 @@ public:
                    products[j].w->type == p.w->type && products[j].w->ne[0] == p.w->ne[0])
                 ++j;
             const bool int8 = batchable && int8_products_ && q8_supported(p.w->type);
-            if (!batchable || (j - i == 1 && !int8)) {
+            if (!batchable && p.n_tokens > 1 && p.n_tokens <= kGemvMaxCols && int8_products_ && q8_supported(p.w->type) &&
+                p.w->ne[0] % 32 == 0) {
+                // A few rows (decode of several sequences): 8-bit inputs too.
+                const ActQ8 xq = act_q8_for(p.x, p.n_tokens, p.w->ne[0]);
+                const DeviceMatrix w = matrix(*p.w);
+                sign(kOpProduct, w.data, p.x, p.n_tokens, p.y, true);
+                if (launching()) gemv(w, xq, p.n_tokens, p.y, p.w->ne[1], stream_);
+            } else if (!batchable || (j - i == 1 && !int8)) {
                 product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
             } else {
                 const ActQ8 xq = int8 ? act_q8_for(p.x, 1, p.w->ne[0]) : ActQ8{};

@@ -124,6 +124,8 @@ bool q8_supported(quant::Type t);
 inline constexpr int kGemvMaxCols = 8;
 void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
           cudaStream_t s);
+// The same with n rows of 8-bit inputs (x: n rows of w.ne0 values; the type q8_supported).
+void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_stride, cudaStream_t s);
 
 // Up to kGemvBatchMax matrices of one type and width (a multiple of 32) times one input row in
 // one launch: y[i] = W[i] x.

@@ -61,6 +61,36 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
     }
 }
 
+// y[c][row] = W[row] . x[c] for c < n (n <= NC) with 8-bit inputs x (rows of chunks * 32
+// values): one warp per weight row, each lane's weight chunk dotted with every input row's.
+template <class Dq, int NC>
+__global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
+                                                              int chunks, Q8Row x, int n, float* __restrict__ y,
+                                                              int64_t y_stride) {
+    grid_dependency_enter();
+    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
+    float acc[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+    for (int i = lane; i < chunks; i += 32) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            if (c < n) {
+                ChunkQ8 xc;
+                load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
+                acc[c] += row_dot32_q8<Dq>(wr, i, xc);
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+        const float s = warp_sum(acc[c]);
+        if (lane == 0 && c < n) y[c * y_stride + row] = s;
+    }
+}
+
 // Sum of row_dot32 over chunks first, first + stride, ... < chunks, two chunks per step so each
 // lane has both chunks' loads in flight before it does any arithmetic (decode is latency-bound:
 // a lane waiting on one 16-byte load at a time leaves most of the memory bandwidth idle).
@@ -474,6 +504,28 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
     with_dequantizer(w.type, [&]<class Dq>() {
         launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks_for(rows * groups, 256), 256, 0, s, w.data, w.row_bytes,
                       rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
+    });
+    STRATA_CUDA_LAUNCHED();
+}
+
+void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_stride, cudaStream_t s) {
+    check_type(w);
+    if (n < 1 || n > kGemvMaxCols) throw Error("gemv: batch of " + std::to_string(n) + " rows");
+    if (w.ne0 % 32 != 0) throw Error("8-bit-input products need rows of 32-value chunks");
+    const int chunks = static_cast<int>(w.ne0 / 32);
+    const dim3 grid(blocks_for(w.rows, kWarps));
+    with_dequantizer(w.type, [&]<class Dq>() {
+        if constexpr (kHasQ8Dot<Dq>) {
+            const auto run = [&](auto kernel) {
+                launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), chunks, q8_row(x),
+                              static_cast<int>(n), y, y_stride);
+            };
+            if (n <= 2) run(gemv_q8_kernel<Dq, 2>);
+            else if (n <= 4) run(gemv_q8_kernel<Dq, 4>);
+            else run(gemv_q8_kernel<Dq, kGemvMaxCols>);
+        } else {
+            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(w.type));
+        }
     });
     STRATA_CUDA_LAUNCHED();
 }
