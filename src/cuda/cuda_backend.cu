@@ -322,6 +322,7 @@ public:
                     else gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
                 }
             }
+            for (size_t k = i; k < j; ++k) wrote(products[k].y, products[k].n_tokens * products[k].w->ne[1]);
             i = j;
         }
     }
@@ -756,8 +757,13 @@ private:
     // its rows.
     template <class... A>
     void sign_writing(const float* out, int64_t n, Op op, A... args) {
-        if (act_src_ != nullptr && out < act_src_ + act_rows_ * act_n_ && act_src_ < out + n) act_src_ = nullptr;
+        wrote(out, n);
         record(op, args...);
+    }
+    // [out, out + n) was written: the 8-bit copy goes if it was made from rows there. Products
+    // and experts, which sign as readers, say what they write through this.
+    void wrote(const float* out, int64_t n) {
+        if (act_src_ != nullptr && out < act_src_ + act_rows_ * act_n_ && act_src_ < out + n) act_src_ = nullptr;
     }
     template <class... A>
     void record(Op op, A... args) {
@@ -935,6 +941,7 @@ void CudaBackend::moe(const MoeArgs& a) {
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
     const int64_t n_pairs = a.n_tokens * a.k;
     if (n_pairs <= 0) return;
+    if (a.out != a.x) wrote(a.out, a.n_tokens * n_embd);
     float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
     if (n_pairs <= kMoeIndexedPairs) {
         float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));

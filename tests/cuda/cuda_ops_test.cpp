@@ -361,6 +361,14 @@ TEST_F(CudaOps, ProductsAfterANormUseItsRoundedCopyAndNotAStaleOne) {
             gpu_->add(out.gpu.data(), x.gpu.data(), dim);
             gpu_->matmul(pg);
             EXPECT_LT(nmse(product_ref(cpu_of(out)), gpu_of(prod)), product_bound(c.t, true)) << "after a write, dim " << dim;
+            // A product that writes the rows counts too: a square Q4_0 matrix (f32 inputs, so it
+            // leaves the norm's copy in place) from another input.
+            const auto& sq = upload(random_weight(Type::Q4_0, dim, dim, 1, 65));
+            gpu_->add_rms_norm(y.gpu.data(), x.gpu.data(), &nw.w, 1, dim, 1e-6f, out.gpu.data());
+            const MatmulArgs overwrite[] = {{&sq.w, x.gpu.data(), 1, out.gpu.data()}};
+            gpu_->matmul(overwrite);
+            gpu_->matmul(pg);
+            EXPECT_LT(nmse(product_ref(gpu_of(out)), gpu_of(prod)), product_bound(c.t, true)) << "after a product wrote the rows, dim " << dim;
         }
     }
 }
