@@ -298,9 +298,10 @@ public:
             while (batchable && j < products.size() && j - i < kGemvBatchMax && products[j].x == p.x && products[j].n_tokens == 1 &&
                    products[j].w->type == p.w->type && products[j].w->ne[0] == p.w->ne[0])
                 ++j;
-            const bool int8 = batchable && int8_products_ && q8_supported(p.w->type);
-            if (!batchable && p.n_tokens > 1 && p.n_tokens <= kGemvMaxCols && int8_products_ && q8_supported(p.w->type) &&
-                p.w->ne[0] % 32 == 0) {
+            // GEMVs of these weights take the input rounded to 8 bits (batchable implies the width).
+            const bool int8_ok = int8_products_ && q8_supported(p.w->type) && p.w->ne[0] % 32 == 0;
+            const bool int8 = batchable && int8_ok;
+            if (!batchable && p.n_tokens > 1 && p.n_tokens <= kGemvMaxCols && int8_ok) {
                 // A few rows (decode of several sequences): 8-bit inputs too.
                 const ActQ8 xq = act_q8_for(p.x, p.n_tokens, p.w->ne[0]);
                 const DeviceMatrix w = matrix(*p.w);
@@ -328,7 +329,7 @@ public:
     }
 
     void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
-        const ActQ8* q8 = norm_q8(rows, dim);
+        const ActQ8* q8 = q8_out(rows, dim);
         sign(kOpRmsNorm, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out, q8 != nullptr ? q8->q : nullptr);
         if (q8 != nullptr) remember_act(out, rows, dim);
         if (!launching()) return;
@@ -339,7 +340,7 @@ public:
         if (launching()) cuda::add(y, x, n, stream_);
     }
     void add_rms_norm(float* y, const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
-        const ActQ8* q8 = norm_q8(rows, dim);
+        const ActQ8* q8 = q8_out(rows, dim);
         sign(kOpAddRmsNorm, y, x, w != nullptr ? w->data : nullptr, rows, dim, eps, out, q8 != nullptr ? q8->q : nullptr);
         if (q8 != nullptr) remember_act(out, rows, dim);
         if (!launching()) return;
@@ -492,7 +493,7 @@ public:
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
         // Decode: the output also rounded to 8 bits for the output projection that reads it.
         const int64_t out_dim = a.n_head * a.head_dim_v;
-        const ActQ8* q8 = a.head_dim_v % 32 == 0 ? norm_q8(a.n_tokens, out_dim) : nullptr;
+        const ActQ8* q8 = a.head_dim_v % 32 == 0 ? q8_out(a.n_tokens, out_dim) : nullptr;
         if (q8 != nullptr) d.q8 = *q8;
         sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
              splits, d.partial, d.q8.q);
@@ -778,10 +779,10 @@ private:
     // made from: norms write it alongside their output (decode-sized rows; one fused kernel),
     // products and experts reuse it when their input is those rows, else round their input
     // into it first.
-    static constexpr int64_t kNormQ8MaxRows = 32;  // the device-side MoE path's tokens (256 pairs / 8)
+    static constexpr int64_t kQ8OutMaxRows = 32;  // the device-side MoE path's tokens (256 pairs / 8)
     // A copy for rows a kernel is about to write (null when decode products would not use one).
-    const ActQ8* norm_q8(int64_t rows, int64_t dim) {
-        if (!int8_products_ || rows > kNormQ8MaxRows || dim % 32 != 0) return nullptr;
+    const ActQ8* q8_out(int64_t rows, int64_t dim) {
+        if (!int8_products_ || rows > kQ8OutMaxRows || dim % 32 != 0) return nullptr;
         act_ = act_q8_in(scratch(kActX, act_q8_bytes(rows, dim)), rows, dim);
         return &act_;
     }
@@ -859,6 +860,7 @@ private:
     std::vector<AttnTile> attn_tiles_;
     std::vector<int32_t> moe_ids_, moe_offsets_, moe_fill_, moe_token_of_, moe_slot_row_, moe_active_;
     // Large-batch MoE: one grouped cuBLAS call per chunk of experts (host argument arrays).
+    void moe_experts(const MoeArgs& a);  // moe() but for telling the 8-bit copy what it wrote
     bool moe_grouped(const MoeArgs& a, const float* xg, float* hg, float* hu, float* outp, const int32_t* slot_row);
     bool grouped_gemm_ok_ = true;
     std::vector<int> g_m_, g_n_, g_k_, g_ldc_, g_one_;
@@ -938,10 +940,14 @@ bool CudaBackend::moe_grouped(const MoeArgs& a, const float* xg, float* hg, floa
 }
 
 void CudaBackend::moe(const MoeArgs& a) {
+    moe_experts(a);
+    wrote(a.out, a.n_tokens * a.gate->ne[0]);  // after: x may be out, and its copy was used
+}
+
+void CudaBackend::moe_experts(const MoeArgs& a) {
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
     const int64_t n_pairs = a.n_tokens * a.k;
     if (n_pairs <= 0) return;
-    if (a.out != a.x) wrote(a.out, a.n_tokens * n_embd);
     float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
     if (n_pairs <= kMoeIndexedPairs) {
         float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
@@ -955,7 +961,7 @@ void CudaBackend::moe(const MoeArgs& a) {
         // With a residual: the combine, the residual add and the next norm in one kernel where
         // the shape fits, else the combine and add_rms_norm.
         const bool fuse = a.residual != nullptr && moe_combine_add_rms_norm_fits(outp, a.residual, a.normed, n_embd);
-        const ActQ8* nq = fuse ? norm_q8(a.n_tokens, n_embd) : nullptr;
+        const ActQ8* nq = fuse ? q8_out(a.n_tokens, n_embd) : nullptr;
         sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden, xq.q,
              hq.q, fuse, a.residual, fuse ? a.norm->data : nullptr, a.eps, a.normed, nq != nullptr ? nq->q : nullptr);
         if (fuse) {

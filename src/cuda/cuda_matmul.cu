@@ -401,6 +401,16 @@ __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t rows
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
+// with_dequantizer for products whose input is X: f32 inputs take every type, 8-bit inputs
+// (Q8Row) only those with a dp4a dot; any other type is refused, naming it.
+template <class X, class F>
+void with_input_dequantizer(quant::Type t, F&& f) {
+    with_dequantizer(t, [&]<class Dq>() {
+        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) f.template operator()<Dq>();
+        else throw Error(std::string("no 8-bit-input product for ") + quant::type_name(t));
+    });
+}
+
 template <class X>
 void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
     if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
@@ -420,14 +430,10 @@ void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cuda
     const int chunks = static_cast<int>(ws[0].ne0 / 32);
     const GemvShape sh = gemv_shape(total, chunks, !std::is_same_v<X, const float*>);
     const unsigned blocks = blocks_for(total, kWarps / sh.warps_per_row * sh.rows_per_warp);
-    with_dequantizer(ws[0].type, [&]<class Dq>() {
-        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
-            with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
-                launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, b, chunks, x);
-            });
-        } else {
-            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(ws[0].type));
-        }
+    with_input_dequantizer<X>(ws[0].type, [&]<class Dq>() {
+        with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
+            launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, b, chunks, x);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -514,18 +520,14 @@ void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_
     if (w.ne0 % 32 != 0) throw Error("8-bit-input products need rows of 32-value chunks");
     const int chunks = static_cast<int>(w.ne0 / 32);
     const dim3 grid(blocks_for(w.rows, kWarps));
-    with_dequantizer(w.type, [&]<class Dq>() {
-        if constexpr (kHasQ8Dot<Dq>) {
-            const auto run = [&](auto kernel) {
-                launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), chunks, q8_row(x),
-                              static_cast<int>(n), y, y_stride);
-            };
-            if (n <= 2) run(gemv_q8_kernel<Dq, 2>);
-            else if (n <= 4) run(gemv_q8_kernel<Dq, 4>);
-            else run(gemv_q8_kernel<Dq, kGemvMaxCols>);
-        } else {
-            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(w.type));
-        }
+    with_input_dequantizer<Q8Row>(w.type, [&]<class Dq>() {
+        const auto run = [&](auto kernel) {
+            launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), chunks, q8_row(x),
+                          static_cast<int>(n), y, y_stride);
+        };
+        if (n <= 2) run(gemv_q8_kernel<Dq, 2>);
+        else if (n <= 4) run(gemv_q8_kernel<Dq, 4>);
+        else run(gemv_q8_kernel<Dq, kGemvMaxCols>);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -541,15 +543,11 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
     const int groups = static_cast<int>(gate.ne0 / 8);
     const int rpw = moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
     const dim3 grid(blocks_for(gate.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
-    with_dequantizer(gate.type, [&]<class Dq>() {
-        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
-            with_rows_per_warp(rpw, [&]<int kRows>() {
-                launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
-                              static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden);
-            });
-        } else {
-            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(gate.type));
-        }
+    with_input_dequantizer<X>(gate.type, [&]<class Dq>() {
+        with_rows_per_warp(rpw, [&]<int kRows>() {
+            launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
+                          static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -561,15 +559,11 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, const 
     const int groups = static_cast<int>(down.ne0 / 8);
     const int rpw = moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
     const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
-    with_dequantizer(down.type, [&]<class Dq>() {
-        if constexpr (std::is_same_v<X, const float*> || kHasQ8Dot<Dq>) {
-            with_rows_per_warp(rpw, [&]<int kRows>() {
-                launch_kernel(moe_down_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
-                              static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
-            });
-        } else {
-            throw Error(std::string("no 8-bit-input product for ") + quant::type_name(down.type));
-        }
+    with_input_dequantizer<X>(down.type, [&]<class Dq>() {
+        with_rows_per_warp(rpw, [&]<int kRows>() {
+            launch_kernel(moe_down_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
+                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
+        });
     });
     STRATA_CUDA_LAUNCHED();
 }

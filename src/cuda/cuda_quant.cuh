@@ -341,6 +341,23 @@ __device__ __forceinline__ void load32_unaligned(const uint8_t* p, uint32_t* out
     for (int k = 0; k < 8; ++k) out[k] = __funnelshift_r(w[k], w[k + 1], sh);
 }
 
+// The 6-bit codes of Q6_K chunk i of a row (values 32(i%8) .. of block i/8): eight words of four
+// codes, low bits from ql[64h + 32(q&1) + l] (nibble q>>1), high bits from qh[32h + l] (bits 2q,
+// 2q+1), h = (i%8)/4, q = i%4. Returns the block; its scale bytes for the chunk's two runs of 16
+// are at 192 + 8h + 2q and the one after.
+__device__ __forceinline__ const uint8_t* q6k_chunk_codes(const uint8_t* row, int i, uint32_t* codes, int& scale_at) {
+    const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ6_K::kBytes;
+    const int j = i & 7, h = j >> 2, q = j & 3;
+    uint32_t ql[8], qh[8];
+    load32_unaligned(b + 64 * h + 32 * (q & 1), ql);
+    load32_unaligned(b + 128 + 32 * h, qh);
+    const int ls = 4 * (q >> 1), hs = 2 * q;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) codes[k] = ((ql[k] >> ls) & 0x0F0F0F0Fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
+    scale_at = 192 + 8 * h + 2 * q;
+    return b;
+}
+
 // The decode GEMV's unit of work per lane is chunk i of a weight row: 32 values, dotted with the
 // matching 32 input values, which a lane loads once into registers (chunk_x) and reuses for
 // every row it handles. For every type but Q4_K the chunk is values 32i .. 32i+31. Q4_K (the
@@ -368,6 +385,10 @@ __device__ __forceinline__ int k4_byte(uint32_t w0, uint32_t w1, uint32_t w2, in
     return static_cast<int>((w >> (8 * (k & 3))) & 0xff);
 }
 
+// The two halves packed in a word (a block's d and dmin), as floats.
+__device__ __forceinline__ float half_lo(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffff))); }
+__device__ __forceinline__ float half_hi(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))); }
+
 // Sub-block s's 6-bit scale and min of a Q4_K/Q5_K block whose first 16 bytes are `head` (d,
 // dmin, scales[0..12)). s < 4: scale = sc[s] & 63, min = sc[s+4] & 63; s >= 4: 4 bits from
 // sc[s+4] and the top 2 bits of sc[s-4] (scale) / sc[s] (min).
@@ -393,32 +414,25 @@ __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const floa
         int sc0, m0, sc1, m1;
         k4_scale_min(head, 2 * c, sc0, m0);
         k4_scale_min(head, 2 * c + 1, sc1, m1);
-        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+        const float d = half_lo(head.x), dmin = half_hi(head.x);
         float xs0 = 0.0f, xs1 = 0.0f;
         const float p0 = nibble_dot16(q, 0, xv, xs0), p1 = nibble_dot16(q, 4, xv + 4, xs1);
         return d * (static_cast<float>(sc0) * p0 + static_cast<float>(sc1) * p1) -
                dmin * (static_cast<float>(m0) * xs0 + static_cast<float>(m1) * xs1);
     } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
-        // Chunk = quarter q of half h: low bits in ql[64h + 32(q&1) + l] (nibble q>>1), high bits
-        // in qh[32h + l] (bits 2q, 2q+1), scale per 16 values; value = d * scale * (code - 32).
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ6_K::kBytes;
-        const int j = i & 7, h = j >> 2, q = j & 3;
-        uint32_t ql[8], qh[8];
-        load32_unaligned(b + 64 * h + 32 * (q & 1), ql);
-        load32_unaligned(b + 128 + 32 * h, qh);
-        const int ls = 4 * (q >> 1), hs = 2 * q;
+        // value = d * scale * (code - 32), scale per 16 values.
+        uint32_t c[8];
+        int at;
+        const uint8_t* b = q6k_chunk_codes(row, i, c, at);
         float s[2] = {0.0f, 0.0f}, xs[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
             const float4 x4 = xv[k];
-            const uint32_t c = ((ql[k] >> ls) & 0x0F0F0F0Fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
-            s[k >> 2] += code_f(c & 0xff) * x4.x + code_f((c >> 8) & 0xff) * x4.y + code_f((c >> 16) & 0xff) * x4.z +
-                         code_f(c >> 24) * x4.w;
+            s[k >> 2] += code_f(c[k] & 0xff) * x4.x + code_f((c[k] >> 8) & 0xff) * x4.y + code_f((c[k] >> 16) & 0xff) * x4.z +
+                         code_f(c[k] >> 24) * x4.w;
             xs[k >> 2] += x4.x + x4.y + x4.z + x4.w;
         }
-        const float sc0 = static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * q]));
-        const float sc1 = static_cast<float>(static_cast<int8_t>(b[193 + 8 * h + 2 * q]));
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])), sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
         return half_at(b + 208) * (sc0 * (s[0] - 32.0f * xs[0]) + sc1 * (s[1] - 32.0f * xs[1]));
     } else {
         constexpr int kGroups = Dq::kValues / 8;
@@ -530,8 +544,7 @@ __device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const C
             p0 = __dp4a(w & 0x0F0F0F0F, word_of(a.lo, k), p0);
             p1 = __dp4a((w >> 4) & 0x0F0F0F0F, word_of(a.hi, k), p1);
         }
-        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+        const float d = half_lo(head.x), dmin = half_hi(head.x);
         return d * (static_cast<float>(sc0) * a.d0 * static_cast<float>(p0) + static_cast<float>(sc1) * a.d1 * static_cast<float>(p1)) -
                dmin * (static_cast<float>(m0) * a.s0 + static_cast<float>(m1) * a.s1);
     } else if constexpr (std::is_same_v<Dq, DqQ5_K>) {
@@ -552,26 +565,20 @@ __device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const C
             const uint32_t code = ((lw >> shift) & 0x0F0F0F0Fu) | (((hw >> s) & 0x01010101u) << 4);
             p = __dp4a(static_cast<int>(code), q8_word(a, k), p);
         }
-        const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x & 0xffff)));
-        const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(head.x >> 16)));
+        const float d = half_lo(head.x), dmin = half_hi(head.x);
         return d * static_cast<float>(sc) * a.d0 * static_cast<float>(p) - dmin * static_cast<float>(mn) * (a.s0 + a.s1);
     } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
         // value = d * scale * (code - 32): sum code*x by dp4a, minus 32 * sum x per 16 values.
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ6_K::kBytes;
-        const int j = i & 7, h = j >> 2, q = j & 3;
-        uint32_t ql[8], qh[8];
-        load32_unaligned(b + 64 * h + 32 * (q & 1), ql);
-        load32_unaligned(b + 128 + 32 * h, qh);
-        const int ls = 4 * (q >> 1), hs = 2 * q;
+        uint32_t c[8];
+        int at;
+        const uint8_t* b = q6k_chunk_codes(row, i, c, at);
         int p0 = 0, p1 = 0;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const uint32_t code = ((ql[k] >> ls) & 0x0F0F0F0Fu) | (((qh[k] >> hs) & 0x03030303u) << 4);
-            if (k < 4) p0 = __dp4a(static_cast<int>(code), q8_word(a, k), p0);
-            else p1 = __dp4a(static_cast<int>(code), q8_word(a, k), p1);
+        for (int k = 0; k < 4; ++k) {
+            p0 = __dp4a(static_cast<int>(c[k]), q8_word(a, k), p0);
+            p1 = __dp4a(static_cast<int>(c[k + 4]), q8_word(a, k + 4), p1);
         }
-        const float sc0 = static_cast<float>(static_cast<int8_t>(b[192 + 8 * h + 2 * q]));
-        const float sc1 = static_cast<float>(static_cast<int8_t>(b[193 + 8 * h + 2 * q]));
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])), sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
         return half_at(b + 208) * (sc0 * (a.d0 * static_cast<float>(p0) - 32.0f * a.s0) +
                                    sc1 * (a.d1 * static_cast<float>(p1) - 32.0f * a.s1));
     } else if constexpr (std::is_same_v<Dq, DqQ8_0>) {

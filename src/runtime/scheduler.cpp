@@ -302,8 +302,8 @@ void Scheduler::step() {
     bool argmax_only = n_logits > 0;
     for (Sequence* s : in_batch)
         if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint)) argmax_only = false;
-    argmax_.resize(static_cast<size_t>(n_logits));
     if (argmax_only) {
+        argmax_.resize(static_cast<size_t>(n_logits));
         model_.forward(batch_, batch_seqs_, nullptr, argmax_.data());
         ++stats_.argmax_steps;
     } else {
