@@ -1,8 +1,14 @@
 // The engine runtime under load, through the scheduler (the code `strata engine` runs):
 //
-//   bench_engine -m MODEL decode [-c 1,4,16,64] [-n 32] [-t 2]
+//   bench_engine -m MODEL decode [-c 1,4,16,64] [-n 32] [-t 2] [--sampling S,..] [--rows auto,never] [-r R]
 //       aggregate decode tokens/s with c concurrent sequences (after every prompt is in): each
 //       step decodes one token of every sequence; also the ratio to the single-stream rate.
+//       S: greedy (default), temp (T 0.8), top-p (T 0.7, top_p 0.9), top-k (T 0.7, top_k 20,
+//       top_p 0.8), penalties (T 0.7, top_p 0.9, repetition 1.1, logprobs 5). --rows never
+//       copies every logits row to the host for the sampler (SchedulerOptions::row_sampling).
+//       With several samplings or rows modes, or -r R rounds: each combination once per
+//       round, medians over the rounds in one table.
+//   --device cuda runs the model on the GPU (all modes).
 //   bench_engine -m MODEL ttft [--prefix 8192] [--suffix 64] [-t 2]
 //       time to first token for prefix + suffix: with an empty cache, then for a second request
 //       sharing the prefix (a prefix-cache hit), median of 3 each.
@@ -15,11 +21,12 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "bench_util.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
@@ -68,6 +75,31 @@ runtime::Request request(const std::string& id, std::vector<int32_t> prompt, int
     return r;
 }
 
+// The sampling of the decode mode's requests (see the usage at the top).
+bool set_sampling(const std::string& name, runtime::SamplingParams& p) {
+    p.seed = 7;
+    if (name == "greedy") p.temperature = 0;
+    else if (name == "temp") p.temperature = 0.8f;
+    else if (name == "top-p") p.temperature = 0.7f, p.top_p = 0.9f;
+    else if (name == "top-k") p.temperature = 0.7f, p.top_k = 20, p.top_p = 0.8f;
+    else if (name == "penalties") p.temperature = 0.7f, p.top_p = 0.9f, p.repetition_penalty = 1.1f, p.top_logprobs = 5;
+    else return false;
+    return true;
+}
+
+using RowSampling = runtime::SchedulerOptions::RowSampling;
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> v;
+    size_t b = 0;
+    while (b <= s.size()) {
+        const size_t e = std::min(s.find(',', b), s.size());
+        v.push_back(s.substr(b, e - b));
+        b = e + 1;
+    }
+    return v;
+}
+
 std::vector<int> parse_list(const char* s) {
     std::vector<int> v;
     for (const char* p = s; *p != 0;) {
@@ -81,14 +113,19 @@ std::vector<int> parse_list(const char* s) {
 
 // Decode tokens/s with c sequences: prompts of 32 tokens are prefilled first (not timed), then
 // n steps of pure decode are timed.
-double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int n) {
+double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int n, const std::string& sampling, RowSampling rows) {
     runtime::SchedulerOptions o;
     o.max_running = c;
     o.max_batched_tokens = std::max(512, c + 64);
     o.kv.kv_bytes = int64_t{1} << 30;
+    o.row_sampling = rows;
     runtime::Scheduler s(m, tok, o);
     CountingSink sink;
-    for (int i = 0; i < c; ++i) s.submit(request("d" + std::to_string(i), prompt_of(32, static_cast<uint32_t>(i), m.config().n_vocab), n + 2), &sink);
+    for (int i = 0; i < c; ++i) {
+        runtime::Request r = request("d" + std::to_string(i), prompt_of(32, static_cast<uint32_t>(i), m.config().n_vocab), n + 2);
+        set_sampling(sampling, r.sampling);
+        s.submit(std::move(r), &sink);
+    }
     // Until every sequence has its first token (prefill done).
     while (true) {
         int ready = 0;
@@ -96,11 +133,16 @@ double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int 
         if (ready == c) break;
         s.step();
     }
-    const int64_t before = s.stats().generated_tokens;
+    const runtime::SchedulerStats before = s.stats();
     const auto t0 = clock_type::now();
     for (int i = 0; i < n; ++i) s.step();
     const double dt = secs_since(t0);
-    return static_cast<double>(s.stats().generated_tokens - before) / dt;
+    const runtime::SchedulerStats after = s.stats();
+    std::fprintf(stderr, "c %d: %lld tokens, %lld from row summaries, %lld whole rows to the host\n", c,
+                 static_cast<long long>(after.generated_tokens - before.generated_tokens),
+                 static_cast<long long>(after.row_sampled_tokens - before.row_sampled_tokens),
+                 static_cast<long long>(after.whole_rows - before.whole_rows));
+    return static_cast<double>(after.generated_tokens - before.generated_tokens) / dt;
 }
 
 double time_to_first_token(runtime::Scheduler& s, const std::string& id, std::vector<int32_t> prompt, int64_t* cached) {
@@ -115,7 +157,10 @@ double time_to_first_token(runtime::Scheduler& s, const std::string& id, std::ve
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string path, mode;
+    std::string path, mode, device = "cpu";
+    std::vector<std::string> samplings = {"greedy"};
+    std::vector<RowSampling> rows_modes = {RowSampling::Auto};
+    int rounds = 1;
     std::vector<int> conc = {1, 4, 16, 64};
     int n = 32, threads = 2;
     int64_t prefix = 8192, suffix = 64;
@@ -134,6 +179,26 @@ int main(int argc, char** argv) {
         else if (a == "-t") threads = std::atoi(next());
         else if (a == "--prefix") prefix = std::atoll(next());
         else if (a == "--suffix") suffix = std::atoll(next());
+        else if (a == "--device") device = next();
+        else if (a == "--sampling") {
+            samplings = split_list(next());
+            for (const auto& v : samplings) {
+                runtime::SamplingParams p;
+                if (!set_sampling(v, p)) {
+                    std::fprintf(stderr, "unknown --sampling %s\n", v.c_str());
+                    return 2;
+                }
+            }
+        } else if (a == "--rows") {
+            rows_modes.clear();
+            for (const auto& v : split_list(next())) {
+                if (v != "auto" && v != "never") {
+                    std::fprintf(stderr, "--rows takes auto, never or both\n");
+                    return 2;
+                }
+                rows_modes.push_back(v == "never" ? RowSampling::Never : RowSampling::Auto);
+            }
+        } else if (a == "-r") rounds = std::atoi(next());
         else if (mode.empty() && a[0] != '-') mode = a;
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
@@ -141,24 +206,48 @@ int main(int argc, char** argv) {
         }
     }
     if (path.empty() || (mode != "decode" && mode != "ttft" && mode != "constraint")) {
-        std::fprintf(stderr, "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] | ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2]\n");
+        std::fprintf(stderr, "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] [--sampling S,..] [--rows auto,never] [-r R] | ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2] [--device cpu|cuda]\n");
         return 2;
     }
-    backend::CpuBackend be(threads);
+    backend::BackendOptions bo;
+    bo.device = device;
+    bo.threads = threads;
+    std::unique_ptr<backend::Backend> backend;
+    try {
+        backend = backend::make_backend(bo);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_engine: %s\n", e.what());
+        return 1;
+    }
+    backend::Backend& be = *backend;
     auto m = model::Model::load(path, be);
     const auto tok = tokenizer::Tokenizer::from_gguf(m->file());
-    std::printf("model %s (%s, %lld layers), %d threads\n", path.c_str(), m->config().arch_name.c_str(),
-                static_cast<long long>(m->config().n_layer), threads);
+    std::printf("model %s (%s, %lld layers), %s, %d threads\n", path.c_str(), m->config().arch_name.c_str(),
+                static_cast<long long>(m->config().n_layer), device.c_str(), threads);
 
-    if (mode == "decode") {
+    if (mode == "decode" && samplings.size() == 1 && rows_modes.size() == 1 && rounds == 1) {
         double single = 0;
-        std::printf("| concurrent sequences | aggregate decode tok/s | vs 1 sequence |\n|---:|---:|---:|\n");
+        std::printf("sampling %s\n| concurrent sequences | aggregate decode tok/s | vs 1 sequence |\n|---:|---:|---:|\n",
+                    samplings[0].c_str());
         for (int c : conc) {
-            const double r = decode_rate(*m, *tok, c, n);
+            const double r = decode_rate(*m, *tok, c, n, samplings[0], rows_modes[0]);
             if (c == 1) single = r;
             std::printf("| %d | %.2f | %s |\n", c, r, single > 0 ? (std::to_string(r / single).substr(0, 5) + "x").c_str() : "-");
             std::fflush(stdout);
         }
+    } else if (mode == "decode") {
+        // Side by side: every sampling and rows mode once per round, medians over the rounds.
+        std::map<std::tuple<std::string, int, int>, std::vector<double>> rates;
+        for (int round = 0; round < rounds; ++round)
+            for (const auto& sm : samplings)
+                for (RowSampling rm : rows_modes)
+                    for (int c : conc) rates[{sm, static_cast<int>(rm), c}].push_back(decode_rate(*m, *tok, c, n, sm, rm));
+        std::printf("| sampling | rows | concurrent sequences | aggregate decode tok/s (median of %d) |\n|---|---|---:|---:|\n", rounds);
+        for (const auto& sm : samplings)
+            for (RowSampling rm : rows_modes)
+                for (int c : conc)
+                    std::printf("| %s | %s | %d | %.1f |\n", sm.c_str(), rm == RowSampling::Never ? "never" : "auto", c,
+                                median(rates[{sm, static_cast<int>(rm), c}]));
     } else if (mode == "ttft") {
         const auto shared = prompt_of(static_cast<size_t>(prefix), 1, m->config().n_vocab);
         std::vector<double> cold, warm;

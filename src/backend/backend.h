@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/row_sampling.h"
 #include "model/weights.h"
 
 namespace strata::backend {
@@ -199,6 +200,15 @@ public:
     // -inf or NaN), written like copy_to_host. Only ids cross to the host, not n_vocab floats a
     // row. By default: the rows copied to the host, then the same argmax there.
     virtual void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids);
+    // Sampling summaries where the logits are (row_sampling.h), outside a forward: for each
+    // request i, applies its edits to row req[i].row of x [rows][n] in place and writes out[i]
+    // and top [i*k, i*k + out[i].n_top). By default: each row through the host reference
+    // (sample_row_host) and back.
+    virtual void sample_rows(float* x, int64_t n, std::span<const RowSampleRequest> req, int32_t k, RowSample* out,
+                             TokenLogit* top);
+    // True where sample_rows saves copying rows to the host (a GPU backend); the engine then
+    // samples through it.
+    virtual bool samples_where_logits_are() const { return false; }
     virtual void copy_from_host(const float* host, float* dst, size_t n) = 0;
     virtual void copy(const float* src, float* dst, size_t n) = 0;
     // A strided block: dst row r (cols values at dst + r*dst_stride) = src row r (src + r*src_stride).

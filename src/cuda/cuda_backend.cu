@@ -255,6 +255,46 @@ public:
         // int32 ids travel as 4-byte floats (a bit copy).
         copy_to_host(reinterpret_cast<const float*>(dev), reinterpret_cast<float*>(ids), static_cast<size_t>(rows));
     }
+    bool samples_where_logits_are() const override { return true; }
+    void sample_rows(float* x, int64_t n, std::span<const backend::RowSampleRequest> req, int32_t k, backend::RowSample* out,
+                     backend::TokenLogit* top) override {
+        if (req.empty()) return;
+        if (mode_ != Mode::Eager) throw Error("CUDA: sample_rows runs between forwards, not inside one");
+        // The kernel reads rows as float4: other rows (no real vocabulary) take the host path.
+        if (n % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+            Backend::sample_rows(x, n, req, k, out, top);
+            return;
+        }
+        act_src_ = nullptr;  // the edits write rows
+        // One upload (jobs, then edits) and one download (summaries, then tokens).
+        std::vector<cuda::RowSampleJob> jobs(req.size());
+        size_t n_edits = 0;
+        for (const auto& r : req) n_edits += r.edits.size();
+        std::vector<backend::LogitEdit> edits;
+        edits.reserve(n_edits);
+        for (size_t i = 0; i < req.size(); ++i) {
+            jobs[i] = {req[i].row, static_cast<int32_t>(edits.size()), static_cast<int32_t>(req[i].edits.size()),
+                       req[i].inv_temperature, req[i].u, req[i].top_p, req[i].min_p, std::min(req[i].top, k)};
+            edits.insert(edits.end(), req[i].edits.begin(), req[i].edits.end());
+        }
+        auto aligned = [](size_t b) { return (b + 255) / 256 * 256; };
+        const size_t jobs_b = aligned(jobs.size() * sizeof(cuda::RowSampleJob));
+        const size_t edits_b = aligned(std::max<size_t>(1, edits.size()) * sizeof(backend::LogitEdit));
+        const size_t out_b = aligned(req.size() * sizeof(backend::RowSample));
+        const size_t top_b = req.size() * static_cast<size_t>(std::max(k, 1)) * sizeof(backend::TokenLogit);
+        auto* base = static_cast<uint8_t*>(scratch(kSample, jobs_b + edits_b + out_b + top_b));
+        auto* d_jobs = reinterpret_cast<cuda::RowSampleJob*>(base);
+        auto* d_edits = reinterpret_cast<backend::LogitEdit*>(base + jobs_b);
+        auto* d_out = reinterpret_cast<backend::RowSample*>(base + jobs_b + edits_b);
+        auto* d_top = reinterpret_cast<backend::TokenLogit*>(base + jobs_b + edits_b + out_b);
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(d_jobs, jobs.data(), jobs.size() * sizeof(cuda::RowSampleJob), cudaMemcpyHostToDevice, stream_));
+        if (!edits.empty())
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(d_edits, edits.data(), edits.size() * sizeof(backend::LogitEdit), cudaMemcpyHostToDevice, stream_));
+        cuda::sample_rows(x, n, d_jobs, static_cast<int64_t>(jobs.size()), d_edits, k, d_out, d_top, stream_);
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(out, d_out, req.size() * sizeof(backend::RowSample), cudaMemcpyDeviceToHost, stream_));
+        if (k > 0) STRATA_CUDA_CHECK(cudaMemcpyAsync(top, d_top, top_b, cudaMemcpyDeviceToHost, stream_));
+        sync();
+    }
     void copy_from_host(const float* host, float* dst, size_t n) override {
         act_src_ = nullptr;
         if (mode_ == Mode::Capture) abandon();
@@ -556,7 +596,7 @@ public:
     }
 
 private:
-    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kActX, kActHidden, kArgmax, kScratchSlots };
+    enum ScratchSlot : size_t { kDenseW, kDenseX, kAttnPartial, kMoeHidden, kMoePairs, kMoeX, kMoeUp, kActX, kActHidden, kArgmax, kSample, kScratchSlots };
     struct DevBuf {
         void* ptr = nullptr;
         size_t bytes = 0;

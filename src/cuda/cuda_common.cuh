@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/row_sampling.h"
 #include "quant/types.h"
 #include "util/error.h"
 
@@ -224,6 +225,19 @@ void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void*
 // ids[r] = argmax of row r of x [rows][n] (ties to the lower index, NaN as -inf, -1 if none is
 // above -inf), device memory.
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* ids, cudaStream_t s);
+// Sampling summaries (cuda_sampling.cu, Backend::sample_rows): job i reads row jobs[i].row of
+// x [rows][n] and its edits [edit_begin, edit_begin + n_edits) of edits; writes out[i] and
+// top [i*k, i*k + k). k <= backend::kMaxRowSampleTop. All pointers are device memory.
+struct RowSampleJob {
+    int64_t row = 0;
+    int32_t edit_begin = 0, n_edits = 0;
+    float inv_t = 1.0f;
+    double u = -1.0;
+    float top_p = 1.0f, min_p = 0.0f;
+    int32_t top = 0;  // tokens to return, <= k
+};
+void sample_rows(float* x, int64_t n, const RowSampleJob* jobs, int64_t n_jobs, const backend::LogitEdit* edits, int32_t k,
+                 backend::RowSample* out, backend::TokenLogit* top, cudaStream_t s);
 // out[i] = x[rows[i]] for n rows of cols floats.
 void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, float* out, cudaStream_t s);
 // The experts' combine fused with the residual add and the next norm (decode): y[t] += sum_j

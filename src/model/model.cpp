@@ -140,6 +140,8 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
 
     enum Slot : size_t { kHidden = 48, kHeadIn, kHeadOut };
     const int64_t n_out = b.n_logits();
+    last_logits_ = nullptr;
+    last_rows_ = 0;
     // A backend that replays recorded forwards may decline one (forward_end false): run it again
     // eagerly. Nothing on the host changes until the forward is done, so a second run is safe.
     for (bool may_replay : {true, false}) {
@@ -162,6 +164,8 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
             backend_.matmul(head);
             if (logits != nullptr) backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
             if (argmax != nullptr) backend_.argmax_rows(out, n_out, c.n_vocab, argmax);
+            last_logits_ = out;
+            last_rows_ = n_out;
         }
         if (backend_.forward_end()) break;
         if (!may_replay) throw Error("the backend could not run a forward");
@@ -170,6 +174,23 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
         SequenceState* s = seqs[static_cast<size_t>(r.seq)];
         s->set_n_past(std::max<int64_t>(s->n_past(), b.pos[static_cast<size_t>(r.end - 1)] + 1));
     }
+}
+
+void Model::sample_rows(std::span<const backend::RowSampleRequest> req, int32_t k, backend::RowSample* out,
+                        backend::TokenLogit* top) {
+    for (const auto& r : req) {
+        if (r.row < 0 || r.row >= last_rows_)
+            throw Error("sample_rows: row " + std::to_string(r.row) + " of " + std::to_string(last_rows_) + " logits rows");
+        for (const auto& e : r.edits)
+            if (e.id < 0 || e.id >= config_.n_vocab) throw Error("sample_rows: edit of token id " + std::to_string(e.id) + " outside the vocabulary");
+    }
+    if (k < 0 || k > backend::kMaxRowSampleTop) throw Error("sample_rows: k " + std::to_string(k) + " outside [0, 256]");
+    backend_.sample_rows(last_logits_, config_.n_vocab, req, k, out, top);
+}
+
+void Model::copy_logits_row(int64_t row, float* host) {
+    if (row < 0 || row >= last_rows_) throw Error("copy_logits_row: row " + std::to_string(row) + " of " + std::to_string(last_rows_));
+    backend_.copy_to_host(last_logits_ + row * config_.n_vocab, host, static_cast<size_t>(config_.n_vocab));
 }
 
 }  // namespace strata::model

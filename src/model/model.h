@@ -117,6 +117,14 @@ public:
     // logits are (Backend::argmax_rows); logits may then be null, and no logits cross to the host.
     void forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits, int32_t* argmax = nullptr);
 
+    // The logits of the last forward stay where the backend computed them until the next one
+    // (rows in batch order, as forward's logits). These read them there:
+    // sampling summaries of some rows (Backend::sample_rows; the edits change the rows)...
+    void sample_rows(std::span<const backend::RowSampleRequest> req, int32_t k, backend::RowSample* out,
+                     backend::TokenLogit* top);
+    // ...and whole rows, copied to host memory [n_vocab].
+    void copy_logits_row(int64_t row, float* host);
+
 private:
     Model(std::unique_ptr<gguf::File> file, backend::Backend& backend);
 
@@ -126,6 +134,8 @@ private:
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;
     std::vector<backend::Buffer> scratch_;  // forward-pass activations, reused across calls
+    float* last_logits_ = nullptr;          // backend memory [last_rows_][n_vocab] of the last forward
+    int64_t last_rows_ = 0;
 };
 
 }  // namespace strata::model

@@ -427,6 +427,22 @@ public:
         }
     }
 
+    // Steps 7-9 with top-k from a row's most likely tokens (most likely first; complete: they
+    // are all the tokens above -inf). False when they do not hold the top_k.
+    bool run_on_top(std::span<const backend::TokenLogit> top, bool complete, float max) {
+        s_.final_ids.clear();
+        s_.final_weights.clear();
+        s_.over_vocabulary = false;
+        std::vector<Candidate>& c = s_.candidates;
+        c.clear();
+        const size_t keep = std::min(top.size(), static_cast<size_t>(p_.top_k));
+        if (keep < static_cast<size_t>(p_.top_k) && !complete) return false;
+        for (size_t i = 0; i < keep; ++i) c.push_back(Candidate{top[i].logit, top[i].id, weight(top[i].logit, max)});
+        std::sort(c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+        truncate_candidates();
+        return true;
+    }
+
     // Token id for u in [0, 1).
     int32_t draw(double u) const {
         if (s_.over_vocabulary)
@@ -707,6 +723,83 @@ void Sampler::adjust_logits(float* logits, const TokenMask* mask) const {
 
 SampleResult Sampler::sample(float* logits, const TokenMask* mask) {
     adjust_logits(logits, mask);
+    return sample_from_adjusted(logits, std::nullopt);
+}
+
+std::optional<backend::RowSampleRequest> Sampler::row_request() {
+    pending_u_.reset();
+    if (!params_.greedy() && params_.top_k > backend::kMaxRowSampleTop && params_.top_k < n_vocab_) return std::nullopt;
+    row_edits_.clear();
+    std::unordered_map<int32_t, size_t> at;  // id -> its edit
+    auto edit_of = [&](int32_t id) -> backend::LogitEdit& {
+        const auto [it, inserted] = at.try_emplace(id, row_edits_.size());
+        if (inserted) row_edits_.push_back(backend::LogitEdit{id, 0.0f, 1.0f, 0.0f});
+        return row_edits_[it->second];
+    };
+    for (const auto& [id, bias] : params_.logit_bias) edit_of(id).bias += bias;  // repeated ids add up
+    for (const HistoryCount& h : history_) {
+        if (params_.repetition_penalty == 1.0f && h.generated == 0) continue;
+        backend::LogitEdit& e = edit_of(h.id);
+        e.repetition = params_.repetition_penalty;
+        if (h.generated > 0) e.subtract = params_.presence_penalty + params_.frequency_penalty * static_cast<float>(h.generated);
+    }
+    if (row_edits_.size() > kMaxRowEdits) return std::nullopt;
+    backend::RowSampleRequest r;
+    r.edits = row_edits_;
+    // The most likely tokens the answer needs: the argmax, the top-k to draw from, the
+    // alternatives to report.
+    const bool top_k = !params_.greedy() && params_.top_k > 0 && params_.top_k < n_vocab_;
+    r.top = std::max(params_.greedy() ? 1 : 0, std::max(top_k ? params_.top_k : 0, params_.top_logprobs));
+    row_top_ = r.top;
+    if (!params_.greedy()) {
+        r.inv_temperature = 1.0f / params_.temperature;
+        pending_u_ = rng_.uniform();
+        // Without top-k the backend draws, top-p and min-p included; with it, sample_row draws
+        // from the row's most likely tokens.
+        if (!top_k) {
+            r.u = *pending_u_;
+            r.top_p = params_.top_p;
+            r.min_p = params_.min_p;
+        }
+    }
+    return r;
+}
+
+std::optional<SampleResult> Sampler::sample_row(const backend::RowSample& row, std::span<const backend::TokenLogit> top) {
+    if (!(row.max > kNegInf)) throw Error("no token can be sampled: every allowed token has logit -inf");
+    const bool complete = row.n_top < row_top_;
+    SampleResult result;
+    if (params_.greedy()) {
+        if (top.empty()) return std::nullopt;
+        result.token = top[0].id;
+    } else if (row.drawn >= 0) {
+        result.token = row.drawn;
+    } else {
+        if (!pending_u_) throw Error("sample_row without row_request");
+        Selection selection(params_, n_vocab_, thread_scratch());
+        if (!selection.run_on_top(top, complete, row.max)) return std::nullopt;
+        result.token = selection.draw(*pending_u_);
+    }
+    pending_u_.reset();
+    if (params_.wants_logprobs()) {
+        const double lse = static_cast<double>(row.max) + std::log(row.sum_1);
+        float logit = row.drawn == result.token ? row.drawn_logit : kNegInf;
+        for (const auto& t : top)
+            if (t.id == result.token) logit = t.logit;
+        result.logprob = static_cast<float>(static_cast<double>(logit) - lse);
+        const size_t n = std::min(top.size(), static_cast<size_t>(params_.top_logprobs));
+        for (size_t i = 0; i < n; ++i) result.top.push_back(TokenLogprob{top[i].id, static_cast<float>(static_cast<double>(top[i].logit) - lse)});
+    }
+    return result;
+}
+
+SampleResult Sampler::sample_adjusted(float* logits) {
+    const std::optional<double> u = pending_u_;
+    pending_u_.reset();
+    return sample_from_adjusted(logits, u);
+}
+
+SampleResult Sampler::sample_from_adjusted(float* logits, std::optional<double> u) {
     SampleResult result;
     if (params_.greedy() && !params_.wants_logprobs()) {
         result.token = argmax(logits, n_vocab_);
@@ -721,7 +814,7 @@ SampleResult Sampler::sample(float* logits, const TokenMask* mask) {
     } else {
         Selection selection(params_, n_vocab_, scratch);
         selection.run(logits, max_logit);
-        result.token = selection.draw(rng_.uniform());
+        result.token = selection.draw(u ? *u : rng_.uniform());
     }
 
     if (params_.wants_logprobs()) {

@@ -25,10 +25,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "backend/row_sampling.h"
 #include "runtime/rng.h"
 #include "runtime/token_mask.h"
 
@@ -98,6 +100,23 @@ public:
     }
     int32_t n_vocab() const { return n_vocab_; }
 
+    // Sampling where the logits are (backend::sample_rows, docs/sampling.md), in three calls:
+    // row_request() says what the backend must compute for this token: the edits of steps 1-2,
+    // 1/T, and without top-k the draw itself (its uniform number, top-p, min-p). It draws this
+    // token's uniform number now (unless greedy), for the call that finishes the token. nullopt
+    // when only the whole row serves (top_k above kMaxRowSampleTop, or more than kMaxRowEdits
+    // edits): then sample() as usual. The returned edits live until the next row_request().
+    std::optional<backend::RowSampleRequest> row_request();
+    // The token from the backend's summary of the row (top: its n_top most likely tokens, at
+    // most kMaxRowSampleTop; with top-k the draw is made here from them). nullopt when the
+    // summary cannot decide: then sample_adjusted() on the whole row. Throws strata::Error when
+    // no token can be sampled.
+    std::optional<SampleResult> sample_row(const backend::RowSample& row, std::span<const backend::TokenLogit> top);
+    // Steps 4-10 on logits whose steps 1-2 the backend applied (a row after sample_rows), with
+    // the uniform number row_request() drew.
+    SampleResult sample_adjusted(float* logits);
+    static constexpr size_t kMaxRowEdits = 16384;
+
     // Steps 1-3 alone, in place (what sample() starts with).
     void adjust_logits(float* logits, const TokenMask* mask) const;
 
@@ -112,8 +131,14 @@ private:
         int32_t generated;  // times sampled; a prompt token only counts as present (repetition penalty)
     };
 
+    // Steps 4-10 on adjusted logits; u: the draw's uniform number, or none to draw one now.
+    SampleResult sample_from_adjusted(float* logits, std::optional<double> u);
+
     Rng rng_;
     SamplingParams params_;
+    std::vector<backend::LogitEdit> row_edits_;           // row_request()'s edits
+    std::optional<double> pending_u_;                     // drawn by row_request() for this token
+    int32_t row_top_ = 0;                                 // row_request()'s count of most likely tokens
     int32_t n_vocab_;
     std::vector<HistoryCount> history_;                   // one entry per distinct token seen
     std::unordered_map<int32_t, int32_t> history_index_;  // id -> index in history_

@@ -302,10 +302,16 @@ void Scheduler::step() {
     bool argmax_only = n_logits > 0;
     for (Sequence* s : in_batch)
         if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint)) argmax_only = false;
+    using RowSampling = SchedulerOptions::RowSampling;
+    const bool sample_rows = n_logits > 0 && !argmax_only && opts_.row_sampling != RowSampling::Never &&
+                             (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
+    std::vector<Outcome> outcomes(in_batch.size());
     if (argmax_only) {
         argmax_.resize(static_cast<size_t>(n_logits));
         model_.forward(batch_, batch_seqs_, nullptr, argmax_.data());
         ++stats_.argmax_steps;
+    } else if (sample_rows) {
+        forward_sampling_rows(in_batch, outcomes);
     } else {
         logits_.resize(static_cast<size_t>(n_logits * model_.config().n_vocab));
         model_.forward(batch_, batch_seqs_, logits_.data());
@@ -313,14 +319,76 @@ void Scheduler::step() {
     ++stats_.steps;
 
     int64_t row = 0;
-    for (Sequence* s : in_batch) {
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+        Sequence* s = in_batch[i];
         const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
-        float* l = last && !argmax_only ? logits_.data() + row * model_.config().n_vocab : nullptr;
-        const int32_t id = last && argmax_only ? argmax_[static_cast<size_t>(row)] : -2;
+        Outcome& o = outcomes[i];
+        if (last && argmax_only) o.argmax = argmax_[static_cast<size_t>(row)];
+        else if (last && !sample_rows) o.logits = logits_.data() + row * model_.config().n_vocab;
         if (last) ++row;
-        after_forward(*s, l, id);
+        after_forward(*s, std::move(o));
     }
     reap();
+}
+
+void Scheduler::forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out) {
+    model_.forward(batch_, batch_seqs_, nullptr);
+    const int64_t n_vocab = model_.config().n_vocab;
+    // Summaries for the rows of sequences that can take them; whole rows for the others
+    // (constraints, large top_k, long penalty histories) and for summaries that cannot decide.
+    row_req_.clear();
+    std::vector<size_t> req_of(in_batch.size(), SIZE_MAX);
+    int64_t row = 0;
+    std::vector<int64_t> row_of(in_batch.size(), -1);
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+        Sequence* s = in_batch[i];
+        if (s->step_end != static_cast<int64_t>(s->tokens.size())) continue;
+        row_of[i] = row;
+        if (!s->constraint) {
+            if (std::optional<backend::RowSampleRequest> r = s->sampler.row_request()) {
+                r->row = row;
+                req_of[i] = row_req_.size();
+                row_req_.push_back(*r);
+            }
+        }
+        ++row;
+    }
+    constexpr int32_t k = backend::kMaxRowSampleTop;
+    row_sum_.resize(row_req_.size());
+    row_top_.resize(row_req_.size() * static_cast<size_t>(k));
+    model_.sample_rows(row_req_, k, row_sum_.data(), row_top_.data());
+
+    size_t whole = 0;
+    for (size_t i = 0; i < in_batch.size(); ++i)
+        if (row_of[i] >= 0 && req_of[i] == SIZE_MAX) ++whole;
+    logits_.resize(static_cast<size_t>((whole + row_req_.size()) * n_vocab));  // room for every undecided row too
+    size_t used = 0;
+    for (size_t i = 0; i < in_batch.size(); ++i) {
+        if (row_of[i] < 0) continue;
+        Sequence* s = in_batch[i];
+        Outcome& o = out[i];
+        float* host = logits_.data() + (used++) * n_vocab;
+        if (req_of[i] == SIZE_MAX) {
+            model_.copy_logits_row(row_of[i], host);
+            o.logits = host;
+            ++stats_.whole_rows;
+            continue;
+        }
+        const size_t r = req_of[i];
+        const backend::RowSample& sum = row_sum_[r];
+        const std::span<const backend::TokenLogit> top(row_top_.data() + r * k, static_cast<size_t>(sum.n_top));
+        try {
+            o.sampled = s->sampler.sample_row(sum, top);
+            if (!o.sampled) {
+                model_.copy_logits_row(row_of[i], host);
+                o.sampled = s->sampler.sample_adjusted(host);
+                ++stats_.whole_rows;
+            }
+            ++stats_.row_sampled_tokens;
+        } catch (const Error& e) {
+            o.error = e.what();
+        }
+    }
 }
 
 void Scheduler::commit_blocks(Sequence& s) {
@@ -347,7 +415,7 @@ void Scheduler::commit_blocks(Sequence& s) {
     if (changed) s.state->set_blocks(std::move(blocks));
 }
 
-void Scheduler::after_forward(Sequence& s, float* logits, int32_t argmax) {
+void Scheduler::after_forward(Sequence& s, Outcome o) {
     const bool was_prefill = s.phase == Sequence::Phase::Prefill;
     s.n_computed = s.step_end;
     if (opts_.prefix_cache) {
@@ -363,19 +431,26 @@ void Scheduler::after_forward(Sequence& s, float* logits, int32_t argmax) {
             }
         }
     }
-    if (logits == nullptr && argmax == -2) return;
+    if (o.logits == nullptr && o.argmax == -2 && !o.sampled && o.error.empty()) return;
     s.phase = Sequence::Phase::Decode;
-    sample_next(s, logits, argmax);
+    sample_next(s, std::move(o));
 }
 
-void Scheduler::sample_next(Sequence& s, float* logits, int32_t argmax) {
+void Scheduler::sample_next(Sequence& s, Outcome o) {
     SampleResult r;
-    if (logits == nullptr) {
-        if (argmax < 0) {  // as Sampler::sample says it
+    float* logits = o.logits;
+    if (!o.error.empty()) {
+        finish(s, FinishReason::Error, o.error);
+        return;
+    }
+    if (o.sampled) {
+        r = std::move(*o.sampled);
+    } else if (logits == nullptr) {
+        if (o.argmax < 0) {  // as Sampler::sample says it
             finish(s, FinishReason::Error, "no token can be sampled: every allowed token has logit -inf");
             return;
         }
-        r.token = argmax;
+        r.token = o.argmax;
     } else {
         const TokenMask* mask = nullptr;
         if (s.constraint) {

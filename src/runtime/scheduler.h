@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "kv/kv_memory.h"
 #include "model/model.h"
 #include "runtime/request.h"
+#include "runtime/sampler.h"
 
 namespace strata::tokenizer {
 class Tokenizer;
@@ -47,6 +49,10 @@ struct SchedulerOptions {
     // prompt (a system prompt, earlier turns) reuse it. 0: only at prompt ends.
     int32_t snapshot_interval = 1024;
     bool prefix_cache = true;
+    // Sampling where the logits are (Backend::sample_rows, docs/sampling.md): Auto where the
+    // backend does it there (a GPU), Always also elsewhere (tests), Never: rows to the host.
+    enum class RowSampling : uint8_t { Auto, Always, Never };
+    RowSampling row_sampling = RowSampling::Auto;
     kv::KvMemoryOptions kv;
 };
 
@@ -56,6 +62,8 @@ struct SchedulerStats {
     int64_t prefix_lookups = 0, prefix_hits = 0, reused_tokens = 0;
     int64_t preemptions = 0;
     int64_t argmax_steps = 0;  // steps whose tokens the backend picked (no logits to the host)
+    int64_t row_sampled_tokens = 0;  // tokens sampled from the backend's row summaries
+    int64_t whole_rows = 0;          // ... and rows copied to the host (constraints, undecided summaries)
     int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
     int32_t snapshots = 0, snapshot_capacity = 0;
     int64_t max_context = 0;
@@ -92,10 +100,19 @@ private:
     Sequence* youngest_running();
     int64_t prefill_end(const Sequence& s, int64_t budget) const;
     void commit_blocks(Sequence& s);
-    // logits: this sequence's row, or null; without logits, argmax >= -1 is the token the
-    // backend picked (Sampler::argmax_only sequences), -2 none.
-    void after_forward(Sequence& s, float* logits, int32_t argmax);
-    void sample_next(Sequence& s, float* logits, int32_t argmax);
+    // What a step left for a sequence: its logits row on the host; or the token the backend
+    // picked (argmax >= -1, Sampler::argmax_only sequences); or a token sampled already (from
+    // the backend's row summary); or an error; or nothing (argmax -2: mid-prompt).
+    struct Outcome {
+        float* logits = nullptr;
+        int32_t argmax = -2;
+        std::optional<SampleResult> sampled;
+        std::string error;
+    };
+    void after_forward(Sequence& s, Outcome o);
+    void sample_next(Sequence& s, Outcome o);
+    // The forward and each sequence's outcome when sampling through Backend::sample_rows.
+    void forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out);
     void finish(Sequence& s, FinishReason reason, const std::string& detail);
     void emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece);
     void reap();
@@ -115,6 +132,9 @@ private:
     std::vector<model::SequenceState*> batch_seqs_;
     std::vector<float> logits_;
     std::vector<int32_t> argmax_;
+    std::vector<backend::RowSampleRequest> row_req_;
+    std::vector<backend::RowSample> row_sum_;
+    std::vector<backend::TokenLogit> row_top_;
 };
 
 }  // namespace strata::runtime

@@ -394,6 +394,102 @@ TEST_F(CudaOps, ArgmaxRowsMatchCpu) {
     }
 }
 
+// Sampling summaries (Backend::sample_rows) against the host reference on the CPU backend:
+// edits, +inf, NaN, ties across the k boundary, rows with fewer tokens than k, rows with none.
+TEST_F(CudaOps, SampleRowsMatchTheHostReference) {
+    for (int64_t n : {int64_t{151936}, int64_t{1000}, int64_t{37}}) {
+        const int64_t rows = 6;
+        auto x = test::random_floats(static_cast<size_t>(rows * n), 11, 4.0f);
+        auto at = [&](int64_t r, int64_t i) -> float& { return x[static_cast<size_t>(r * n + i)]; };
+        for (int64_t i = 0; i < std::min<int64_t>(n, 300); ++i) at(1, (i * 7919) % n) = 60.0f;  // a tie across the k boundary
+        for (int64_t i = 0; i < n; ++i) at(2, i) = i % 5 == 0 ? std::nanf("") : -INFINITY;
+        for (int64_t i = 0; i < 10; ++i) at(2, (i * 13) % n) = static_cast<float>(i % 4);
+        at(3, n / 2) = at(3, n / 3) = INFINITY;
+        for (int64_t i = 0; i < n; ++i) at(4, i) = i % 2 == 0 ? -INFINITY : std::nanf("");
+        for (int64_t i = 0; i < n; ++i) at(5, i) = std::round(at(5, i) * 4.0f) / 4.0f;  // many ties everywhere
+        std::vector<backend::LogitEdit> edits;
+        for (int32_t i = 0; i < std::min<int32_t>(static_cast<int32_t>(n), 60); ++i)
+            edits.push_back({static_cast<int32_t>((i * 104729) % n), i % 3 == 0 ? 2.5f : 0.0f, i % 2 == 0 ? 1.3f : 1.0f,
+                             i % 4 == 0 ? 0.7f : 0.0f});
+        const double us[rows] = {0.37, -1.0, 0.999999, 0.5, 0.2, 0.0};
+        for (int32_t k : {256, 20, 1}) {
+            std::vector<backend::RowSampleRequest> req(static_cast<size_t>(rows));
+            for (int64_t r = 0; r < rows; ++r) {
+                req[static_cast<size_t>(r)].row = r;
+                req[static_cast<size_t>(r)].u = us[r];
+                req[static_cast<size_t>(r)].inv_temperature = r % 2 == 0 ? 1.0f / 0.8f : 1.0f;
+            }
+            req[0].edits = edits;
+            req[5].edits = edits;
+            req[0].top_p = 0.9f;
+            req[2].top_p = 0.3f;
+            req[3].min_p = 0.05f;
+            req[5].top_p = 0.5f;  // ties on the nucleus boundary: part of them kept, lowest ids first
+            req[5].min_p = 0.01f;
+            req[3].top = 5;  // fewer of the most likely tokens than k
+            Twin t = twin(x);
+            std::vector<backend::RowSample> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows));
+            std::vector<backend::TokenLogit> want_top(static_cast<size_t>(rows * k)), got_top(static_cast<size_t>(rows * k));
+            cpu_->sample_rows(t.cpu.data(), n, req, k, want.data(), want_top.data());
+            gpu_->sample_rows(t.gpu.data(), n, req, k, got.data(), got_top.data());
+            const auto cpu_rows = cpu_of(t), gpu_rows = gpu_of(t);
+            for (int64_t r = 0; r < rows; ++r) {
+                const std::string where = "n " + std::to_string(n) + " k " + std::to_string(k) + " row " + std::to_string(r);
+                const backend::RowSample& w = want[static_cast<size_t>(r)];
+                const backend::RowSample& g = got[static_cast<size_t>(r)];
+                for (int64_t i = 0; i < n; ++i) {  // the edited rows, bit for bit (NaN stays NaN)
+                    const float a = cpu_rows[static_cast<size_t>(r * n + i)], b = gpu_rows[static_cast<size_t>(r * n + i)];
+                    if (!(a == b || (std::isnan(a) && std::isnan(b)))) {
+                        ADD_FAILURE() << where << " edited value " << i << ": " << a << " vs " << b;
+                        break;
+                    }
+                }
+                EXPECT_EQ(w.max, g.max) << where;
+                if (r == 4) {
+                    EXPECT_EQ(g.max, -INFINITY) << where;
+                    EXPECT_EQ(g.n_top, 0) << where;
+                    continue;
+                }
+                EXPECT_NEAR(g.sum_t, w.sum_t, 1e-6 * w.sum_t) << where;
+                EXPECT_NEAR(g.sum_1, w.sum_1, 1e-6 * w.sum_1) << where;
+                ASSERT_EQ(g.n_top, w.n_top) << where;
+                for (int32_t j = 0; j < g.n_top; ++j) {
+                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].id, want_top[static_cast<size_t>(r * k + j)].id) << where << " top " << j;
+                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].logit, want_top[static_cast<size_t>(r * k + j)].logit) << where << " top " << j;
+                }
+                if (us[r] < 0) {
+                    EXPECT_EQ(g.drawn, -1) << where;
+                    continue;
+                }
+                // The drawn token: the reference's, or (a target within rounding of a boundary
+                // between two tokens, or of the nucleus boundary) the reference's for a uniform
+                // number within 1e-6 of this one.
+                if (g.drawn != w.drawn) {
+                    bool near = false;
+                    for (const double du : {-1e-6, 1e-6}) {
+                        std::vector<float> edited(cpu_rows.begin() + r * n, cpu_rows.begin() + (r + 1) * n);
+                        backend::RowSampleRequest q = req[static_cast<size_t>(r)];
+                        q.edits = {};
+                        q.u = std::clamp(us[r] + du, 0.0, 0.9999999);
+                        backend::RowSample alt;
+                        std::vector<backend::TokenLogit> alt_top(static_cast<size_t>(k));
+                        backend::sample_row_host(edited.data(), n, q, k, &alt, alt_top.data());
+                        near = near || alt.drawn == g.drawn;
+                    }
+                    EXPECT_TRUE(near) << where << " drawn " << g.drawn << " vs " << w.drawn;
+                }
+                EXPECT_EQ(g.drawn_logit, gpu_rows[static_cast<size_t>(r * n + g.drawn)]) << where;
+            }
+            if (n == 151936 && k == 256) {
+                EXPECT_EQ(got[1].n_top, 256);  // 300 tied at 60, a few above: the lowest ids of them fill it
+                EXPECT_EQ(got_top[static_cast<size_t>(1 * k + 255)].logit, 60.0f);
+                EXPECT_EQ(got[2].n_top, 10);
+                EXPECT_EQ(got_top[static_cast<size_t>(3 * k)].logit, std::numeric_limits<float>::max());
+            }
+        }
+    }
+}
+
 // ---- element-wise and per-row ops ---------------------------------------------------------
 
 TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {

@@ -122,6 +122,56 @@ TEST_P(PerArch, GreedyTokensPickedByTheBackendEqualTheSamplers) {
     }
 }
 
+// Sampling from the backend's row summaries (what the engine does on a GPU) gives the tokens
+// and logprobs of sampling whole rows on the host, for every kind of request in one batch; a
+// constrained request in the batch still gets its whole row.
+TEST_P(PerArch, SamplingFromRowSummariesEqualsSamplingWholeRows) {
+    auto reqs = mixed_requests(8, false);
+    reqs[1].sampling.top_p = 1.0f;  // plain temperature: the backend draws
+    reqs[2].sampling.top_k = 20;
+    reqs[3].sampling.top_p = 1.0f;
+    reqs[3].sampling.min_p = 0.05f;
+    reqs[4].sampling.repetition_penalty = 1.2f;
+    reqs[4].sampling.frequency_penalty = 0.5f;
+    reqs[4].sampling.logit_bias = {{40, 3.0f}};
+    reqs[4].sampling.logprobs = true;
+    reqs[4].sampling.top_logprobs = 4;
+    reqs[5].sampling.temperature = 0;
+    reqs[5].sampling.logprobs = true;
+    reqs[6].sampling.temperature = 0;  // argmax-only, in a batch that samples
+    reqs[7].grammar = JsonGrammar::any_json_object();
+    reqs[7].ignore_eos = false;
+    auto& m = tiny_model(GetParam());
+    std::map<std::string, test::Outcome> out[2];
+    SchedulerStats stats[2];
+    const SchedulerOptions::RowSampling modes[2] = {SchedulerOptions::RowSampling::Never, SchedulerOptions::RowSampling::Always};
+    for (int i = 0; i < 2; ++i) {
+        SchedulerOptions o = small_options();
+        o.row_sampling = modes[i];
+        Scheduler s(*m.model, *m.tok, o);
+        RecordingSink sink;
+        for (const auto& r : reqs) s.submit(r, &sink);
+        run_until_idle(s);
+        out[i] = sink.out;
+        stats[i] = s.stats();
+    }
+    for (const Request& r : reqs) {
+        const auto& a = out[0].at(r.id);
+        const auto& b = out[1].at(r.id);
+        ASSERT_TRUE(a.done && b.done) << r.id;
+        EXPECT_EQ(a.reason, b.reason) << r.id;
+        EXPECT_EQ(a.tokens, b.tokens) << r.id;
+        ASSERT_EQ(a.details.size(), b.details.size()) << r.id;
+        for (size_t j = 0; j < a.details.size(); ++j) {
+            EXPECT_NEAR(a.details[j].logprob, b.details[j].logprob, 1e-4) << r.id << " token " << j;
+            EXPECT_EQ(a.details[j].top.size(), b.details[j].top.size()) << r.id;
+        }
+    }
+    EXPECT_EQ(stats[0].row_sampled_tokens, 0);
+    EXPECT_GT(stats[1].row_sampled_tokens, 0);
+    EXPECT_GT(stats[1].whole_rows, 0);  // the constrained request's rows
+}
+
 TEST_P(PerArch, PrefixCacheHitGivesTheSameOutputAsRecomputing) {
     auto& m = tiny_model(GetParam());
     const auto shared = make_prompt(300, 99);
