@@ -7,10 +7,12 @@
 #pragma once
 
 // GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialised variables, which -Wmaybe-uninitialized reports (at the end of the file, so
-// the whole file has to opt out). The warning says nothing about our code.
+// self-initialised variables, which -Wmaybe-uninitialized (and, once inlining folds them,
+// -Wuninitialized) reports (at the end of the file, so the whole file has to opt out). The
+// warning says nothing about our code.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #if defined(STRATA_AVX512_EMULATED)
@@ -77,6 +79,18 @@ static inline __m512 bf16x16_to_ps(const uint8_t* p) {
 // maddubs result over 64 values).
 static inline __m512i scale16_pair(int lo, int hi) {
     return join256(_mm256_set1_epi16(static_cast<int16_t>(lo)), _mm256_set1_epi16(static_cast<int16_t>(hi)));
+}
+
+// Lane i of the result = lane idx[i] of v (int16 lanes; v's used lanes may sit in its low
+// 128 or 256 bits): the group scales of a block spread over a maddubs result in one shuffle,
+// instead of a broadcast per scale.
+static inline __m512i spread_epi16(__m512i idx, __m512i v) { return _mm512_permutexvar_epi16(idx, v); }
+// idx for spread_epi16: lane i picks `first` + i / per (per 16: two 32-value sub-blocks; per 8:
+// four 16-value groups). Built once per kernel call.
+static inline __m512i spread_index(int first, int per) {
+    int16_t idx[32];
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<int16_t>(first + i / per);
+    return loadu512(idx);
 }
 
 // int16 vector: 8 x s0, 8 x s1, 8 x s2, 8 x s3 (scales of four 16-value groups).
