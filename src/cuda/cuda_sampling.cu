@@ -86,6 +86,32 @@ __device__ __forceinline__ T warp_inclusive_scan(T v) {
     return v;
 }
 
+// The most likely tokens' first filter: a token's distance below the row's maximum in bins of
+// 1/64 nat, kNear bins (64 nats); farther (and NaN, -inf) gives kNear.
+constexpr int kNear = 4096;
+constexpr int kMaxCandidates = 4096;  // tokens the nearest bins may hold (sorted in hist)
+__device__ __forceinline__ int near_bin(float max, float v) {
+    const float dist = max - v;
+    return dist < 64.0f ? static_cast<int>(dist * 64.0f) : kNear;
+}
+
+// Sorts v[0, size) largest first (size a power of two), the whole block taking part.
+__device__ void bitonic_sort_descending(unsigned long long* v, int size) {
+    for (int run = 2; run <= size; run <<= 1) {
+        for (int stride = run >> 1; stride > 0; stride >>= 1) {
+            for (int e = static_cast<int>(threadIdx.x); e < size; e += kThreads) {
+                const int partner = e ^ stride;
+                if (partner > e) {
+                    const unsigned long long a = v[e], b = v[partner];
+                    const bool descending = (e & run) == 0;
+                    if (descending ? a < b : a > b) v[e] = b, v[partner] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
+
 // Shared scalars of one row's block.
 struct RowShared {
     float max;
@@ -96,6 +122,7 @@ struct RowShared {
     unsigned long long fx_total, need;
     uint32_t tie_key;
     unsigned tie_keep;
+    int near_bin;  // the most likely tokens lie in near bins 0..near_bin; -1: use the radix select
 };
 
 // The k-th largest key by a radix select over the tokens above -inf, from the top in digits of
@@ -282,6 +309,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         for (int w = 0; w < kWarps; ++w) all = fmaxf(all, warp_m[w]);
         sh.max = all;
         sh.fx_total = 0;
+        sh.near_bin = -1;
     }
     __syncthreads();
     const float max = sh.max;
@@ -291,9 +319,16 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         return;
     }
 
-    // The softmax sums, and the fixed-point total for top-p.
+    // The softmax sums, the fixed-point total for top-p, and for the most likely tokens a count
+    // of the tokens by their distance below the maximum (kNearBins bins a nat, up to 64 nats).
     const float inv_t = job.inv_t;
     const bool nucleus = job.u >= 0.0 && job.top_p < 1.0f;
+    const int want_top = job.top < k ? job.top : k;
+    auto* near = reinterpret_cast<unsigned*>(hist);  // [kNearBins * 64] while it counts
+    if (want_top > 1) {
+        for (int b = tid; b < kNear; b += kThreads) near[b] = 0;
+        __syncthreads();
+    }
     double st = 0.0, s1 = 0.0;
     unsigned long long fx = 0;
 #pragma unroll 4
@@ -306,6 +341,8 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
             st += static_cast<double>(w);
             s1 += static_cast<double>(sample_weight(v - max));
             if (nucleus) fx += fixed_weight(w);
+            const int bin = near_bin(max, v);
+            if (want_top > 1 && bin < kNear) atomicAdd(&near[bin], 1u);
         }
     }
     st = warp_sum_f64(st);
@@ -319,6 +356,25 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
     __syncthreads();
     double sum_t = 0.0, sum_1 = 0.0;
     for (int w = 0; w < kWarps; ++w) sum_t += warp_t[w], sum_1 += warp_1[w];
+    // The nearest bin by which want_top tokens are counted: every token at least as likely as
+    // the want_top-th lies in it or nearer, so those bins' tokens (few, when there are at most
+    // kMaxCandidates) hold the answer. -1: the radix select instead.
+    if (want_top > 1 && warp == 0) {
+        constexpr int per = kNear / 32;
+        unsigned mine = 0;
+        for (int b = 0; b < per; ++b) mine += near[per * lane + b];
+        const unsigned before = warp_inclusive_scan(mine) - mine;
+        const unsigned who = __ballot_sync(0xffffffffu, before < static_cast<unsigned>(want_top) &&
+                                                            static_cast<unsigned>(want_top) <= before + mine);
+        if (who != 0 && lane == __ffs(who) - 1) {
+            unsigned cum = before;
+            int bin = per * lane;
+            while (cum + near[bin] < static_cast<unsigned>(want_top)) cum += near[bin++];
+            cum += near[bin];
+            if (cum <= static_cast<unsigned>(kMaxCandidates)) sh.near_bin = bin;
+        }
+    }
+    __syncthreads();
 
     if (job.u >= 0.0) {
         // What the draw keeps: the nucleus boundary (a key, and how many tokens on it), min-p.
@@ -463,6 +519,38 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         }
         return;
     }
+    if (sh.near_bin >= 0) {
+        // The tokens of the nearest bins, sorted; the first k are the answer.
+        const int last_bin = sh.near_bin;
+        if (tid == 0) sh.taken = 0;
+        __syncthreads();
+        for (int64_t q = tid; q < n4; q += kThreads) {
+            const float4 f = reinterpret_cast<const float4*>(row)[q];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const float v = component(f, c);
+                if (near_bin(max, v) <= last_bin) hist[atomicAdd(&sh.taken, 1u)] = sort_entry(order_key(v), 4 * q + c);
+            }
+        }
+        __syncthreads();
+        const int count = static_cast<int>(sh.taken);
+        int size = 2;
+        while (size < count) size <<= 1;
+        for (int e = count + tid; e < size; e += kThreads) hist[e] = 0;
+        __syncthreads();
+        bitonic_sort_descending(hist, size);
+        if (tid < k) {
+            const int32_t id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(hist[tid]));
+            top[static_cast<int64_t>(blockIdx.x) * top_stride + tid] = TokenLogit{row[id], id};
+        }
+        if (tid == 0) {
+            o->max = max;
+            o->sum_t = sum_t;
+            o->sum_1 = sum_1;
+            o->n_top = k;
+        }
+        return;
+    }
     if (tid == 0) sh.prefix = 0, sh.mask = 0, sh.remaining = static_cast<uint32_t>(k), sh.equal = 0, sh.total = 0, sh.taken = 0;
     if (tid < kMaxRowSampleTop) sel[tid] = 0;
     __syncthreads();
@@ -516,20 +604,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
     }
     __syncthreads();
 
-    // Bitonic sort of the 256 entries, largest first.
-    for (int size = 2; size <= kMaxRowSampleTop; size <<= 1) {
-        for (int stride = size >> 1; stride > 0; stride >>= 1) {
-            if (tid < kMaxRowSampleTop) {
-                const int partner = tid ^ stride;
-                if (partner > tid) {
-                    const unsigned long long a = sel[tid], b = sel[partner];
-                    const bool descending = (tid & size) == 0;
-                    if (descending ? a < b : a > b) sel[tid] = b, sel[partner] = a;
-                }
-            }
-            __syncthreads();
-        }
-    }
+    bitonic_sort_descending(sel, kMaxRowSampleTop);
     if (tid < n_top) {
         const int32_t id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(sel[tid]));
         top[static_cast<int64_t>(blockIdx.x) * top_stride + tid] = TokenLogit{row[id], id};
