@@ -162,7 +162,7 @@ int run_generate(const GenerateArgs& a) {
 
 void add_generate_command(CLI::App& app, Runner& run) {
     auto a = std::make_shared<GenerateArgs>();
-    CLI::App* cmd = app.add_subcommand("generate", "Generate text with a model (one sequence, CPU)");
+    CLI::App* cmd = app.add_subcommand("generate", "Generate text with a model (one sequence; --device cpu or cuda)");
     cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
     cmd->add_option("-p,--prompt", a->prompt, "prompt text (tokenised as-is, no template)");
     cmd->add_option("--tokens", a->tokens, "prompt as comma-separated token ids");
