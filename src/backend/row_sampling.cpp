@@ -24,7 +24,7 @@ float weight(float x) { return x >= -87.0f ? std::exp(x) : 0.0f; }
 void sample_row_host(float* row, int64_t n, const RowSampleRequest& req, int32_t k, RowSample* out, TokenLogit* top) {
     for (const LogitEdit& e : req.edits) {
         float& x = row[e.id];
-        x += e.bias;
+        if (e.bias != 0.0f) x += e.bias;
         if (e.repetition != 1.0f) x = x > 0.0f ? x / e.repetition : x * e.repetition;
         x -= e.subtract;
     }

@@ -37,9 +37,10 @@ constexpr int kWarps = kThreads / 32;
 // order_key(-inf): every logit above -inf has a larger key; NaN maps here too.
 constexpr uint32_t kNegInfKey = 0x007fffffu;
 
-// A key whose unsigned order is the float order (NaN as -inf).
+// A key whose unsigned order is the float order (NaN as -inf, -0 as +0).
 __device__ __forceinline__ uint32_t order_key(float v) {
     if (v != v) v = -INFINITY;
+    v += 0.0f;  // -0 becomes +0: equal logits get one key (ties to the lower id)
     const uint32_t b = __float_as_uint(v);
     return (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
 }
@@ -280,7 +281,8 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
 
     for (int i = tid; i < job.n_edits; i += kThreads) {
         const LogitEdit e = edits[job.edit_begin + i];
-        float v = row[e.id] + e.bias;
+        float v = row[e.id];
+        if (e.bias != 0.0f) v += e.bias;  // as the host: no add (which would make -0 +0) without a bias
         // __fmul_rn: no fused multiply-subtract, so the edited logit has the host's bits.
         if (e.repetition != 1.0f) v = v > 0.0f ? v / e.repetition : __fmul_rn(v, e.repetition);
         row[e.id] = v - e.subtract;

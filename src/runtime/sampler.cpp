@@ -673,6 +673,14 @@ void SamplingParams::validate(int32_t n_vocab) const {
 
 Sampler::Sampler(SamplingParams params, int32_t n_vocab) : params_(std::move(params)), n_vocab_(n_vocab) {
     params_.validate(n_vocab_);
+    // Repeated ids add up: their biases are summed first (in the order given), so the logit
+    // gets one addition whether the host or the backend applies it.
+    std::unordered_map<int32_t, size_t> at;
+    for (const auto& [id, bias] : params_.logit_bias) {
+        const auto [it, inserted] = at.try_emplace(id, bias_.size());
+        if (inserted) bias_.emplace_back(id, 0.0f);
+        bias_[it->second].second += bias;
+    }
     if (params_.seed) {
         rng_.reseed(*params_.seed);
     } else {
@@ -691,7 +699,7 @@ void Sampler::accept(int32_t token, bool generated) {
 }
 
 void Sampler::adjust_logits(float* logits, const TokenMask* mask) const {
-    for (const auto& [id, bias] : params_.logit_bias) logits[id] += bias;
+    for (const auto& [id, bias] : bias_) logits[id] += bias;
 
     const float rep = params_.repetition_penalty;
     for (const HistoryCount& h : history_) {
@@ -736,7 +744,7 @@ std::optional<backend::RowSampleRequest> Sampler::row_request() {
         if (inserted) row_edits_.push_back(backend::LogitEdit{id, 0.0f, 1.0f, 0.0f});
         return row_edits_[it->second];
     };
-    for (const auto& [id, bias] : params_.logit_bias) edit_of(id).bias += bias;  // repeated ids add up
+    for (const auto& [id, bias] : bias_) edit_of(id).bias = bias;
     for (const HistoryCount& h : history_) {
         if (params_.repetition_penalty == 1.0f && h.generated == 0) continue;
         backend::LogitEdit& e = edit_of(h.id);

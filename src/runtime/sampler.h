@@ -44,7 +44,7 @@ struct SamplingParams {
     float repetition_penalty = 1.0f;   // 1: off; CTRL-style over prompt + generated tokens: logit>0 ? logit/r : logit*r
     float presence_penalty = 0.0f;     // OpenAI semantics, over generated tokens only: logit -= presence * (count>0)
     float frequency_penalty = 0.0f;    //   ... logit -= frequency * count
-    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of that id (repeated ids add up)
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of that id (repeated ids: summed, then added)
     std::optional<uint64_t> seed;      // same seed + same logits => same tokens, whatever else the engine runs
     int32_t top_logprobs = 0;          // 0..20 alternatives to report with each token
     bool logprobs = false;             // report the chosen token's logprob
@@ -136,6 +136,7 @@ private:
 
     Rng rng_;
     SamplingParams params_;
+    std::vector<std::pair<int32_t, float>> bias_;         // logit_bias, one entry an id (repeats summed)
     std::vector<backend::LogitEdit> row_edits_;           // row_request()'s edits
     std::optional<double> pending_u_;                     // drawn by row_request() for this token
     int32_t row_top_ = 0;                                 // row_request()'s count of most likely tokens

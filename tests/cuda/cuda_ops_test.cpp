@@ -404,6 +404,7 @@ TEST_F(CudaOps, SampleRowsMatchTheHostReference) {
         for (int64_t i = 0; i < std::min<int64_t>(n, 300); ++i) at(1, (i * 7919) % n) = 60.0f;  // a tie across the k boundary
         for (int64_t i = 0; i < n; ++i) at(2, i) = i % 5 == 0 ? std::nanf("") : -INFINITY;
         for (int64_t i = 0; i < 10; ++i) at(2, (i * 13) % n) = static_cast<float>(i % 4);
+        at(2, 52 % n) = -0.0f;  // ties with the +0 values: by id, whatever the sign of zero
         at(3, n / 2) = at(3, n / 3) = INFINITY;
         for (int64_t i = 0; i < n; ++i) at(4, i) = i % 2 == 0 ? -INFINITY : std::nanf("");
         for (int64_t i = 0; i < n; ++i) at(5, i) = std::round(at(5, i) * 4.0f) / 4.0f;  // many ties everywhere
