@@ -113,6 +113,22 @@ __device__ void bitonic_sort_descending(unsigned long long* v, int size) {
     }
 }
 
+// The row's summary, and its n_top most likely tokens from sort entries, largest first.
+__device__ void write_summary(const float* row, const unsigned long long* sorted, int n_top, float max, double sum_t,
+                              double sum_1, TokenLogit* top, RowSample* o) {
+    const int tid = static_cast<int>(threadIdx.x);
+    if (tid < n_top) {
+        const int32_t id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(sorted[tid]));
+        top[tid] = TokenLogit{row[id], id};
+    }
+    if (tid == 0) {
+        o->max = max;
+        o->sum_t = sum_t;
+        o->sum_1 = sum_1;
+        o->n_top = n_top;
+    }
+}
+
 // Shared scalars of one row's block.
 struct RowShared {
     float max;
@@ -272,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
 
     grid_dependency_enter();
     const RowSampleJob job = jobs[blockIdx.x];
-    const int top_stride = k;
+    TokenLogit* block_top = top + static_cast<int64_t>(blockIdx.x) * k;  // k: the stride, before k is capped below
     float* row = x + job.row * n;
     const int64_t n4 = n / 4;
     const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -513,12 +529,10 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         if (tid == 0) {
             int64_t best = INT64_MAX;
             for (int w = 0; w < kWarps; ++w) best = static_cast<int64_t>(sel[w]) < best ? static_cast<int64_t>(sel[w]) : best;
-            top[static_cast<int64_t>(blockIdx.x) * top_stride] = TokenLogit{max, static_cast<int32_t>(best)};
-            o->max = max;
-            o->sum_t = sum_t;
-            o->sum_1 = sum_1;
-            o->n_top = 1;
+            sel[0] = sort_entry(order_key(max), best);
         }
+        __syncthreads();
+        write_summary(row, sel, 1, max, sum_t, sum_1, block_top, o);
         return;
     }
     if (sh.near_bin >= 0) {
@@ -541,16 +555,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         for (int e = count + tid; e < size; e += kThreads) hist[e] = 0;
         __syncthreads();
         bitonic_sort_descending(hist, size);
-        if (tid < k) {
-            const int32_t id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(hist[tid]));
-            top[static_cast<int64_t>(blockIdx.x) * top_stride + tid] = TokenLogit{row[id], id};
-        }
-        if (tid == 0) {
-            o->max = max;
-            o->sum_t = sum_t;
-            o->sum_1 = sum_1;
-            o->n_top = k;
-        }
+        write_summary(row, hist, k, max, sum_t, sum_1, block_top, o);
         return;
     }
     if (tid == 0) sh.prefix = 0, sh.mask = 0, sh.remaining = static_cast<uint32_t>(k), sh.equal = 0, sh.total = 0, sh.taken = 0;
@@ -607,16 +612,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
     __syncthreads();
 
     bitonic_sort_descending(sel, kMaxRowSampleTop);
-    if (tid < n_top) {
-        const int32_t id = static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(sel[tid]));
-        top[static_cast<int64_t>(blockIdx.x) * top_stride + tid] = TokenLogit{row[id], id};
-    }
-    if (tid == 0) {
-        o->max = max;
-        o->sum_t = sum_t;
-        o->sum_1 = sum_1;
-        o->n_top = n_top;
-    }
+    write_summary(row, sel, n_top, max, sum_t, sum_1, block_top, o);
 }
 
 }  // namespace

@@ -675,9 +675,8 @@ Sampler::Sampler(SamplingParams params, int32_t n_vocab) : params_(std::move(par
     params_.validate(n_vocab_);
     // Repeated ids add up: their biases are summed first (in the order given), so the logit
     // gets one addition whether the host or the backend applies it.
-    std::unordered_map<int32_t, size_t> at;
     for (const auto& [id, bias] : params_.logit_bias) {
-        const auto [it, inserted] = at.try_emplace(id, bias_.size());
+        const auto [it, inserted] = bias_index_.try_emplace(id, bias_.size());
         if (inserted) bias_.emplace_back(id, 0.0f);
         bias_[it->second].second += bias;
     }
@@ -737,17 +736,15 @@ SampleResult Sampler::sample(float* logits, const TokenMask* mask) {
 std::optional<backend::RowSampleRequest> Sampler::row_request() {
     pending_u_.reset();
     if (!params_.greedy() && params_.top_k > backend::kMaxRowSampleTop && params_.top_k < n_vocab_) return std::nullopt;
+    // One edit an id: the biases first (row_edits_[i] is bias_[i]), then the penalised tokens,
+    // joining a biased token's edit.
     row_edits_.clear();
-    std::unordered_map<int32_t, size_t> at;  // id -> its edit
-    auto edit_of = [&](int32_t id) -> backend::LogitEdit& {
-        const auto [it, inserted] = at.try_emplace(id, row_edits_.size());
-        if (inserted) row_edits_.push_back(backend::LogitEdit{id, 0.0f, 1.0f, 0.0f});
-        return row_edits_[it->second];
-    };
-    for (const auto& [id, bias] : bias_) edit_of(id).bias = bias;
+    for (const auto& [id, bias] : bias_) row_edits_.push_back(backend::LogitEdit{id, bias, 1.0f, 0.0f});
     for (const HistoryCount& h : history_) {
         if (params_.repetition_penalty == 1.0f && h.generated == 0) continue;
-        backend::LogitEdit& e = edit_of(h.id);
+        const auto biased = bias_index_.find(h.id);
+        if (biased == bias_index_.end()) row_edits_.push_back(backend::LogitEdit{h.id, 0.0f, 1.0f, 0.0f});
+        backend::LogitEdit& e = biased == bias_index_.end() ? row_edits_.back() : row_edits_[biased->second];
         e.repetition = params_.repetition_penalty;
         if (h.generated > 0) e.subtract = params_.presence_penalty + params_.frequency_penalty * static_cast<float>(h.generated);
     }

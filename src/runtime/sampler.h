@@ -137,6 +137,7 @@ private:
     Rng rng_;
     SamplingParams params_;
     std::vector<std::pair<int32_t, float>> bias_;         // logit_bias, one entry an id (repeats summed)
+    std::unordered_map<int32_t, size_t> bias_index_;      // id -> its entry in bias_
     std::vector<backend::LogitEdit> row_edits_;           // row_request()'s edits
     std::optional<double> pending_u_;                     // drawn by row_request() for this token
     int32_t row_top_ = 0;                                 // row_request()'s count of most likely tokens
