@@ -20,6 +20,7 @@ struct CudaOptions {
     bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
     bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
                                     // their input rounded to 8 bits per 32 values (as the CPU does)
+    bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

@@ -220,7 +220,12 @@ struct DeltaRule {
     bool tiled;  // value head h reads key head h % n_k (else h / (n_v / n_k))
     float scale;
 };
-void delta_rule(const DeltaRule& a, cudaStream_t s);
+void delta_rule(const DeltaRule& a, cudaStream_t s);  // token by token
+// The chunked form (prefill; the same result up to rounding): head sizes up to 128, scratch of
+// delta_rule_chunked_scratch_floats(a) floats of device memory.
+bool delta_rule_chunkable(const DeltaRule& a);
+size_t delta_rule_chunked_scratch_floats(const DeltaRule& a);
+void delta_rule_chunked(const DeltaRule& a, float* scratch, cudaStream_t s);
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s);
 // ids[r] = argmax of row r of x [rows][n] (ties to the lower index, NaN as -inf, -1 if none is
 // above -inf), device memory.

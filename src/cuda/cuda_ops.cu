@@ -1,5 +1,6 @@
-// Element-wise and per-row ops of the CUDA backend, and the Gated DeltaNet pieces. Each mirrors
-// the CPU backend's op of the same name (src/backend/cpu_backend.cpp, cpu_gdn.cpp).
+// Element-wise and per-row ops of the CUDA backend, and the Gated DeltaNet pieces other than the
+// delta rule (cuda_delta_rule.cu). Each mirrors the CPU backend's op of the same name
+// (src/backend/cpu_backend.cpp, cpu_gdn.cpp).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -443,66 +444,6 @@ __global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, 
     for (int64_t j = 0; j < keep; ++j) state[j * channels + c] = last[j];
 }
 
-// The gated delta rule, token by token. A block owns 32 value columns of one value head; warp
-// w of its kDeltaWarps holds rows w*R .. w*R+R-1 of those columns of the state in registers
-// (R = d_k / kDeltaWarps), so each product over d_k is a per-warp partial sum and one exchange
-// through shared memory.
-constexpr int kDeltaWarps = 4;
-template <int R>
-__global__ void __launch_bounds__(kDeltaWarps * 32) delta_rule_kernel(DeltaRule a) {
-    grid_dependency_enter();
-    const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-    const int64_t col = static_cast<int64_t>(blockIdx.y) * 32 + lane;
-    const bool live = col < a.d_v;
-    const int64_t r = a.n_v_heads / a.n_k_heads;
-    const int64_t hk = a.tiled ? h % a.n_k_heads : h / r;
-    __shared__ float qs[R * kDeltaWarps], ks[R * kDeltaWarps];
-    __shared__ float part[kDeltaWarps][32];
-    float* state = a.state + static_cast<int64_t>(h) * a.d_k * a.d_v;
-    float S[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) S[i] = live ? state[(warp * R + i) * a.d_v + col] : 0.0f;
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-        const float* q = a.q + t * a.q_stride + hk * a.d_k;
-        const float* k = a.k + t * a.k_stride + hk * a.d_k;
-        __syncthreads();  // previous token's reads of qs/ks/part are done
-        for (int64_t i = threadIdx.x; i < a.d_k; i += blockDim.x) qs[i] = q[i], ks[i] = k[i];
-        __syncthreads();
-        const float decay = expf(a.g[t * a.n_v_heads + h]);
-        float sk = 0.0f;
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-            S[i] *= decay;
-            sk += S[i] * ks[warp * R + i];
-        }
-        part[warp][lane] = sk;
-        __syncthreads();
-        float kv = 0.0f;
-#pragma unroll
-        for (int w = 0; w < kDeltaWarps; ++w) kv += part[w][lane];
-        const float vv = live ? a.v[t * a.v_stride + static_cast<int64_t>(h) * a.d_v + col] : 0.0f;
-        const float u = a.beta[t * a.n_v_heads + h] * (vv - kv);
-        float o = 0.0f;
-#pragma unroll
-        for (int i = 0; i < R; ++i) {
-            S[i] += ks[warp * R + i] * u;
-            o += S[i] * qs[warp * R + i];
-        }
-        __syncthreads();
-        part[warp][lane] = o;
-        __syncthreads();
-        if (warp == 0 && live) {
-            float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < kDeltaWarps; ++w) sum += part[w][lane];
-            a.out[(t * a.n_v_heads + h) * a.d_v + col] = sum * a.scale;
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-        if (live) state[(warp * R + i) * a.d_v + col] = S[i];
-}
-
 __global__ void to_bf16_kernel(const float* x, int64_t rows, int64_t cols, int64_t x_stride, __nv_bfloat16* out) {
     grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -769,24 +710,6 @@ void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const flo
                    float* out, cudaStream_t s) {
     if (kernel < 1 || kernel > 65) throw Error("conv kernel of " + std::to_string(kernel) + " taps");
     launch_kernel(conv_kernel, blocks_for(channels, 128), 128, 0, s, x, n_tokens, channels, w, kernel, conv_state, out);
-    STRATA_CUDA_LAUNCHED();
-}
-
-void delta_rule(const DeltaRule& a, cudaStream_t s) {
-    if (a.n_tokens <= 0) return;
-    const dim3 grid(static_cast<unsigned>(a.n_v_heads), blocks_for(a.d_v, 32));
-    const int64_t rows = a.d_k / kDeltaWarps;
-    if (a.d_k % kDeltaWarps != 0) throw Error("delta rule: d_k " + std::to_string(a.d_k) + " is not a multiple of 4");
-    switch (rows) {
-        case 1: launch_kernel(delta_rule_kernel<1>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 2: launch_kernel(delta_rule_kernel<2>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 4: launch_kernel(delta_rule_kernel<4>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 8: launch_kernel(delta_rule_kernel<8>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 16: launch_kernel(delta_rule_kernel<16>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 32: launch_kernel(delta_rule_kernel<32>, grid, kDeltaWarps * 32, 0, s, a); break;
-        case 64: launch_kernel(delta_rule_kernel<64>, grid, kDeltaWarps * 32, 0, s, a); break;
-        default: throw Error("delta rule: no CUDA kernel for d_k " + std::to_string(a.d_k));
-    }
     STRATA_CUDA_LAUNCHED();
 }
 

@@ -820,43 +820,70 @@ TEST_F(CudaOps, GatedDeltaNetPiecesMatchCpu) {
     }
 }
 
+// With chunks asked for, runs of 129, 150 and 300 tokens take the GPU's chunked form (128 or
+// more tokens: whole chunks and a partial last one), runs of 20 and 64 the token-by-token one,
+// as do all runs without chunks; q, k, v either dense or interleaved in one row per token as the
+// model's conv output lays them out.
 TEST_F(CudaOps, DeltaRuleMatchesCpuChunkedAndRecurrent) {
-    for (int64_t d : {16, 128}) {
-        const int64_t n = 150, n_v = 4, n_k = 2;
-        auto unit = [&](uint32_t seed, int64_t heads) {
-            auto v = test::random_floats(static_cast<size_t>(n * heads * d), seed);
-            for (int64_t r = 0; r < n * heads; ++r) {
-                double ss = 0;
-                for (int64_t i = 0; i < d; ++i) ss += v[static_cast<size_t>(r * d + i)] * v[static_cast<size_t>(r * d + i)];
-                for (int64_t i = 0; i < d; ++i) v[static_cast<size_t>(r * d + i)] /= static_cast<float>(std::sqrt(ss));
+    struct Shape {
+        int64_t d_k, d_v;
+    };
+    for (const Shape shape : {Shape{16, 16}, Shape{128, 128}, Shape{64, 128}}) {
+        for (int64_t n : {int64_t{20}, int64_t{64}, int64_t{129}, int64_t{150}, int64_t{300}}) {
+            const int64_t n_v = 4, n_k = 2, dk = shape.d_k, dv = shape.d_v;
+            const int64_t row = 2 * n_k * dk + n_v * dv;  // one token's q | k | v, interleaved layout
+            std::vector<float> rows = test::random_floats(static_cast<size_t>(n * row), static_cast<uint32_t>(n + dk));
+            for (int64_t t = 0; t < n; ++t)  // unit q and k rows, as after the model's L2 norm
+                for (int64_t r = 0; r < 2 * n_k; ++r) {
+                    float* x = rows.data() + t * row + r * dk;
+                    double ss = 0;
+                    for (int64_t i = 0; i < dk; ++i) ss += x[i] * x[i];
+                    for (int64_t i = 0; i < dk; ++i) x[i] /= static_cast<float>(std::sqrt(ss));
+                }
+            std::vector<float> dense_q, dense_k, dense_v;
+            for (int64_t t = 0; t < n; ++t) {
+                const float* x = rows.data() + t * row;
+                dense_q.insert(dense_q.end(), x, x + n_k * dk);
+                dense_k.insert(dense_k.end(), x + n_k * dk, x + 2 * n_k * dk);
+                dense_v.insert(dense_v.end(), x + 2 * n_k * dk, x + row);
             }
-            return v;
-        };
-        Twin q = twin(unit(1, n_k)), k = twin(unit(2, n_k)), v = twin(test::random_floats(static_cast<size_t>(n * n_v * d), 3));
-        std::vector<float> gv(static_cast<size_t>(n * n_v)), bv(static_cast<size_t>(n * n_v));
-        std::mt19937 rng(4);
-        for (auto& x : gv) x = -0.5f * static_cast<float>(rng() % 1000) / 1000.0f;
-        for (auto& x : bv) x = 0.05f + 0.9f * static_cast<float>(rng() % 1000) / 1000.0f;
-        Twin g = twin(gv), beta = twin(bv), state = twin(test::random_floats(static_cast<size_t>(n_v * d * d), 5, 0.1f));
-        Twin out = twin(std::vector<float>(static_cast<size_t>(n * n_v * d), 0.0f));
-        for (int64_t chunk : {int64_t{64}, int64_t{0}}) {  // CPU chunked prefill, then recurrent
-            for (auto map : {KeyHeadMap::Grouped, KeyHeadMap::Tiled}) {
-                DeltaRuleArgs a;
-                a.n_tokens = chunk == 0 ? 1 : n;
-                a.n_v_heads = n_v;
-                a.n_k_heads = n_k;
-                a.d_k = a.d_v = d;
-                a.key_heads = map;
-                a.scale = 1.0f / std::sqrt(static_cast<float>(d));
-                a.chunk_size = chunk;
-                a.q = q.cpu.data(), a.k = k.cpu.data(), a.v = v.cpu.data(), a.g = g.cpu.data(), a.beta = beta.cpu.data();
-                a.state = state.cpu.data(), a.out = out.cpu.data();
-                cpu_->delta_rule(a);
-                a.q = q.gpu.data(), a.k = k.gpu.data(), a.v = v.gpu.data(), a.g = g.gpu.data(), a.beta = beta.gpu.data();
-                a.state = state.gpu.data(), a.out = out.gpu.data();
-                gpu_->delta_rule(a);
-                EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-8) << "d " << d << " chunk " << chunk;
-                EXPECT_LT(nmse(cpu_of(state), gpu_of(state)), 1e-8) << "d " << d << " chunk " << chunk;
+            Twin interleaved = twin(rows), q = twin(dense_q), k = twin(dense_k), v = twin(dense_v);
+            std::vector<float> gv(static_cast<size_t>(n * n_v)), bv(static_cast<size_t>(n * n_v));
+            std::mt19937 rng(static_cast<uint32_t>(n));
+            for (auto& x : gv) x = -0.5f * static_cast<float>(rng() % 1000) / 1000.0f;
+            for (auto& x : bv) x = 0.05f + 0.9f * static_cast<float>(rng() % 1000) / 1000.0f;
+            Twin g = twin(gv), beta = twin(bv), state = twin(test::random_floats(static_cast<size_t>(n_v * dk * dv), 5, 0.1f));
+            Twin out = twin(test::random_floats(static_cast<size_t>(n * n_v * dv), 6));
+            for (int64_t chunk : {int64_t{64}, int64_t{0}}) {
+                for (auto map : {KeyHeadMap::Grouped, KeyHeadMap::Tiled}) {
+                    for (bool dense : {true, false}) {
+                        DeltaRuleArgs a;
+                        a.n_tokens = n;
+                        a.n_v_heads = n_v;
+                        a.n_k_heads = n_k;
+                        a.d_k = dk;
+                        a.d_v = dv;
+                        a.key_heads = map;
+                        a.scale = 1.0f / std::sqrt(static_cast<float>(dk));
+                        a.chunk_size = chunk;
+                        if (!dense) a.q_stride = a.k_stride = a.v_stride = row;
+                        const auto bind = [&](bool gpu) {
+                            const auto at = [&](const Twin& t) { return gpu ? t.gpu.data() : t.cpu.data(); };
+                            a.q = dense ? at(q) : at(interleaved);
+                            a.k = dense ? at(k) : at(interleaved) + n_k * dk;
+                            a.v = dense ? at(v) : at(interleaved) + 2 * n_k * dk;
+                            a.g = at(g), a.beta = at(beta), a.state = at(state), a.out = at(out);
+                        };
+                        bind(false);
+                        cpu_->delta_rule(a);
+                        bind(true);
+                        gpu_->delta_rule(a);
+                        const std::string what = "d_k " + std::to_string(dk) + " d_v " + std::to_string(dv) + " n " +
+                                                 std::to_string(n) + " chunk " + std::to_string(chunk) + (dense ? " dense" : " rows");
+                        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-8) << what;
+                        EXPECT_LT(nmse(cpu_of(state), gpu_of(state)), 1e-8) << what;
+                    }
+                }
             }
         }
     }
