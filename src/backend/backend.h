@@ -37,15 +37,23 @@ std::vector<float> rope_inv_freq(const RopeParams& p);
 // above -inf): Backend::argmax_rows on the host.
 int32_t argmax_row(const float* x, int64_t n);
 
+// What a KV cache pool holds: f32 values, or f16 where the backend offers it (Backend::kv_type):
+// half the memory and the bandwidth, ~2.4e-4 relative rounding per value.
+enum class KvType : uint8_t { F32, F16 };
+// Pools are backend memory allocated in floats: the floats that hold n values of type t.
+inline int64_t kv_pool_floats(int64_t n, KvType t) { return t == KvType::F16 ? (n + 1) / 2 : n; }
+inline size_t kv_value_bytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+
 // One attention layer's cache for one sequence, in blocks of block_size positions: position p
 // lives in row p % block_size of block blocks[p / block_size] of the layer's pool. A contiguous
 // cache is one block of block_size = capacity.
 struct KvCacheView {
-    float* k = nullptr;               // pool [n_pool_blocks][block_size][n_head_kv][head_dim_k]
-    float* v = nullptr;               // pool [n_pool_blocks][block_size][n_head_kv][head_dim_v]
+    void* k = nullptr;                // pool [n_pool_blocks][block_size][n_head_kv][head_dim_k] of `type`
+    void* v = nullptr;                // pool [n_pool_blocks][block_size][n_head_kv][head_dim_v] of `type`
     const int32_t* blocks = nullptr;  // [n_blocks] block table of the sequence (host memory)
     int64_t n_blocks = 0;
     int64_t block_size = 0;
+    KvType type = KvType::F32;
     int64_t capacity() const { return n_blocks * block_size; }  // positions it can hold now
 };
 
@@ -193,6 +201,13 @@ public:
 
     // Memory for activations and states, zero-filled. Freed with free_floats.
     virtual float* alloc_floats(size_t n) = 0;
+    // The element type this backend's KV caches use for a model whose attention weights are
+    // quantised (or not): f32 unless the backend offers f16 and the model's own error is far
+    // larger than f16 rounding.
+    virtual KvType kv_type(bool quantised_attention) const {
+        (void)quantised_attention;
+        return KvType::F32;
+    }
     virtual void free_floats(float* p) = 0;
     virtual void copy_to_host(const float* src, float* host, size_t n) = 0;
     // Greedy sampling where the logits are: host ids[r] = the index of the largest value of row

@@ -116,8 +116,8 @@ static inline void attention_tile(const AttentionTileTask& t) {
         const int64_t in_block = j0 % bs;
         const int64_t n_chunk = std::min<int64_t>({bs - in_block, kChunk, last + 1 - j0});
         const int64_t row0 = static_cast<int64_t>(c.blocks[j0 / bs]) * bs + in_block;
-        const float* kb = c.k + row0 * t.k_row + t.k_offset;
-        const float* vb = c.v + row0 * t.v_row + t.v_offset;
+        const float* kb = static_cast<const float*>(c.k) + row0 * t.k_row + t.k_offset;
+        const float* vb = static_cast<const float*>(c.v) + row0 * t.v_row + t.v_offset;
         for (int64_t i = 0; i < t.n_queries; ++i) {
             const int64_t n = std::min<int64_t>(n_chunk, t.pos[i] - j0 + 1);  // causal
             if (n <= 0) continue;

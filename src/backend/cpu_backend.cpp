@@ -180,9 +180,10 @@ void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int6
         const KvCacheView& c = *kv[t];
         if (pos[t] < 0 || pos[t] >= c.capacity())
             throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
+        if (c.type != KvType::F32) throw Error("the CPU backend's KV caches hold f32 values");
         const int64_t row = c.blocks[pos[t] / c.block_size] * c.block_size + pos[t] % c.block_size;
-        std::memcpy(c.k + row * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
-        std::memcpy(c.v + row * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
+        std::memcpy(static_cast<float*>(c.k) + row * k_row, k + t * k_row, static_cast<size_t>(k_row) * sizeof(float));
+        std::memcpy(static_cast<float*>(c.v) + row * v_row, v + t * v_row, static_cast<size_t>(v_row) * sizeof(float));
     }
 }
 
@@ -193,6 +194,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
     // consecutive positions); a task is (KV head, tile, up to kMaxAttentionGroup query heads).
     attn_tiles_.clear();
     for (int64_t t = 0; t < a.n_tokens; ++t) {
+        if (a.kv[t]->type != KvType::F32) throw Error("the CPU backend's KV caches hold f32 values");
         if (!attn_tiles_.empty()) {
             auto& [begin, end] = attn_tiles_.back();
             if (end - begin < kAttentionTile && a.kv[t] == a.kv[end - 1] && a.pos[t] == a.pos[end - 1] + 1) {

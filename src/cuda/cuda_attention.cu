@@ -19,7 +19,8 @@ constexpr int64_t kSplitMin = 16;  // positions a split covers at least
 
 // partial layout per (token, head, split): m, l, then head_dim_v accumulators.
 // DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
-template <int DPL, int G>
+// KvT: the pools' value type (float, or __half for f16 caches).
+template <int DPL, int G, typename KvT>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits) {
     grid_dependency_enter();
     const int hk = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
@@ -48,14 +49,14 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
     const int64_t begin = split * split_len, end = min(static_cast<int64_t>(kv.pos) + 1, begin + split_len);
     for (int64_t p = begin + warp; p < end; p += kWarps) {
         const int64_t row = static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size;
-        const float* kr = a.k + kv.k_off + row * k_row + static_cast<int64_t>(hk) * dk;
-        const float* vr = a.v + kv.v_off + row * v_row + static_cast<int64_t>(hk) * dv;
+        const KvT* kr = static_cast<const KvT*>(a.k) + kv.k_off + row * k_row + static_cast<int64_t>(hk) * dk;
+        const KvT* vr = static_cast<const KvT*>(a.v) + kv.v_off + row * v_row + static_cast<int64_t>(hk) * dv;
         float kreg[DPL], vreg[DPL];
 #pragma unroll
         for (int i = 0; i < DPL; ++i) {
             const int d = lane + 32 * i;
-            kreg[i] = d < dk ? kr[d] : 0.0f;
-            vreg[i] = d < dv ? vr[d] : 0.0f;
+            kreg[i] = d < dk ? kv_value(kr[d]) : 0.0f;
+            vreg[i] = d < dv ? kv_value(vr[d]) : 0.0f;
         }
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -195,11 +196,15 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
     const size_t shared = sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * kWarps * group + kWarps * group * a.head_dim_v));
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
     const int dpl = static_cast<int>((dmax + 31) / 32);
-    auto launch = [&]<int DPL, int G>() {
+    auto launch_typed = [&]<int DPL, int G, typename KvT>() {
         if (shared > 48 * 1024)
-            STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G, KvT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared)));
-        launch_kernel(attention_kernel<DPL, G>, grid, kWarps * 32, shared, s, a, splits);
+        launch_kernel(attention_kernel<DPL, G, KvT>, grid, kWarps * 32, shared, s, a, splits);
+    };
+    auto launch = [&]<int DPL, int G>() {
+        if (a.kv_half) launch_typed.template operator()<DPL, G, __half>();
+        else launch_typed.template operator()<DPL, G, float>();
     };
     auto with_group = [&]<int DPL>() {
         if (group <= 1) launch.template operator()<DPL, 1>();

@@ -93,15 +93,25 @@ __global__ void __launch_bounds__(kFaWarps * 32) attention_mma_kernel(Attention 
         __syncthreads();  // the previous step's keys and values are read (the first time: q is stored)
         for (int i = threadIdx.x; i < BK * (D / 4); i += blockDim.x) {
             const int j = i / (D / 4), d = (i % (D / 4)) * 4, p = j0 + j;
-            float4 kx = zero, vx = zero;  // past the last key: zeros, so no stale value meets p = 0
-            if (p < n_keys) {
-                const int64_t row = static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size;
-                const int64_t at = row * kv_row + static_cast<int64_t>(hk) * D + d;
-                kx = *reinterpret_cast<const float4*>(a.k + kv.k_off + at);
-                vx = *reinterpret_cast<const float4*>(a.v + kv.v_off + at);
+            const int64_t row = p < n_keys ? static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size : 0;
+            const int64_t at = row * kv_row + static_cast<int64_t>(hk) * D + d;
+            if (a.kv_half) {  // f16 cache: four values copied as they are
+                uint2 kx = {0, 0}, vx = {0, 0};  // past the last key: zeros, so no stale value meets p = 0
+                if (p < n_keys) {
+                    kx = *reinterpret_cast<const uint2*>(static_cast<const __half*>(a.k) + kv.k_off + at);
+                    vx = *reinterpret_cast<const uint2*>(static_cast<const __half*>(a.v) + kv.v_off + at);
+                }
+                *reinterpret_cast<uint2*>(ks + j * S + d) = kx;
+                *reinterpret_cast<uint2*>(vs + j * S + d) = vx;
+            } else {
+                float4 kx = zero, vx = zero;
+                if (p < n_keys) {
+                    kx = *reinterpret_cast<const float4*>(static_cast<const float*>(a.k) + kv.k_off + at);
+                    vx = *reinterpret_cast<const float4*>(static_cast<const float*>(a.v) + kv.v_off + at);
+                }
+                store_halves(ks + j * S + d, kx);
+                store_halves(vs + j * S + d, vx);
             }
-            store_halves(ks + j * S + d, kx);
-            store_halves(vs + j * S + d, vx);
         }
         __syncthreads();
 

@@ -60,7 +60,11 @@ using quant::is_float_type;
 class CudaBackend final : public backend::Backend {
 public:
     CudaBackend(int index, const CudaOptions& o)
-        : times_(o.times), graphs_enabled_(o.graphs), int8_products_(o.int8_products), chunked_delta_rule_(o.chunked_delta_rule) {
+        : times_(o.times),
+          graphs_enabled_(o.graphs),
+          int8_products_(o.int8_products),
+          chunked_delta_rule_(o.chunked_delta_rule),
+          half_kv_(o.half_kv) {
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
@@ -419,7 +423,7 @@ public:
         const KvRows rows = store ? kv_rows(a.kv, a.pos, a.n_tokens, a.n_head_kv * a.head_dim, a.v_row) : KvRows{};
         const auto [dpos, dfreq] = rope_inputs(a.pos, a.n_tokens, a.rope);
         sign(kOpQkNormRope, a.q, a.q_norm->data, a.n_head, a.k, a.k_norm->data, a.n_head_kv, a.n_tokens, a.head_dim, a.eps,
-             a.rope.n_rot, dpos, dfreq, rows.k_base, rows.v_base, rows.off, a.v);
+             a.rope.n_rot, dpos, dfreq, rows.k_base, rows.v_base, rows.half, rows.off, a.v);
         if (a.kv != nullptr && !store) kv_store(a.kv, a.pos, a.n_tokens, a.k, a.n_head_kv * a.head_dim, a.v, a.v_row);
         if (!launching()) return;
         HeadNormRope h;
@@ -438,6 +442,7 @@ public:
         if (store) {
             h.k_base = rows.k_base;
             h.v_base = rows.v_base;
+            h.kv_half = rows.half;
             h.k_off = rows.off;
             h.v_off = rows.off + a.n_tokens;
             h.v = a.v;
@@ -448,31 +453,38 @@ public:
                   const float* v, int64_t v_row) override {
         if (n_tokens <= 0) return;
         const KvRows r = kv_rows(kv, pos, n_tokens, k_row, v_row);
-        sign(kOpKvStore, r.k_base, r.v_base, r.off, n_tokens, k, k_row, v, v_row);
+        sign(kOpKvStore, r.k_base, r.v_base, r.half, r.off, n_tokens, k, k_row, v, v_row);
         if (!launching()) return;
-        cuda::kv_store(r.k_base, r.v_base, r.off, r.off + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
+        cuda::kv_store(r.k_base, r.v_base, r.half, r.off, r.off + n_tokens, n_tokens, k, k_row, v, v_row, stream_);
     }
-    // Where tokens' k and v rows go: float offsets from the first token's pools (with one shared
-    // pool, the engine's KV memory, the offsets are the same for every layer of a step), k's
-    // [0, n_tokens) then v's, in device memory.
+    // Values from base to p in a pool of `type` values.
+    static int64_t values_between(const void* base, const void* p, backend::KvType type) {
+        return (static_cast<const char*>(p) - static_cast<const char*>(base)) / static_cast<int64_t>(backend::kv_value_bytes(type));
+    }
+    // Where tokens' k and v rows go: offsets in values from the first token's pools (with one
+    // shared pool, the engine's KV memory, the offsets are the same for every layer of a step),
+    // k's [0, n_tokens) then v's, in device memory.
     struct KvRows {
-        float* k_base = nullptr;
-        float* v_base = nullptr;
+        void* k_base = nullptr;
+        void* v_base = nullptr;
+        bool half = false;
         const int64_t* off = nullptr;
     };
     KvRows kv_rows(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, int64_t k_row, int64_t v_row) {
         KvRows r;
         r.k_base = kv[0]->k;
         r.v_base = kv[0]->v;
+        r.half = kv[0]->type == backend::KvType::F16;
         std::vector<int64_t>& off = kv_offsets_;
         off.resize(static_cast<size_t>(2 * n_tokens));
         for (int64_t t = 0; t < n_tokens; ++t) {
             const KvCacheView& c = *kv[t];
             if (pos[t] < 0 || pos[t] >= c.capacity())
                 throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
+            if (c.type != kv[0]->type) throw Error("internal: one batch's KV caches hold different value types");
             const int64_t row = static_cast<int64_t>(c.blocks[pos[t] / c.block_size]) * c.block_size + pos[t] % c.block_size;
-            off[static_cast<size_t>(t)] = (c.k - r.k_base) + row * k_row;
-            off[static_cast<size_t>(n_tokens + t)] = (c.v - r.v_base) + row * v_row;
+            off[static_cast<size_t>(t)] = values_between(r.k_base, c.k, c.type) + row * k_row;
+            off[static_cast<size_t>(n_tokens + t)] = values_between(r.v_base, c.v, c.type) + row * v_row;
         }
         r.off = upload_cached(&key_kv_rows_, off.data(), off.size());
         return r;
@@ -481,16 +493,19 @@ public:
         if (a.n_tokens <= 0) return;
         std::vector<TokenKv>& tokens = attn_tokens_;
         tokens.resize(static_cast<size_t>(a.n_tokens));
-        const float* k_base = a.kv[0]->k;
-        const float* v_base = a.kv[0]->v;
+        const void* k_base = a.kv[0]->k;
+        const void* v_base = a.kv[0]->v;
+        const backend::KvType type = a.kv[0]->type;
         int32_t max_pos = 0;
         for (int64_t t = 0; t < a.n_tokens; ++t) {
             const KvCacheView* c = a.kv[t];
             if (a.pos[t] < 0 || a.pos[t] >= c->capacity())
                 throw Error("position " + std::to_string(a.pos[t]) + " is outside the KV cache (" + std::to_string(c->capacity()) + ")");
+            if (c->type != type) throw Error("internal: one batch's KV caches hold different value types");
             // Block tables are keyed by their host array: every layer's view of a sequence shares it.
             const int32_t* table = upload_cached(c->blocks, c->blocks, static_cast<size_t>(c->n_blocks));
-            tokens[static_cast<size_t>(t)] = {c->k - k_base, c->v - v_base, table, static_cast<int32_t>(c->block_size), a.pos[t]};
+            tokens[static_cast<size_t>(t)] = {values_between(k_base, c->k, type), values_between(v_base, c->v, type), table,
+                                              static_cast<int32_t>(c->block_size), a.pos[t]};
             max_pos = std::max(max_pos, a.pos[t]);
         }
         Attention d;
@@ -498,6 +513,7 @@ public:
         d.out = a.out;
         d.k = k_base;
         d.v = v_base;
+        d.kv_half = type == backend::KvType::F16;
         d.tokens = upload_cached(&key_tokens_, tokens.data(), tokens.size());
         d.n_tokens = a.n_tokens;
         d.n_head = a.n_head;
@@ -514,7 +530,7 @@ public:
             bool aligned = true;
             for (int64_t t = 0; t < a.n_tokens && aligned; ++t) {
                 const KvCacheView* c = a.kv[t];
-                aligned = (c->k - k_base) % 4 == 0 && (c->v - v_base) % 4 == 0;
+                aligned = values_between(k_base, c->k, type) % 4 == 0 && values_between(v_base, c->v, type) % 4 == 0;
                 const KvCacheView* first = tiles.empty() ? nullptr : a.kv[tiles.back().t0];
                 if (first == nullptr || tiles.back().n == tile_tokens || c->k != first->k || c->v != first->v || c->blocks != first->blocks)
                     tiles.push_back({static_cast<int32_t>(t), 0, 0});
@@ -528,7 +544,7 @@ public:
         }
         if (!tiles.empty()) {
             const AttnTile* dt = upload_cached(&key_tiles_, tiles.data(), tiles.size());
-            sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.scale, dt,
+            sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.scale, dt,
                  tiles.size());
             if (!launching()) return;
             cuda::attention_tiled(d, dt, static_cast<int64_t>(tiles.size()), stream_);
@@ -540,7 +556,7 @@ public:
         const int64_t out_dim = a.n_head * a.head_dim_v;
         const ActQ8* q8 = a.head_dim_v % 32 == 0 ? q8_out(a.n_tokens, out_dim) : nullptr;
         if (q8 != nullptr) d.q8 = *q8;
-        sign(kOpAttention, d.q, d.out, d.k, d.v, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
+        sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
              splits, d.partial, d.q8.q);
         if (q8 != nullptr) remember_act(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
@@ -566,6 +582,11 @@ public:
         if (!launching()) return;
         cuda::gdn_gates(a.alpha, a.b, a.row_stride, a.group, a.group_stride, f32(*a.a, a.n_heads), f32(*a.dt_bias, a.n_heads), a.g,
                         a.beta, a.n_tokens, a.n_heads, stream_);
+    }
+    // f16 caches for quantised models: half the memory, and decode attention at depth reads half
+    // the bytes; the attention kernels already round k and v to f16 for such models' prefill.
+    backend::KvType kv_type(bool quantised_attention) const override {
+        return half_kv_ && quantised_attention ? backend::KvType::F16 : backend::KvType::F32;
     }
     void delta_rule(const DeltaRuleArgs& a) override {
         DeltaRule d;
@@ -869,6 +890,7 @@ private:
     bool graphs_enabled_ = true;
     const bool int8_products_;
     const bool chunked_delta_rule_;
+    const bool half_kv_;
     ActQ8 act_{};                      // the 8-bit copy in kActX (act_q8_for)
     const float* act_src_ = nullptr;   // the rows it was made from (null: none valid)
     int64_t act_rows_ = 0, act_n_ = 0;

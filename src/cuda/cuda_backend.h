@@ -21,6 +21,7 @@ struct CudaOptions {
     bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
                                     // their input rounded to 8 bits per 32 values (as the CPU does)
     bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
+    bool half_kv = true;            // f16 KV caches for models with quantised attention weights
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

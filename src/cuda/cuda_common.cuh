@@ -2,6 +2,7 @@
 // launchers each kernel file provides (all on the backend's one stream).
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -35,6 +36,14 @@ __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+
+// A KV cache value: the pools hold f32 values, or f16 ones (backend::KvType::F16).
+__device__ __forceinline__ void kv_put(void* base, bool half, int64_t i, float x) {
+    if (half) static_cast<__half*>(base)[i] = __float2half_rn(x);
+    else static_cast<float*>(base)[i] = x;
+}
+__device__ __forceinline__ float kv_value(float x) { return x; }
+__device__ __forceinline__ float kv_value(__half x) { return __half2float(x); }
 
 inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
@@ -187,9 +196,11 @@ struct HeadNormRope {
     const float* inv_freq;
     int64_t n_rot;
     // Optional (k_base non-null): k heads also go to k_base + k_off[t], and v [n_tokens][n_head_kv
-    // * head_dim] is copied to v_base + v_off[t] (cache rows, offsets in floats).
-    float* k_base = nullptr;
-    float* v_base = nullptr;
+    // * head_dim] is copied to v_base + v_off[t] (cache rows, offsets in values; f16 values when
+    // kv_half).
+    void* k_base = nullptr;
+    void* v_base = nullptr;
+    bool kv_half = false;
     const int64_t* k_off = nullptr;
     const int64_t* v_off = nullptr;
     const float* v = nullptr;
@@ -201,9 +212,10 @@ void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_
 // inv_freq [n_rot/2] computed on the host exactly as the CPU backend does.
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq,
           int64_t n_rot, cudaStream_t s);
-// Token t's cache rows start at k_base + k_off[t] and v_base + v_off[t] (offsets in floats).
-void kv_store(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
-              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s);
+// Token t's cache rows start at k_base + k_off[t] and v_base + v_off[t] (offsets in values: f32,
+// or f16 when half).
+void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens,
+              const float* k, int64_t k_row, const float* v, int64_t v_row, cudaStream_t s);
 void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                         float* weights, cudaStream_t s);
 void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps, cudaStream_t s);
@@ -265,7 +277,7 @@ void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStr
 // Where one query token reads its sequence's cache.
 struct TokenKv {
     int64_t k_off, v_off;    // the layer's pools, [blocks][block_size][n_head_kv][head_dim], as
-                             // float offsets from Attention::k / v
+                             // offsets in values from Attention::k / v
     const int32_t* blocks;   // device copy of the sequence's block table
     int32_t block_size;
     int32_t pos;             // attends to positions 0..pos
@@ -273,7 +285,8 @@ struct TokenKv {
 struct Attention {
     const float* q;
     float* out;
-    const float *k, *v;      // bases of the TokenKv offsets
+    const void *k, *v;       // bases of the TokenKv offsets: f32 values, or f16 when kv_half
+    bool kv_half;
     const TokenKv* tokens;   // device [n_tokens]
     int64_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v;
     int32_t max_pos;

@@ -154,9 +154,9 @@ __global__ void head_norm_rope_kernel(HeadNormRope a) {
     if (head >= q_heads + kv_heads) {  // v head: copy into the cache
         const int64_t vh = head - q_heads - kv_heads, t = vh / a.n_head_kv, at = (vh % a.n_head_kv) * (kJ * 32);
         const float* src = a.v + t * a.n_head_kv * (kJ * 32) + at;
-        float* dst = a.v_base + a.v_off[t] + at;
+        const int64_t dst = a.v_off[t] + at;
 #pragma unroll
-        for (int j = 0; j < kJ; ++j) dst[lane + 32 * j] = src[lane + 32 * j];
+        for (int j = 0; j < kJ; ++j) kv_put(a.v_base, a.kv_half, dst + lane + 32 * j, src[lane + 32 * j]);
         return;
     }
     const bool is_q = head < q_heads;
@@ -190,9 +190,9 @@ __global__ void head_norm_rope_kernel(HeadNormRope a) {
 #pragma unroll
     for (int j = 0; j < kJ; ++j) h[lane + 32 * j] = v[j];
     if (!is_q && a.k_base != nullptr) {
-        float* dst = a.k_base + a.k_off[token] + (head % a.n_head_kv) * (kJ * 32);
+        const int64_t dst = a.k_off[token] + (head % a.n_head_kv) * (kJ * 32);
 #pragma unroll
-        for (int j = 0; j < kJ; ++j) dst[lane + 32 * j] = v[j];
+        for (int j = 0; j < kJ; ++j) kv_put(a.k_base, a.kv_half, dst + lane + 32 * j, v[j]);
     }
 }
 
@@ -234,13 +234,13 @@ __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t
     v[j + half] = b * c + a * s;
 }
 
-__global__ void kv_store_kernel(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, const float* k,
+__global__ void kv_store_kernel(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, const float* k,
                                 int64_t k_row, const float* v, int64_t v_row) {
     grid_dependency_enter();
     const int64_t t = blockIdx.y;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k_row + v_row; i += gridDim.x * blockDim.x) {
-        if (i < k_row) k_base[k_off[t] + i] = k[t * k_row + i];
-        else v_base[v_off[t] + i - k_row] = v[t * v_row + i - k_row];
+        if (i < k_row) kv_put(k_base, half, k_off[t] + i, k[t * k_row + i]);
+        else kv_put(v_base, half, v_off[t] + i - k_row, v[t * v_row + i - k_row]);
     }
 }
 
@@ -656,11 +656,11 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const i
     STRATA_CUDA_LAUNCHED();
 }
 
-void kv_store(float* k_base, float* v_base, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
-              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
+void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens,
+              const float* k, int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
     if (n_tokens <= 0) return;
     const dim3 grid(blocks_for(k_row + v_row, 256), static_cast<unsigned>(n_tokens));
-    launch_kernel(kv_store_kernel, grid, 256, 0, s, k_base, v_base, k_off, v_off, k, k_row, v, v_row);
+    launch_kernel(kv_store_kernel, grid, 256, 0, s, k_base, v_base, half, k_off, v_off, k, k_row, v, v_row);
     STRATA_CUDA_LAUNCHED();
 }
 

@@ -15,17 +15,18 @@ KvMemory::KvMemory(const model::Model& model, const KvMemoryOptions& opts) : mod
     for (int64_t il = 0; il < c.n_layer; ++il)
         (c.layers[static_cast<size_t>(il)] == LayerKind::Attention ? attention_layers_ : recurrent_layers_).push_back(il);
 
-    const int64_t k_floats = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_k;
-    const int64_t v_floats = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_v;
-    bytes_per_block_ = static_cast<size_t>((k_floats + v_floats) * static_cast<int64_t>(attention_layers_.size())) * sizeof(float);
+    const backend::KvType type = model.kv_type();
+    const int64_t k_values = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_k;
+    const int64_t v_values = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_v;
+    bytes_per_block_ = static_cast<size_t>((k_values + v_values) * static_cast<int64_t>(attention_layers_.size())) * backend::kv_value_bytes(type);
     int64_t n_blocks = bytes_per_block_ == 0 ? 1 : opts.kv_bytes / static_cast<int64_t>(bytes_per_block_);
     if (n_blocks < 1) throw Error("KV memory budget of " + std::to_string(opts.kv_bytes >> 20) + " MiB holds no block of " +
                                   std::to_string(opts.block_size) + " positions (" + std::to_string(bytes_per_block_) + " bytes)");
     n_blocks = std::min<int64_t>(n_blocks, 1 << 30);
     pool_ = std::make_unique<BlockPool>(static_cast<int32_t>(n_blocks), opts.block_size);
     for (size_t i = 0; i < attention_layers_.size(); ++i) {
-        k_pools_.emplace_back(&be_, static_cast<size_t>(n_blocks * k_floats));
-        v_pools_.emplace_back(&be_, static_cast<size_t>(n_blocks * v_floats));
+        k_pools_.emplace_back(&be_, static_cast<size_t>(backend::kv_pool_floats(n_blocks * k_values, type)));
+        v_pools_.emplace_back(&be_, static_cast<size_t>(backend::kv_pool_floats(n_blocks * v_values, type)));
     }
 
     if (!recurrent_layers_.empty()) {
@@ -72,7 +73,8 @@ void KvMemory::clear_slot(int32_t slot) {
 std::unique_ptr<model::SequenceState> KvMemory::make_sequence(int32_t slot) const {
     const model::ModelConfig& c = model_.config();
     auto s = std::make_unique<model::SequenceState>(c.n_layer);
-    for (size_t i = 0; i < attention_layers_.size(); ++i) s->set_layer_kv(attention_layers_[i], k_pools_[i].data(), v_pools_[i].data());
+    for (size_t i = 0; i < attention_layers_.size(); ++i)
+        s->set_layer_kv(attention_layers_[i], k_pools_[i].data(), v_pools_[i].data(), model_.kv_type());
     if (!recurrent_layers_.empty()) {
         if (slot < 0) throw Error("internal: a hybrid model's sequence needs a recurrent-state slot");
         float* p = slot_base(slot);

@@ -1,9 +1,12 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <string>
 
 #include "gguf/gguf.h"
 #include "model/architecture.h"
+#include "model/names.h"
+#include "quant/types.h"
 #include "util/error.h"
 
 namespace strata::model {
@@ -43,6 +46,15 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     WeightBinder binder(f);
     m->arch_->bind(m->config_, binder);
     m->weight_bytes_ = binder.bound_bytes();
+    // f16 caches where the backend offers them, if every attention layer's q, k and v weights are
+    // quantised (as the attention itself then may round to f16: AttentionArgs::f16_ok).
+    bool quantised_attention = false, float_attention = false;
+    for (const Weight& w : binder.bound()) {
+        const std::string n = w.name();
+        if (n.ends_with(names::kAttnQ) || n.ends_with(names::kAttnK) || n.ends_with(names::kAttnV))
+            (quant::is_float_type(w.type) ? float_attention : quantised_attention) = true;
+    }
+    m->kv_type_ = backend.kv_type(quantised_attention && !float_attention);
     m->config_.tied_output = m->arch_->output().data == m->arch_->token_embd().data;
     backend.upload_weights(binder.bound(), opts.progress ? opts.progress : backend::Backend::ProgressFn{});
     if (opts.progress) opts.progress(m->weight_bytes_, m->weight_bytes_);
@@ -52,10 +64,11 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
 SequenceState::SequenceState(int64_t n_layer)
     : kv_(static_cast<size_t>(n_layer)), conv_(static_cast<size_t>(n_layer), nullptr), ssm_(static_cast<size_t>(n_layer), nullptr) {}
 
-void SequenceState::set_layer_kv(int64_t layer, float* k_pool, float* v_pool) {
+void SequenceState::set_layer_kv(int64_t layer, void* k_pool, void* v_pool, backend::KvType type) {
     backend::KvCacheView& v = kv_.at(static_cast<size_t>(layer));
     v.k = k_pool;
     v.v = v_pool;
+    v.type = type;
     refresh_views();
 }
 
@@ -94,9 +107,9 @@ std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
     };
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) {
-            float* k = alloc(capacity * c.n_head_kv * c.head_dim_k);
-            float* v = alloc(capacity * c.n_head_kv * c.head_dim_v);
-            s->set_layer_kv(il, k, v);
+            float* k = alloc(backend::kv_pool_floats(capacity * c.n_head_kv * c.head_dim_k, kv_type_));
+            float* v = alloc(backend::kv_pool_floats(capacity * c.n_head_kv * c.head_dim_v, kv_type_));
+            s->set_layer_kv(il, k, v, kv_type_);
         } else {
             float* conv = alloc(recurrent_conv_floats(c));
             s->set_layer_recurrent(il, conv, alloc(recurrent_state_floats(c)));
@@ -105,6 +118,18 @@ std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
     s->set_block_size(capacity);
     s->set_blocks({0});
     return s;
+}
+
+void Model::reset_sequence(SequenceState& s) const {
+    const ModelConfig& c = config_;
+    std::vector<float> zeros;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+        if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) continue;
+        zeros.assign(static_cast<size_t>(std::max(recurrent_conv_floats(c), recurrent_state_floats(c))), 0.0f);
+        backend_.copy_from_host(zeros.data(), s.conv_state(il), static_cast<size_t>(recurrent_conv_floats(c)));
+        backend_.copy_from_host(zeros.data(), s.ssm_state(il), static_cast<size_t>(recurrent_state_floats(c)));
+    }
+    s.set_n_past(0);
 }
 
 void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float* logits, int32_t* argmax) {

@@ -61,7 +61,7 @@ public:
     size_t bytes() const { return bytes_; }  // memory owned by this object (0 for views into pools)
 
     // Wiring (used by Model::new_sequence and kv::KvPool).
-    void set_layer_kv(int64_t layer, float* k_pool, float* v_pool);
+    void set_layer_kv(int64_t layer, void* k_pool, void* v_pool, backend::KvType type);
     void set_layer_recurrent(int64_t layer, float* conv, float* ssm);
     void set_block_size(int64_t n) { block_size_ = n; refresh_views(); }
     int64_t block_size() const { return block_size_; }
@@ -108,8 +108,13 @@ public:
     const gguf::File& file() const { return *file_; }
     backend::Backend& backend() const { return backend_; }
     uint64_t weight_bytes() const { return weight_bytes_; }
+    // What the attention layers' caches hold on this backend (Backend::kv_type).
+    backend::KvType kv_type() const { return kv_type_; }
 
     std::unique_ptr<SequenceState> new_sequence(int64_t capacity) const;
+    // A sequence from new_sequence back to its fresh state (no positions, zero recurrent state),
+    // keeping its memory: the same cache addresses, so recorded decode graphs stay valid.
+    void reset_sequence(SequenceState& s) const;
 
     // Runs the batch; logits (host memory, [b.n_logits()][n_vocab]) for the tokens that want
     // them, in batch order. Advances each sequence's n_past past its last token in the batch.
@@ -133,6 +138,7 @@ private:
     ModelConfig config_;
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;
+    backend::KvType kv_type_ = backend::KvType::F32;
     std::vector<backend::Buffer> scratch_;  // forward-pass activations, reused across calls
     float* last_logits_ = nullptr;          // backend memory [last_rows_][n_vocab] of the last forward
     int64_t last_rows_ = 0;

@@ -11,6 +11,7 @@
 #include "backend/cpu_attention.h"
 #include "backend/cpu_backend.h"
 #include "test_util.h"
+#include "util/error.h"
 
 namespace strata::backend {
 namespace {
@@ -153,6 +154,13 @@ TEST(CpuBackendAttention, CausalPerTokenWithMixedSequences) {
                                        pos[static_cast<size_t>(t)] + 1, 0.2f);
             for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(out[static_cast<size_t>((t * n_head + h) * d + i)], ref[static_cast<size_t>(i)], 2e-5);
         }
+    // f16 caches are a GPU backend's: the CPU backend names the problem instead of misreading them.
+    EXPECT_EQ(be.kv_type(true), KvType::F32);
+    KvCacheView half{k0.data(), v0.data(), table.data(), cap / bs, bs, KvType::F16};
+    const std::vector<const KvCacheView*> hk(5, &half);
+    args.kv = hk.data();
+    EXPECT_THROW(be.attention(args), Error);
+    EXPECT_THROW(be.kv_store(hk.data(), pos.data(), 1, k0.data(), n_kv * d, v0.data(), n_kv * d), Error);
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     auto mc = Model::load(path, cpu);
     auto mg = Model::load(path, *gpu);
     auto me = Model::load(path, *gpu_eager);  // the same kernels launched one by one
+    // Quantised attention weights: the GPU keeps f16 caches; f32 models and the CPU keep f32.
+    EXPECT_EQ(mg->kv_type(), mix == "f32" ? backend::KvType::F32 : backend::KvType::F16);
+    EXPECT_EQ(mc->kv_type(), backend::KvType::F32);
     std::unique_ptr<Model> mr;  // f32 reference on the dequantised weights
     if (mix != "f32") {
         QuantizeOptions q;

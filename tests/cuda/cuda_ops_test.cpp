@@ -608,6 +608,37 @@ TEST_F(CudaOps, QkNormRopeMatchesCpu) {
         EXPECT_LT(nmse(kc_out, kg_out), 1e-10) << "k cache: head_dim " << head_dim << " n_rot " << n_rot;
         EXPECT_EQ(cpu_of(vp), gpu_of(vp)) << "v cache: head_dim " << head_dim;
         EXPECT_GT(std::count_if(kg_out.begin(), kg_out.end(), [](float f) { return f != 0.0f; }), n_tokens * row / 2);
+
+        // Into f16 pools: the GPU's own f32 rows rounded to nearest (v exactly, k within one f16
+        // step of the CPU's).
+        const size_t half_pool = static_cast<size_t>(kv_pool_floats(static_cast<int64_t>(pool), KvType::F16));
+        Twin kh = twin(std::vector<float>(half_pool, 0.0f)), vh = twin(std::vector<float>(half_pool, 0.0f));
+        KvCacheView ch{kh.gpu.data(), vh.gpu.data(), table.data(), n_blocks, block, KvType::F16};
+        const std::vector<const KvCacheView*> khs(static_cast<size_t>(n_tokens), &ch);
+        Twin k3 = twin(test::random_floats(static_cast<size_t>(n_tokens * row), 36));
+        a.pos = store_pos.data();
+        a.q = q.gpu.data();
+        a.k = k3.gpu.data();
+        a.kv = khs.data();
+        a.v = v.gpu.data();
+        gpu_->qk_norm_rope(a);
+        a.kv = nullptr;
+        a.pos = pos.data();
+        const auto halves = [&](const Twin& t) {
+            const auto f = gpu_of(t);
+            std::vector<uint16_t> h(pool);
+            std::memcpy(h.data(), f.data(), pool * sizeof(uint16_t));
+            return h;
+        };
+        const auto kh_out = halves(kh), vh_out = halves(vh);
+        const auto vp_out = cpu_of(vp);
+        size_t v_exact = 0, k_close = 0;
+        for (size_t i = 0; i < pool; ++i) {
+            v_exact += vh_out[i] == f32_to_f16(vp_out[i]);
+            k_close += std::fabs(f16_to_f32(kh_out[i]) - kc_out[i]) <= 1e-3f * std::fabs(kc_out[i]) + 1e-6f;
+        }
+        EXPECT_EQ(v_exact, pool) << "f16 v cache: head_dim " << head_dim;
+        EXPECT_EQ(k_close, pool) << "f16 k cache: head_dim " << head_dim << " n_rot " << n_rot;
     }
 }
 
@@ -672,6 +703,11 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
         Twin kp = twin(std::vector<float>(pool, 0.0f)), vp = twin(std::vector<float>(pool, 0.0f));
         KvCacheView vc0{kp.cpu.data(), vp.cpu.data(), t0.data(), n_blocks, c.block_size}, vc1{kp.cpu.data(), vp.cpu.data(), t1.data(), n_blocks, c.block_size};
         KvCacheView vg0{kp.gpu.data(), vp.gpu.data(), t0.data(), n_blocks, c.block_size}, vg1{kp.gpu.data(), vp.gpu.data(), t1.data(), n_blocks, c.block_size};
+        // The same caches as f16 pools on the GPU (KvType::F16, what quantised models get).
+        const size_t half_pool = static_cast<size_t>(kv_pool_floats(static_cast<int64_t>(pool), KvType::F16));
+        Twin kh = twin(std::vector<float>(half_pool, 0.0f)), vh = twin(std::vector<float>(half_pool, 0.0f));
+        KvCacheView vh0{kh.gpu.data(), vh.gpu.data(), t0.data(), n_blocks, c.block_size, KvType::F16};
+        KvCacheView vh1{kh.gpu.data(), vh.gpu.data(), t1.data(), n_blocks, c.block_size, KvType::F16};
         // Fill both caches through kv_store: positions 0..ctx-1 of each sequence.
         std::vector<int32_t> pos(static_cast<size_t>(c.ctx));
         std::iota(pos.begin(), pos.end(), 0);
@@ -680,8 +716,19 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
             std::vector<const KvCacheView*> vc(static_cast<size_t>(c.ctx), s == 0 ? &vc0 : &vc1), vg(static_cast<size_t>(c.ctx), s == 0 ? &vg0 : &vg1);
             cpu_->kv_store(vc.data(), pos.data(), c.ctx, k.cpu.data(), k_row, v.cpu.data(), k_row);
             gpu_->kv_store(vg.data(), pos.data(), c.ctx, k.gpu.data(), k_row, v.gpu.data(), k_row);
+            std::vector<const KvCacheView*> vhs(static_cast<size_t>(c.ctx), s == 0 ? &vh0 : &vh1);
+            gpu_->kv_store(vhs.data(), pos.data(), c.ctx, k.gpu.data(), k_row, v.gpu.data(), k_row);
         }
         EXPECT_EQ(cpu_of(kp), gpu_of(kp));
+        // The f16 pools hold the f32 values rounded to nearest.
+        for (auto [f32_pool, f16_pool] : {std::pair<Twin*, Twin*>{&kp, &kh}, {&vp, &vh}}) {
+            const auto want = cpu_of(*f32_pool), got_floats = gpu_of(*f16_pool);
+            std::vector<uint16_t> got(pool);
+            std::memcpy(got.data(), got_floats.data(), pool * sizeof(uint16_t));
+            size_t exact = 0;
+            for (size_t i = 0; i < pool; ++i) exact += got[i] == f32_to_f16(want[i]);
+            EXPECT_EQ(exact, pool) << "f16 pool, heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim;
+        }
         // Decode-sized batch: a token of sequence 1 at the last position, then a run of
         // sequence 0. Prefill-sized batch: a run of sequence 1 ending at the last position, all
         // of sequence 0's first positions, then one more sequence-1 token. Long: every position
@@ -689,11 +736,12 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
         for (const int mode : {0, 1, 2}) {
             const bool prefill = mode > 0;
             std::vector<int32_t> qpos;
-            std::vector<const KvCacheView*> qc, qg;
+            std::vector<const KvCacheView*> qc, qg, qh;
             auto add = [&](int64_t p, int seq) {
                 qpos.push_back(static_cast<int32_t>(p));
                 qc.push_back(seq == 0 ? &vc0 : &vc1);
                 qg.push_back(seq == 0 ? &vg0 : &vg1);
+                qh.push_back(seq == 0 ? &vh0 : &vh1);
             };
             if (!prefill) {
                 const int64_t n0 = std::min<int64_t>(c.ctx, 7);
@@ -742,6 +790,22 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                             static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim), static_cast<long long>(c.ctx), mode,
                             tiled ? " (tensor cores)" : (f16_ok ? " (f16 allowed)" : ""), err);
                 // The second run must write every output again.
+                const std::vector<float> stale(out.n, 1e3f);
+                gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
+            }
+            // From the f16 caches: k and v rounded (~2.4e-4 relative at most), the rest as above.
+            for (const bool f16_ok : {false, true}) {
+                AttentionArgs h = a;
+                h.kv = qh.data();
+                h.f16_ok = f16_ok;
+                gpu_->attention(h);
+                const double err = nmse(cpu_of(out), gpu_of(out));
+                EXPECT_LT(err, 1e-6) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
+                                     << " mode " << mode;
+                EXPECT_GT(err, 1e-12) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " mode " << mode;
+                std::printf("attention heads %lld/%lld dim %lld ctx %lld mode %d, f16 cache%s: NMSE %.3g\n",
+                            static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim),
+                            static_cast<long long>(c.ctx), mode, f16_ok ? ", f16 allowed" : "", err);
                 const std::vector<float> stale(out.n, 1e3f);
                 gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
             }

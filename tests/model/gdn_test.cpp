@@ -499,6 +499,12 @@ TEST_P(HybridForward, PrefillEqualsDecodeAndSplitPrefill) {
     EXPECT_LT(e_decode, kPathTolerance);
     EXPECT_EQ(whole_seq->n_past(), n);
     EXPECT_EQ(decode_seq->n_past(), n);
+
+    // A used sequence reset to its fresh state runs the prompt exactly as a new one does (the
+    // recurrent state zeroed; without the reset the old state would carry into every logit).
+    model_->reset_sequence(*split_seq);
+    EXPECT_EQ(split_seq->n_past(), 0);
+    EXPECT_EQ(run(split_seq.get(), 0, n, every), whole);
 }
 
 TEST_P(HybridForward, SequencesInOneBatchEqualEachAlone) {
