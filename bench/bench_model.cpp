@@ -133,7 +133,9 @@ int main(int argc, char** argv) {
         // The sequences live across repetitions, reset in between, as a server's cache memory
         // does: a new allocation per repetition would move the cache and make every decode
         // graph be recorded anew (once per repetition, more with a caching allocator's churn).
-        auto pp_seq = m->new_sequence(capacity), tg_seq = m->new_sequence(capacity);
+        const bool own_depth = depth >= 0 && depth != pp;  // else tg continues the pp sequence
+        auto pp_seq = m->new_sequence(capacity);
+        auto tg_seq = own_depth ? m->new_sequence(capacity) : nullptr;
         for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
             m->reset_sequence(*pp_seq);
             model::SequenceState* s = pp_seq.get();
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
             m->forward(b, {&s, 1}, logits.data());
             const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             int at = pp;
-            if (depth >= 0 && depth != pp) {  // tg at its own depth, in a fresh sequence
+            if (own_depth) {  // tg at its own depth, in a fresh sequence
                 m->reset_sequence(*tg_seq);
                 s = tg_seq.get();
                 prompt(b, depth);

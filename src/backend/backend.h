@@ -118,7 +118,9 @@ enum class KeyHeadMap : uint8_t {
 // chunk_size 0 runs that recurrence token by token (decode). chunk_size C > 0 computes the same
 // result C tokens at a time (prefill): within a chunk the tokens' interactions are small C x C
 // products (a triangular solve for the corrected values), the state is read once and updated
-// once per chunk. Both agree up to float rounding.
+// once per chunk. Both agree up to float rounding, so a backend may choose its own form and
+// chunk length for a run (the CUDA backend: 64-token chunks for runs of 128+ tokens with
+// head sizes it has the kernels for, token by token otherwise).
 struct DeltaRuleArgs {
     const float* q = nullptr;     // token t at q + t*q_stride: [n_k_heads][d_k]
     const float* k = nullptr;     // token t at k + t*k_stride: [n_k_heads][d_k]

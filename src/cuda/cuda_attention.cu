@@ -11,17 +11,19 @@ namespace strata::cuda {
 namespace {
 
 // Warps per block: at depth 4,096 (30B-A3B, H200) 4 warps gave 232 t/s, 8 gave 274 and 16 gave
-// 260; at depth 512 307 / 335 / 341 (each warp walks its positions one after the other).
-constexpr int kWarps = 8;
+// 260; at depth 512 307 / 335 / 341 (each warp walks its positions one after the other; docs/
+// BENCHMARKS.md, sitting 7). 4 where 8 warps' merge area would not fit a block's shared memory
+// (16 query heads per KV head at head_dim 256 on sm_86/sm_89: 132 KB against 99 KB).
+constexpr int kWarps = 8, kFallbackWarps = 4;
 constexpr int kMaxGroup = 16;     // query heads per KV head
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
 constexpr int64_t kSplitMin = 16;  // positions a split covers at least
 
 // partial layout per (token, head, split): m, l, then head_dim_v accumulators.
 // DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
-// KvT: the pools' value type (float, or __half for f16 caches).
-template <int DPL, int G, typename KvT>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int64_t splits) {
+// KvT: the pools' value type (float, or __half for f16 caches); W: warps in the block.
+template <int DPL, int G, typename KvT, int W>
+__global__ void __launch_bounds__(W * 32) attention_kernel(Attention a, int64_t splits) {
     grid_dependency_enter();
     const int hk = blockIdx.x, t = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -47,7 +49,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
     // as positions advance).
     const int64_t split_len = (static_cast<int64_t>(kv.pos) + splits) / splits;
     const int64_t begin = split * split_len, end = min(static_cast<int64_t>(kv.pos) + 1, begin + split_len);
-    for (int64_t p = begin + warp; p < end; p += kWarps) {
+    for (int64_t p = begin + warp; p < end; p += W) {
         const int64_t row = static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size;
         const KvT* kr = static_cast<const KvT*>(a.k) + kv.k_off + row * k_row + static_cast<int64_t>(hk) * dk;
         const KvT* vr = static_cast<const KvT*>(a.v) + kv.v_off + row * v_row + static_cast<int64_t>(hk) * dv;
@@ -78,11 +80,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
     }
 
     // Merge the warps: each writes its (m, l, acc) per head to shared memory, then warp w merges
-    // heads w, w + kWarps, ...
+    // heads w, w + W, ...
     __syncthreads();
-    float* wm = smem;                               // [kWarps][group]
-    float* wl = wm + kWarps * group;                // [kWarps][group]
-    float* wacc = wl + kWarps * group;              // [kWarps][group][dv]
+    float* wm = smem;              // [W][group]
+    float* wl = wm + W * group;    // [W][group]
+    float* wacc = wl + W * group;  // [W][group][dv]
 #pragma unroll
     for (int g = 0; g < G; ++g) {
         if (g >= group) break;
@@ -94,19 +96,19 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(Attention a, int
         }
     }
     __syncthreads();
-    for (int g = warp; g < group; g += kWarps) {
+    for (int g = warp; g < group; g += W) {
         float mm = -INFINITY;
-        for (int w = 0; w < kWarps; ++w) mm = fmaxf(mm, wm[w * group + g]);
+        for (int w = 0; w < W; ++w) mm = fmaxf(mm, wm[w * group + g]);
         float ll = 0.0f;
-        float sc[kWarps];
-        for (int w = 0; w < kWarps; ++w) {
+        float sc[W];
+        for (int w = 0; w < W; ++w) {
             sc[w] = wm[w * group + g] == -INFINITY ? 0.0f : expf(wm[w * group + g] - mm);
             ll += wl[w * group + g] * sc[w];
         }
         const int64_t h = static_cast<int64_t>(hk) * group + g;
         for (int d = lane; d < dv; d += 32) {
             float o = 0.0f;
-            for (int w = 0; w < kWarps; ++w) o += wacc[(w * group + g) * dv + d] * sc[w];
+            for (int w = 0; w < W; ++w) o += wacc[(w * group + g) * dv + d] * sc[w];
             if (splits == 1) {
                 const int64_t at = (static_cast<int64_t>(t) * a.n_head + h) * dv + d;
                 const float r = ll > 0.0f ? o / ll : 0.0f;
@@ -193,18 +195,31 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
                     " KV heads (at most " + std::to_string(kMaxGroup) + " per KV head)");
     if (dmax > 32 * kMaxDimPerLane) throw Error("CUDA attention: head_dim " + std::to_string(dmax) + " is over 256");
     if (a.q8.q != nullptr && a.head_dim_v % 32 != 0) throw Error("CUDA attention: 8-bit output needs head_dim_v a multiple of 32");
-    const size_t shared = sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * kWarps * group + kWarps * group * a.head_dim_v));
+    // Shared memory: q of the group, then each warp's (m, l, accumulators) per head to merge.
+    const auto shared_for = [&](int warps) {
+        return sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * warps * group + warps * group * a.head_dim_v));
+    };
+    int device = 0, optin = 0;
+    STRATA_CUDA_CHECK(cudaGetDevice(&device));
+    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const int warps = shared_for(kWarps) <= static_cast<size_t>(optin) ? kWarps : kFallbackWarps;
+    const size_t shared = shared_for(warps);
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
     const int dpl = static_cast<int>((dmax + 31) / 32);
-    auto launch_typed = [&]<int DPL, int G, typename KvT>() {
+    auto launch_typed = [&]<int DPL, int G, typename KvT, int W>() {
         if (shared > 48 * 1024)
-            STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G, KvT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            STRATA_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<DPL, G, KvT, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    static_cast<int>(shared)));
-        launch_kernel(attention_kernel<DPL, G, KvT>, grid, kWarps * 32, shared, s, a, splits);
+        launch_kernel(attention_kernel<DPL, G, KvT, W>, grid, W * 32, shared, s, a, splits);
     };
     auto launch = [&]<int DPL, int G>() {
-        if (a.kv_half) launch_typed.template operator()<DPL, G, __half>();
-        else launch_typed.template operator()<DPL, G, float>();
+        if (warps == kWarps) {
+            if (a.kv_half) launch_typed.template operator()<DPL, G, __half, kWarps>();
+            else launch_typed.template operator()<DPL, G, float, kWarps>();
+        } else {
+            if (a.kv_half) launch_typed.template operator()<DPL, G, __half, kFallbackWarps>();
+            else launch_typed.template operator()<DPL, G, float, kFallbackWarps>();
+        }
     };
     auto with_group = [&]<int DPL>() {
         if (group <= 1) launch.template operator()<DPL, 1>();
