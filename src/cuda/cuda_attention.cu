@@ -186,7 +186,7 @@ size_t attention_partial_floats(const Attention& a, int64_t splits) {
     return splits <= 1 ? 0 : static_cast<size_t>(a.n_tokens * a.n_head * splits * (2 + a.head_dim_v));
 }
 
-void attention(const Attention& a, int64_t splits, cudaStream_t s) {
+void attention(const Attention& a, int64_t splits, int max_shared, cudaStream_t s) {
     if (a.n_tokens <= 0) return;
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t dmax = std::max(a.head_dim_k, a.head_dim_v);
@@ -199,10 +199,7 @@ void attention(const Attention& a, int64_t splits, cudaStream_t s) {
     const auto shared_for = [&](int warps) {
         return sizeof(float) * static_cast<size_t>(std::max(group * a.head_dim_k, 2 * warps * group + warps * group * a.head_dim_v));
     };
-    int device = 0, optin = 0;
-    STRATA_CUDA_CHECK(cudaGetDevice(&device));
-    STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    const int warps = shared_for(kWarps) <= static_cast<size_t>(optin) ? kWarps : kFallbackWarps;
+    const int warps = shared_for(kWarps) <= static_cast<size_t>(max_shared) ? kWarps : kFallbackWarps;
     const size_t shared = shared_for(warps);
     const dim3 grid(static_cast<unsigned>(a.n_head_kv), static_cast<unsigned>(a.n_tokens), static_cast<unsigned>(splits));
     const int dpl = static_cast<int>((dmax + 31) / 32);

@@ -73,6 +73,7 @@ public:
         blas_check(cublasCreate(&blas_), "create");
         blas_check(cublasSetStream(blas_, stream_), "set stream");
         STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm_, cudaDevAttrMultiProcessorCount, index));
+        STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&max_shared_, cudaDevAttrMaxSharedMemoryPerBlockOptin, index));
         size_t free_b = 0, total_b = 0;
         STRATA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
         const uint64_t margin = uint64_t{1} << 30;
@@ -560,7 +561,7 @@ public:
              splits, d.partial, d.q8.q);
         if (q8 != nullptr) remember_act(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
-        cuda::attention(d, splits, stream_);
+        cuda::attention(d, splits, max_shared_, stream_);
     }
     void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                             float* weights) override {
@@ -903,6 +904,7 @@ private:
     std::vector<float> inv_freq_;  // rope_inv_freq of inv_freq_params_
     RopeParams inv_freq_params_;
     int n_sm_ = 1;
+    int max_shared_ = 48 * 1024;  // shared memory a block may opt in to
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     uint64_t budget_ = 0, used_ = 0;

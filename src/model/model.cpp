@@ -122,12 +122,13 @@ std::unique_ptr<SequenceState> Model::new_sequence(int64_t capacity) const {
 
 void Model::reset_sequence(SequenceState& s) const {
     const ModelConfig& c = config_;
-    std::vector<float> zeros;
+    std::vector<float> zeros;  // made at the first recurrent layer (attention-only models have no state sizes)
     for (int64_t il = 0; il < c.n_layer; ++il) {
         if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) continue;
-        zeros.assign(static_cast<size_t>(std::max(recurrent_conv_floats(c), recurrent_state_floats(c))), 0.0f);
-        backend_.copy_from_host(zeros.data(), s.conv_state(il), static_cast<size_t>(recurrent_conv_floats(c)));
-        backend_.copy_from_host(zeros.data(), s.ssm_state(il), static_cast<size_t>(recurrent_state_floats(c)));
+        const auto conv = static_cast<size_t>(recurrent_conv_floats(c)), ssm = static_cast<size_t>(recurrent_state_floats(c));
+        if (zeros.empty()) zeros.assign(std::max(conv, ssm), 0.0f);
+        backend_.copy_from_host(zeros.data(), s.conv_state(il), conv);
+        backend_.copy_from_host(zeros.data(), s.ssm_state(il), ssm);
     }
     s.set_n_past(0);
 }

@@ -337,9 +337,11 @@ void Scheduler::forward_sampling_rows(const std::vector<Sequence*>& in_batch, st
     // Summaries for the rows of sequences that can take them; whole rows for the others
     // (constraints, large top_k, long penalty histories) and for summaries that cannot decide.
     row_req_.clear();
-    std::vector<size_t> req_of(in_batch.size(), SIZE_MAX);
+    std::vector<size_t>& req_of = row_req_of_;
+    std::vector<int64_t>& row_of = row_of_;
+    req_of.assign(in_batch.size(), SIZE_MAX);
+    row_of.assign(in_batch.size(), -1);
     int64_t row = 0;
-    std::vector<int64_t> row_of(in_batch.size(), -1);
     for (size_t i = 0; i < in_batch.size(); ++i) {
         Sequence* s = in_batch[i];
         if (s->step_end != static_cast<int64_t>(s->tokens.size())) continue;

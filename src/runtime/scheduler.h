@@ -133,6 +133,8 @@ private:
     std::vector<float> logits_;
     std::vector<int32_t> argmax_;
     std::vector<backend::RowSampleRequest> row_req_;
+    std::vector<size_t> row_req_of_;  // per batch sequence: its index in row_req_, SIZE_MAX for a whole row
+    std::vector<int64_t> row_of_;     // per batch sequence: its logits row, -1 mid-prompt
     std::vector<backend::RowSample> row_sum_;
     std::vector<backend::TokenLogit> row_top_;
 };
