@@ -36,7 +36,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
-        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_TIMES=1.
+        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1.
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
             return v != nullptr && std::string(v) == value;
@@ -49,6 +49,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.int8_products = o.cuda_int8_products && !env_is("STRATA_CUDA_Q8", "0");
         co.chunked_delta_rule = !env_is("STRATA_CUDA_GDN_CHUNKED", "0");
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
+        co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;

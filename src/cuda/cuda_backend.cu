@@ -81,6 +81,7 @@ public:
         if (budget_ > free_b)
             throw Error("--vram-budget " + mib(budget_) + " is more than the " + mib(free_b) + " free on GPU " + std::to_string(index));
         init_quant_tables();
+        set_weight_prefetch(o.weight_prefetch);
         grow_stage(size_t{4} << 20);
     }
 
@@ -1049,11 +1050,11 @@ void CudaBackend::moe_experts(const MoeArgs& a) {
         }
         DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
         if (int8) {
-            moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_);
+            moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_, &down);
             quantize_act_q8(hidden, n_pairs, n_ff, n_ff, hq, stream_);
             moe_down(down, hq, n_pairs, a.ids, outp, stream_);
         } else {
-            moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_);
+            moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_, &down);
             moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
         }
         if (fuse) {

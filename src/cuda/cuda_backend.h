@@ -22,6 +22,7 @@ struct CudaOptions {
                                     // their input rounded to 8 bits per 32 values (as the CPU does)
     bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
     bool half_kv = true;            // f16 KV caches for models with quantised attention weights
+    bool weight_prefetch = true;    // products ask L2 for their weight rows ahead (sm_90+)
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

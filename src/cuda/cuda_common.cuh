@@ -60,6 +60,25 @@ __device__ __forceinline__ void grid_dependency_enter() {
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+// Asks the L2 cache to start fetching global bytes [p, p + n): a hint nothing waits on (sm_90's
+// bulk prefetch, run by the SM's copy engine while the threads go on; nothing on older parts).
+// Trimmed to the whole 16-byte units inside the range, as the instruction requires.
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr uintptr_t kMaxBytes = uintptr_t{1} << 20;  // the size operand is 32-bit
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    uintptr_t lo = (a + 15) & ~uintptr_t{15};
+    const uintptr_t hi = (a + n) & ~uintptr_t{15};
+    for (; lo < hi; lo += kMaxBytes) {
+        const auto bytes = static_cast<uint32_t>(hi - lo < kMaxBytes ? hi - lo : kMaxBytes);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(lo), "r"(bytes) : "memory");
+    }
+#else
+    (void)p;
+    (void)n;
+#endif
+}
+
 // Whether launch_kernel() asks for early launch: allowed by each backend when the code that
 // runs on its device was compiled for sm_90 or later (kernel_code_version() >= 90: the wait above
 // is compiled in), unless STRATA_CUDA_PDL=0. Process-wide: the first backend sets it and later
@@ -89,6 +108,9 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
 
 // Copies the i-quant and IQ4 tables into device memory; once per process and device.
 void init_quant_tables();
+// Whether the products ask L2 for their weight rows ahead of their loads (prefetch_l2), on the
+// current device; on by default, off with STRATA_CUDA_PREFETCH=0 (for A/B runs).
+void set_weight_prefetch(bool on);
 // True when the products below take weights of this type.
 bool type_supported(quant::Type t);
 
@@ -160,15 +182,16 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
 
 // Experts applied to a few tokens without leaving the device (decode): for pair p = t*k + j,
 // hidden[p] = silu(gate_e x_t) * up_e x_t and out_pair[p] = down_e hidden[p], e = ids[p].
-// gate/up/down hold every expert: expert e's rows start at e * rows.
+// gate/up/down hold every expert: expert e's rows start at e * rows. moe_gate_up's `down` (the
+// one to come, or null) is asked of L2 for the pairs' experts while gate and up are multiplied.
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s);
+                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
               cudaStream_t s);
 // The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
 // rows of a multiple of 32 values).
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s);
+                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
               cudaStream_t s);
 
