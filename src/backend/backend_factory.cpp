@@ -36,7 +36,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
-        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1.
+        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
+        // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
             return v != nullptr && std::string(v) == value;
@@ -50,6 +51,12 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.chunked_delta_rule = !env_is("STRATA_CUDA_GDN_CHUNKED", "0");
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
+        if (const char* v = std::getenv("STRATA_CUDA_ATTN_OCTET_MIN"); v != nullptr && *v != '\0') {
+            char* end = nullptr;
+            const long long n = std::strtoll(v, &end, 10);
+            if (*end != '\0' || n < 0) throw Error(std::string("STRATA_CUDA_ATTN_OCTET_MIN=") + v + ": expected a count of positions");
+            co.attention_octet_min = n;
+        }
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;

@@ -64,7 +64,8 @@ public:
           graphs_enabled_(o.graphs),
           int8_products_(o.int8_products),
           chunked_delta_rule_(o.chunked_delta_rule),
-          half_kv_(o.half_kv) {
+          half_kv_(o.half_kv),
+          attention_octet_min_(o.attention_octet_min) {
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
@@ -558,11 +559,12 @@ public:
         const int64_t out_dim = a.n_head * a.head_dim_v;
         const ActQ8* q8 = a.head_dim_v % 32 == 0 ? q8_out(a.n_tokens, out_dim) : nullptr;
         if (q8 != nullptr) d.q8 = *q8;
+        // The walk's form is part of the signature: a recorded graph keeps the kernel it captured.
         sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
-             splits, d.partial, d.q8.q);
+             splits, d.partial, d.q8.q, attention_octets(d, splits, attention_octet_min_));
         if (q8 != nullptr) remember_act(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
-        cuda::attention(d, splits, max_shared_, stream_);
+        cuda::attention(d, splits, max_shared_, attention_octet_min_, stream_);
     }
     void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                             float* weights) override {
@@ -892,6 +894,7 @@ private:
     bool graphs_enabled_ = true;
     const bool int8_products_;
     const bool chunked_delta_rule_;
+    const int64_t attention_octet_min_;
     const bool half_kv_;
     ActQ8 act_{};                      // the 8-bit copy in kActX (act_q8_for)
     const float* act_src_ = nullptr;   // the rows it was made from (null: none valid)

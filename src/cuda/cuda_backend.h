@@ -23,6 +23,8 @@ struct CudaOptions {
     bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
     bool half_kv = true;            // f16 KV caches for models with quantised attention weights
     bool weight_prefetch = true;    // products ask L2 for their weight rows ahead (sm_90+)
+    int64_t attention_octet_min = 48;  // decode attention splits of this many positions or more
+                                       // walk 8 positions a warp at a time (cuda::attention)
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

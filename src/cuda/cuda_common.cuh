@@ -321,7 +321,10 @@ struct Attention {
 int64_t attention_splits(const Attention& a, int n_sm);
 size_t attention_partial_floats(const Attention& a, int64_t splits);
 // max_shared: the device's shared memory per block with opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin).
-void attention(const Attention& a, int64_t splits, int max_shared, cudaStream_t s);
+// Splits of octet_min positions or more (from max_pos) walk 8 positions a warp at a time, 4 lanes
+// each (attention_octets); shorter ones a position a warp at a time.
+bool attention_octets(const Attention& a, int64_t splits, int64_t octet_min);
+void attention(const Attention& a, int64_t splits, int max_shared, int64_t octet_min, cudaStream_t s);
 
 // Prefill-sized batches on tensor cores (cuda_attention_mma.cu). A tile is a run of batch tokens
 // t0..t0+n-1 that share one KV view (one sequence's run of a prefill); max_pos is the last

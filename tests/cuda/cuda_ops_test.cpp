@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -689,6 +691,17 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
     struct Case {
         int64_t n_head, n_head_kv, dim, ctx, block_size;
     };
+    // The decode kernel walks a split a position a warp at a time, or 8 (4 lanes each) when its
+    // splits are long (by default from 48 positions: which cases take which depends on the SM
+    // count). Two more backends force each form for every case.
+    std::vector<std::unique_ptr<Backend>> forms;
+    for (const char* octet_min : {"0", "1000000000"}) {
+        setenv("STRATA_CUDA_ATTN_OCTET_MIN", octet_min, 1);
+        BackendOptions o;
+        o.device = "cuda";
+        forms.push_back(make_backend(o));
+        unsetenv("STRATA_CUDA_ATTN_OCTET_MIN");
+    }
     // GQA 7 (28/4) leaves a padding row in each tensor-core tile of 9 tokens.
     // 32/2 at 256: the largest merge area (16 heads of 256 values per warp), over 99 KB of shared
     // memory with 8 warps: GPUs with less per block take 4.
@@ -794,6 +807,26 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 // The second run must write every output again.
                 const std::vector<float> stale(out.n, 1e3f);
                 gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
+            }
+            // Each walk forced, from the f32 and the f16 caches (the pools and inputs are gpu_'s:
+            // its copies are done once gpu_of returns, and each backend reads back its own work).
+            (void)gpu_of(q);
+            for (size_t f = 0; f < forms.size(); ++f) {
+                for (const bool half : {false, true}) {
+                    AttentionArgs h = a;
+                    h.kv = half ? qh.data() : qg.data();
+                    h.f16_ok = false;
+                    forms[f]->attention(h);
+                    std::vector<float> got(out.n);
+                    forms[f]->copy_to_host(out.gpu.data(), got.data(), out.n);
+                    EXPECT_LT(nmse(cpu_of(out), got), half ? 1e-6 : 1e-10)
+                        << (f == 0 ? "8 positions a warp" : "a position a warp") << (half ? ", f16 cache" : "") << ": heads "
+                        << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx << " mode " << mode;
+                    const std::vector<float> stale(out.n, 1e3f);
+                    forms[f]->copy_from_host(stale.data(), out.gpu.data(), out.n);
+                    std::vector<float> back(1);
+                    forms[f]->copy_to_host(out.gpu.data(), back.data(), 1);  // its copy is done
+                }
             }
             // From the f16 caches: k and v rounded (~2.4e-4 relative at most), the rest as above.
             for (const bool f16_ok : {false, true}) {
