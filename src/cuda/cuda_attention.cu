@@ -140,10 +140,12 @@ __global__ void __launch_bounds__(W * 32) attention_kernel(Attention a, int64_t 
 }
 
 // Eight values of a key row from d (8-value aligned) into f32: one 16-byte load where the row
-// allows it (f16: eight halves; f32: two float4), else one value at a time.
+// allows it (f16: eight halves; f32: two float4), else one value at a time. Plain loads, not the
+// read-only path: under programmatic dependent launch the cache is written by the kernel before
+// until this one's wait.
 __device__ __forceinline__ void load8(const __half* r, int d, float* out) {
     if ((reinterpret_cast<uintptr_t>(r + d) & 15) == 0) {
-        const uint4 u = __ldg(reinterpret_cast<const uint4*>(r + d));
+        const uint4 u = *reinterpret_cast<const uint4*>(r + d);
         const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -158,7 +160,7 @@ __device__ __forceinline__ void load8(const __half* r, int d, float* out) {
 }
 __device__ __forceinline__ void load8(const float* r, int d, float* out) {
     if ((reinterpret_cast<uintptr_t>(r + d) & 15) == 0) {
-        const float4 x = __ldg(reinterpret_cast<const float4*>(r + d)), y = __ldg(reinterpret_cast<const float4*>(r + d + 4));
+        const float4 x = *reinterpret_cast<const float4*>(r + d), y = *reinterpret_cast<const float4*>(r + d + 4);
         out[0] = x.x, out[1] = x.y, out[2] = x.z, out[3] = x.w, out[4] = y.x, out[5] = y.y, out[6] = y.z, out[7] = y.w;
     } else {
 #pragma unroll
