@@ -83,6 +83,8 @@ public:
             throw Error("--vram-budget " + mib(budget_) + " is more than the " + mib(free_b) + " free on GPU " + std::to_string(index));
         init_quant_tables();
         set_weight_prefetch(o.weight_prefetch);
+        set_moe_order(o.moe_order);
+        set_gemv_decode_once(o.gemv_decode_once);
         grow_stage(size_t{4} << 20);
     }
 
@@ -1055,10 +1057,10 @@ void CudaBackend::moe_experts(const MoeArgs& a) {
         if (int8) {
             moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_, &down);
             quantize_act_q8(hidden, n_pairs, n_ff, n_ff, hq, stream_);
-            moe_down(down, hq, n_pairs, a.ids, outp, stream_);
+            moe_down(down, hq, n_pairs, a.k, a.ids, outp, stream_);
         } else {
             moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_, &down);
-            moe_down(down, hidden, n_pairs, a.ids, outp, stream_);
+            moe_down(down, hidden, n_pairs, a.k, a.ids, outp, stream_);
         }
         if (fuse) {
             moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps, a.normed,

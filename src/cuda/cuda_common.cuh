@@ -111,6 +111,13 @@ void init_quant_tables();
 // Whether the products ask L2 for their weight rows ahead of their loads (prefetch_l2), on the
 // current device; on by default, off with STRATA_CUDA_PREFETCH=0 (for A/B runs).
 void set_weight_prefetch(bool on);
+// The experts' kernels' grid order: -1 (default) pairs-major when a call has more than one token
+// (blocks of every pair for the same rows run together, so pairs sharing an expert share its
+// reads in L2), 0 rows-major always, 1 pairs-major always.
+void set_moe_order(int order);
+// Batch GEMVs with 8-bit inputs decode each weight chunk once for all their inputs (true, the
+// default) or once per input (false: the earlier form, for A/B runs).
+void set_gemv_decode_once(bool on);
 // True when the products below take weights of this type.
 bool type_supported(quant::Type t);
 
@@ -186,13 +193,13 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
 // one to come, or null) is asked of L2 for the pairs' experts while gate and up are multiplied.
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
                  const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
-void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               cudaStream_t s);
 // The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
 // rows of a multiple of 32 values).
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
                  const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
-void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               cudaStream_t s);
 
 // ---- element-wise and small ops (cuda_ops.cu) ---------------------------------------------

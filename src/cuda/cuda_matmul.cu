@@ -21,6 +21,14 @@ void init_quant_tables() {
 // set_weight_prefetch's switch, per device.
 __constant__ int c_weight_prefetch = 1;
 
+// set_moe_order's setting: -1 pair-major expert grids when the call has more than one token, 0
+// never, 1 always (process-wide, for A/B runs).
+static int g_moe_order = -1;
+void set_moe_order(int order) { g_moe_order = order; }
+// set_gemv_decode_once's setting (process-wide, for A/B runs).
+static bool g_gemv_decode_once = true;
+void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
+
 void set_weight_prefetch(bool on) {
     const int v = on ? 1 : 0;
     STRATA_CUDA_CHECK(cudaMemcpyToSymbol(c_weight_prefetch, &v, sizeof(v)));
@@ -80,8 +88,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
 }
 
 // y[c][row] = W[row] . x[c] for c < n (n <= NC) with 8-bit inputs x (rows of chunks * 32
-// values): one warp per weight row, each lane's weight chunk dotted with every input row's.
-template <class Dq, int NC>
+// values): one warp per weight row, each lane's weight chunk dotted with every input row's,
+// decoded once for all of them (kDecodeOnce; else row_dot32_q8 for each input, the old form,
+// kept for A/B runs: set_gemv_decode_once).
+template <class Dq, int NC, bool kDecodeOnce>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
                                                               int chunks, Q8Row x, int n, float* __restrict__ y,
                                                               int64_t y_stride) {
@@ -94,12 +104,24 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __r
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
     for (int i = lane; i < chunks; i += 32) {
+        if constexpr (kDecodeOnce) {
+            const WeightChunkQ8 wc = weight_chunk_q8<Dq>(wr, i);
 #pragma unroll
-        for (int c = 0; c < NC; ++c) {
-            if (c < n) {
-                ChunkQ8 xc;
-                load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
-                acc[c] += row_dot32_q8<Dq>(wr, i, xc);
+            for (int c = 0; c < NC; ++c) {
+                if (c < n) {
+                    ChunkQ8 xc;
+                    load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
+                    acc[c] += weight_chunk_dot(wc, xc);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < NC; ++c) {
+                if (c < n) {
+                    ChunkQ8 xc;
+                    load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
+                    acc[c] += row_dot32_q8<Dq>(wr, i, xc);
+                }
             }
         }
     }
@@ -269,26 +291,30 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 // hidden[p][row] = silu(gate_e[row] . x_t) * (up_e[row] . x_t), e = ids[p], t = p / k; kRows
 // rows of gate and of up per warp, sharing each lane's loads of x (f32, or Q8Row for rows of
 // whole 32-value chunks). The experts are known only after the wait: each block then asks L2
-// for its gate and up rows and for its share (1 / gridDim.x) of expert e's down matrix
-// (down_bytes each, from `down`), which the down kernel reads next.
+// for its gate and up rows and for its share (1 / the row blocks) of expert e's down matrix
+// (down_bytes each, from `down`), which the down kernel reads next. The grid is (row blocks,
+// pairs), or with pair_major (pairs, row blocks): then the blocks of every pair for the same rows
+// are dispatched together, and pairs that share an expert read its rows from DRAM about once
+// (L2 serves the rest) instead of each pair streaming the whole expert on its own.
 template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
                                                                    const uint8_t* __restrict__ up, size_t row_bytes,
                                                                    int rows, int groups, X x,
                                                                    const int32_t* __restrict__ ids, int k,
                                                                    float* __restrict__ hidden, const uint8_t* down,
-                                                                   size_t down_bytes) {
+                                                                   size_t down_bytes, bool pair_major) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
-    const int lane = threadIdx.x & 31, p = blockIdx.y;
-    const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
+    const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
+    const int rb = pair_major ? blockIdx.y : blockIdx.x, n_rb = pair_major ? gridDim.y : gridDim.x;
+    const int first = (rb * kWarps + threadIdx.x / 32) * kRows;
     const size_t base = static_cast<size_t>(ids[p]) * rows;
     if (threadIdx.x == 0 && first < rows) {
         const int lo = static_cast<int>(base) + first, hi = static_cast<int>(base) + min(rows, first + kWarps * kRows);
         prefetch_rows(gate, row_bytes, lo, hi);
         prefetch_rows(up, row_bytes, lo, hi);
         if (c_weight_prefetch != 0 && down != nullptr) {
-            const size_t from = down_bytes * blockIdx.x / gridDim.x, to = down_bytes * (blockIdx.x + 1) / gridDim.x;
+            const size_t from = down_bytes * rb / n_rb, to = down_bytes * (rb + 1) / n_rb;
             prefetch_l2(down + static_cast<size_t>(ids[p]) * down_bytes + from, to - from);
         }
     }
@@ -329,16 +355,17 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t*
     }
 }
 
-// out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p]; kRows rows per warp.
+// out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p]; kRows rows per warp; the grid as the
+// gate/up kernel's.
 template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes,
                                                                 int rows, int groups, X hidden,
                                                                 const int32_t* __restrict__ ids,
-                                                                float* __restrict__ out) {
+                                                                float* __restrict__ out, bool pair_major) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
-    const int lane = threadIdx.x & 31, p = blockIdx.y;
-    const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * kRows;
+    const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
+    const int first = ((pair_major ? blockIdx.y : blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
     if (first >= rows) return;
     const uint8_t* w0 = down + (static_cast<size_t>(ids[p]) * rows + first) * row_bytes;
     const X h = row_at(hidden, p, groups * 8);
@@ -562,14 +589,24 @@ void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_
             launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), chunks, q8_row(x),
                           static_cast<int>(n), y, y_stride);
         };
-        if (n <= 2) run(gemv_q8_kernel<Dq, 2>);
-        else if (n <= 4) run(gemv_q8_kernel<Dq, 4>);
-        else run(gemv_q8_kernel<Dq, kGemvMaxCols>);
+        const auto pick = [&]<int NC>() {
+            if (g_gemv_decode_once) run(gemv_q8_kernel<Dq, NC, true>);
+            else run(gemv_q8_kernel<Dq, NC, false>);
+        };
+        if (n <= 2) pick.template operator()<2>();
+        else if (n <= 4) pick.template operator()<4>();
+        else pick.template operator()<kGemvMaxCols>();
     });
     STRATA_CUDA_LAUNCHED();
 }
 
 namespace {
+
+bool moe_pair_major(int64_t n_pairs, int64_t k) { return g_moe_order < 0 ? n_pairs > k : g_moe_order == 1; }
+dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
+    const auto pairs = static_cast<unsigned>(n_pairs);
+    return pair_major ? dim3(pairs, row_blocks) : dim3(row_blocks, pairs);
+}
 
 template <class X>
 void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k,
@@ -579,28 +616,32 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(gate.ne0 / 8);
     const int rpw = moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const dim3 grid(blocks_for(gate.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
+    const bool pair_major = moe_pair_major(n_pairs, k);
+    const dim3 grid = moe_grid(blocks_for(gate.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(gate.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
                           static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden,
-                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0);
+                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0,
+                          pair_major);
         });
     });
     STRATA_CUDA_LAUNCHED();
 }
 
 template <class X>
-void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs, cudaStream_t s) {
+void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
+                     cudaStream_t s) {
     check_type(down);
     if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
     const int rpw = moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const dim3 grid(blocks_for(down.rows, kWarps * rpw), static_cast<unsigned>(n_pairs));
+    const bool pair_major = moe_pair_major(n_pairs, k);
+    const dim3 grid = moe_grid(blocks_for(down.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_down_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
-                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs);
+                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs, pair_major);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -616,13 +657,13 @@ void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& 
                  const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down) {
     moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, s);
 }
-void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               cudaStream_t s) {
-    moe_down_launch<const float*>(down, hidden, n_pairs, ids, out_pairs, s);
+    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, s);
 }
-void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, const int32_t* ids, float* out_pairs,
+void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               cudaStream_t s) {
-    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, ids, out_pairs, s);
+    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, s);
 }
 
 }  // namespace strata::cuda

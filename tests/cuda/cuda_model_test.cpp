@@ -78,18 +78,21 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         std::vector<std::unique_ptr<SequenceState>> seqs;
         std::vector<float> logits;
     };
+    // Sequences 2 .. 2 + kWide decode together at the end: a batch wider than the GEMVs take
+    // (8 inputs), so its products go through cuBLAS and the forward runs eagerly.
+    constexpr int kWide = 20;
     std::vector<Run> runs;
     for (Model* m : {mc.get(), mg.get(), mr.get(), me.get()}) {
         if (m == nullptr) continue;
         Run r{m, {}, {}};
-        r.seqs.push_back(m->new_sequence(256));
-        r.seqs.push_back(m->new_sequence(256));
+        for (int i = 0; i < 2 + kWide; ++i) r.seqs.push_back(m->new_sequence(256));
         runs.push_back(std::move(r));
     }
     Run& ref = mr ? runs[2] : runs[0];  // the f32 reference, or the CPU run for f32 models
     auto forward = [&](const Batch& b) {
         for (Run& r : runs) {
-            SequenceState* s[] = {r.seqs[0].get(), r.seqs[1].get()};
+            std::vector<SequenceState*> s;
+            for (const auto& q : r.seqs) s.push_back(q.get());
             r.logits.assign(static_cast<size_t>(b.size() * n_vocab), 0.0f);
             r.m->forward(b, s, r.logits.data());
         }
@@ -134,6 +137,17 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         check_rows(2);
         last0 = 0;
         last1 = 1;
+    }
+    // Decode: kWide fresh sequences, one token each a step, four steps (the first starts them).
+    for (int step = 0; step < 4; ++step) {
+        b.clear();
+        for (int i = 0; i < kWide; ++i) {
+            const int32_t tok = step == 0 ? (i * 131 + 17) % static_cast<int32_t>(n_vocab)
+                                          : static_cast<int32_t>(argmax(ref.logits.data() + i * n_vocab, n_vocab));
+            b.add(tok, step, 2 + i, true);
+        }
+        forward(b);
+        check_rows(kWide);
     }
     EXPECT_GT(graph_rows_equal, 0);
     std::printf("%s %s: worst logit-row rel L2 against %s: GPU %.3g, CPU %.3g; top token differs in %d (GPU) and %d (CPU) of "

@@ -146,7 +146,7 @@ TEST_P(CudaMatmul, MatchesReferenceAndCpuForEveryBatchSize) {
     const int64_t ne0 = 512, rows = 72;
     const auto& h = upload(random_weight(t, ne0, rows, 1, 11));
     const auto deq = dequantized(h);
-    for (int64_t n : {1, 2, 3, 8, 9, 40}) {
+    for (int64_t n : {1, 2, 3, 8, 9, 16, 17, 32, 40}) {
         const auto x = test::random_floats(static_cast<size_t>(n * ne0), 100 + static_cast<uint32_t>(n));
         std::vector<float> ref(static_cast<size_t>(n * rows));
         for (int64_t c = 0; c < n; ++c)
