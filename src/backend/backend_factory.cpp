@@ -37,7 +37,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
 #ifdef STRATA_HAVE_CUDA
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
         // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
-        // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0, STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
+        // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0,
+        // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
             return v != nullptr && std::string(v) == value;
