@@ -525,47 +525,68 @@ __device__ __forceinline__ int word_of(const uint4& u, int m) {
     return static_cast<int>(m == 0 ? u.x : m == 1 ? u.y : m == 2 ? u.z : u.w);
 }
 
+// Q4_K chunk i's 16 code bytes (low nibbles: sub-block 2s, high: 2s + 1; chunk_x's order), its
+// two sub-blocks' scales and mins, and the block's d and dmin.
+struct Q4KChunk {
+    uint4 q;
+    int sc0, m0, sc1, m1;
+    float d, dmin;
+};
+__device__ __forceinline__ Q4KChunk q4k_chunk(const uint8_t* row, int i) {
+    const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
+    const int j = i & 7, s = j >> 1, h = j & 1;
+    const uint4 head = *reinterpret_cast<const uint4*>(b);
+    Q4KChunk c;
+    c.q = *reinterpret_cast<const uint4*>(b + 16 + 32 * s + 16 * h);
+    k4_scale_min(head, 2 * s, c.sc0, c.m0);
+    k4_scale_min(head, 2 * s + 1, c.sc1, c.m1);
+    c.d = half_lo(head.x);
+    c.dmin = half_hi(head.x);
+    return c;
+}
+// Q5_K chunk i = sub-block s: its 32 five-bit codes as bytes (low nibbles, s odd: high, of
+// qs[32(s/2) ..], bit s of qh[0..32)), its scale and min, and the block's d and dmin.
+__device__ __forceinline__ void q5k_chunk_codes(const uint8_t* row, int i, uint32_t* codes, int& sc, int& mn, float& d, float& dmin) {
+    const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ5_K::kBytes;
+    const int s = i & 7, shift = 4 * (s & 1);
+    const uint4 head = *reinterpret_cast<const uint4*>(b);
+    const uint4* ql = reinterpret_cast<const uint4*>(b + 48 + 32 * (s >> 1));
+    const uint4* qh = reinterpret_cast<const uint4*>(b + 16);
+    const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+    k4_scale_min(head, s, sc, mn);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+        const uint32_t lw = static_cast<uint32_t>(word_of(k < 4 ? l0 : l1, k & 3));
+        const uint32_t hw = static_cast<uint32_t>(word_of(k < 4 ? h0 : h1, k & 3));
+        codes[k] = ((lw >> shift) & 0x0F0F0F0Fu) | (((hw >> s) & 0x01010101u) << 4);
+    }
+    d = half_lo(head.x);
+    dmin = half_hi(head.x);
+}
+
 // Chunk i of a weight row dotted with 8-bit inputs (layouts as in row_dot32).
 template <class Dq>
 __device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const ChunkQ8& a) {
     static_assert(kHasQ8Dot<Dq>, "no 8-bit dot for this type");
     if constexpr (std::is_same_v<Dq, DqQ4_K>) {
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
-        const int j = i & 7, c = j >> 1, h = j & 1;
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h);
-        int sc0, m0, sc1, m1;
-        k4_scale_min(head, 2 * c, sc0, m0);
-        k4_scale_min(head, 2 * c + 1, sc1, m1);
+        const Q4KChunk c = q4k_chunk(row, i);
         int p0 = 0, p1 = 0;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            const int w = word_of(q, k);
+            const int w = word_of(c.q, k);
             p0 = __dp4a(w & 0x0F0F0F0F, word_of(a.lo, k), p0);
             p1 = __dp4a((w >> 4) & 0x0F0F0F0F, word_of(a.hi, k), p1);
         }
-        const float d = half_lo(head.x), dmin = half_hi(head.x);
-        return d * (static_cast<float>(sc0) * a.d0 * static_cast<float>(p0) + static_cast<float>(sc1) * a.d1 * static_cast<float>(p1)) -
-               dmin * (static_cast<float>(m0) * a.s0 + static_cast<float>(m1) * a.s1);
+        return c.d * (static_cast<float>(c.sc0) * a.d0 * static_cast<float>(p0) + static_cast<float>(c.sc1) * a.d1 * static_cast<float>(p1)) -
+               c.dmin * (static_cast<float>(c.m0) * a.s0 + static_cast<float>(c.m1) * a.s1);
     } else if constexpr (std::is_same_v<Dq, DqQ5_K>) {
-        // Chunk = sub-block s: low nibbles (s odd: high) of qs[32(s/2) ..], bit s of qh[0..32).
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ5_K::kBytes;
-        const int s = i & 7, shift = 4 * (s & 1);
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4* ql = reinterpret_cast<const uint4*>(b + 48 + 32 * (s >> 1));
-        const uint4* qh = reinterpret_cast<const uint4*>(b + 16);
-        const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+        uint32_t codes[8];
         int sc, mn;
-        k4_scale_min(head, s, sc, mn);
+        float d, dmin;
+        q5k_chunk_codes(row, i, codes, sc, mn, d, dmin);
         int p = 0;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const uint32_t lw = static_cast<uint32_t>(word_of(k < 4 ? l0 : l1, k & 3));
-            const uint32_t hw = static_cast<uint32_t>(word_of(k < 4 ? h0 : h1, k & 3));
-            const uint32_t code = ((lw >> shift) & 0x0F0F0F0Fu) | (((hw >> s) & 0x01010101u) << 4);
-            p = __dp4a(static_cast<int>(code), q8_word(a, k), p);
-        }
-        const float d = half_lo(head.x), dmin = half_hi(head.x);
+        for (int k = 0; k < 8; ++k) p = __dp4a(static_cast<int>(codes[k]), q8_word(a, k), p);
         return d * static_cast<float>(sc) * a.d0 * static_cast<float>(p) - dmin * static_cast<float>(mn) * (a.s0 + a.s1);
     } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
         // value = d * scale * (code - 32): sum code*x by dp4a, minus 32 * sum x per 16 values.
@@ -628,40 +649,24 @@ __device__ __forceinline__ WeightChunkQ8 weight_chunk_q8(const uint8_t* row, int
     static_assert(kHasQ8Dot<Dq>, "no 8-bit dot for this type");
     WeightChunkQ8 c;
     if constexpr (std::is_same_v<Dq, DqQ4_K>) {
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ4_K::kBytes;
-        const int j = i & 7, s = j >> 1, h = j & 1;
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4 q = *reinterpret_cast<const uint4*>(b + 16 + 32 * s + 16 * h);
-        int sc0, m0, sc1, m1;
-        k4_scale_min(head, 2 * s, sc0, m0);
-        k4_scale_min(head, 2 * s + 1, sc1, m1);
+        const Q4KChunk q = q4k_chunk(row, i);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
-            const int w = word_of(q, k);
+            const int w = word_of(q.q, k);
             c.code[k] = w & 0x0F0F0F0F;
             c.code[k + 4] = (w >> 4) & 0x0F0F0F0F;
         }
-        const float d = half_lo(head.x), dmin = half_hi(head.x);
-        c.a0 = d * static_cast<float>(sc0);
-        c.a1 = d * static_cast<float>(sc1);
-        c.b0 = -dmin * static_cast<float>(m0);
-        c.b1 = -dmin * static_cast<float>(m1);
+        c.a0 = q.d * static_cast<float>(q.sc0);
+        c.a1 = q.d * static_cast<float>(q.sc1);
+        c.b0 = -q.dmin * static_cast<float>(q.m0);
+        c.b1 = -q.dmin * static_cast<float>(q.m1);
     } else if constexpr (std::is_same_v<Dq, DqQ5_K>) {
-        const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ5_K::kBytes;
-        const int s = i & 7, shift = 4 * (s & 1);
-        const uint4 head = *reinterpret_cast<const uint4*>(b);
-        const uint4* ql = reinterpret_cast<const uint4*>(b + 48 + 32 * (s >> 1));
-        const uint4* qh = reinterpret_cast<const uint4*>(b + 16);
-        const uint4 l0 = ql[0], l1 = ql[1], h0 = qh[0], h1 = qh[1];
+        uint32_t codes[8];
         int sc, mn;
-        k4_scale_min(head, s, sc, mn);
+        float d, dmin;
+        q5k_chunk_codes(row, i, codes, sc, mn, d, dmin);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-            const uint32_t lw = static_cast<uint32_t>(word_of(k < 4 ? l0 : l1, k & 3));
-            const uint32_t hw = static_cast<uint32_t>(word_of(k < 4 ? h0 : h1, k & 3));
-            c.code[k] = static_cast<int>(((lw >> shift) & 0x0F0F0F0Fu) | (((hw >> s) & 0x01010101u) << 4));
-        }
-        const float d = half_lo(head.x), dmin = half_hi(head.x);
+        for (int k = 0; k < 8; ++k) c.code[k] = static_cast<int>(codes[k]);
         c.a0 = c.a1 = d * static_cast<float>(sc);
         c.b0 = c.b1 = -dmin * static_cast<float>(mn);
     } else if constexpr (std::is_same_v<Dq, DqQ6_K>) {
@@ -684,6 +689,9 @@ __device__ __forceinline__ WeightChunkQ8 weight_chunk_q8(const uint8_t* row, int
         c.a0 = c.a1 = half_at(b);
         c.b0 = c.b1 = 0.0f;
     } else {  // IQ3_XXS: grid bytes (< 64, never 0) negated per sign bit: (code ^ 0xff) + 1
+        // (The lookups of row_dot32_q8's IQ3_XXS branch. Sharing them through a helper changed
+        // the one-input GEMV's register allocation, 56 -> 48 in gemv1_kernel<DqIQ3_XXS, 2, 1>,
+        // so they stay apart until a GPU A/B says which is faster.)
         const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqIQ3_XXS::kBytes;
         const int g = i & 7;
         const uint32_t w = ld32(b + 2 + 64 + 4 * g);
