@@ -38,6 +38,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
         // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
         // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0,
+        // STRATA_CUDA_GEMV_BLOCK_ROW=0 (f32-input GEMVs of few wide rows a warp a row, as before),
         // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
@@ -53,6 +54,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
         co.gemv_decode_once = !env_is("STRATA_CUDA_GEMV_DECODE_ONCE", "0");
+        co.gemv_block_per_row = !env_is("STRATA_CUDA_GEMV_BLOCK_ROW", "0");
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;
         if (const char* v = std::getenv("STRATA_CUDA_ATTN_OCTET_MIN"); v != nullptr && *v != '\0') {

@@ -85,6 +85,7 @@ public:
         set_weight_prefetch(o.weight_prefetch);
         set_moe_order(o.moe_order);
         set_gemv_decode_once(o.gemv_decode_once);
+        set_gemv_block_per_row(o.gemv_block_per_row);
         grow_stage(size_t{4} << 20);
     }
 

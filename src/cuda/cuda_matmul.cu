@@ -28,6 +28,8 @@ void set_moe_order(int order) { g_moe_order = order; }
 // set_gemv_decode_once's setting (process-wide, for A/B runs).
 static bool g_gemv_decode_once = true;
 void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
+static bool g_gemv_block_per_row = true;
+void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
 
 void set_weight_prefetch(bool on) {
     const int v = on ? 1 : 0;
@@ -43,6 +45,8 @@ bool type_supported(quant::Type t) {
 namespace {
 
 constexpr int kWarps = 4;  // weight rows per 128-thread block
+// f32-input GEMVs of fewer rows than this take a block a row (gemv_kernel's kWpr).
+constexpr int64_t kGemvBlockPerRowBelow = 1024;
 
 // Rows [lo, hi) of a matrix asked of L2 by one thread (prefetch_l2): the products call it for
 // their block's rows before grid_dependency_enter() (weights never change during a forward), so
@@ -59,21 +63,26 @@ __device__ __forceinline__ float dot8(const float* v, const float* x) {
     return v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
 }
 
-// y[c][row] = W[row] . x[c] for c < n (n <= NC).
-template <class Dq, int NC>
+// y[c][row] = W[row] . x[c] for c < n (n <= NC): one warp a row, or with kWpr = kWarps the
+// whole block a row (each warp a quarter of its groups, the partial sums added in shared memory),
+// for matrices of few rows (the f32 router's 128 rows were 32 blocks: 21 us a layer at 8 inputs).
+template <class Dq, int NC, int kWpr>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
                                                            int groups, const float* __restrict__ x, int64_t x_stride,
                                                            int n, float* __restrict__ y, int64_t y_stride) {
-    if (threadIdx.x == 0) prefetch_rows(w, row_bytes, blockIdx.x * kWarps, min(rows, (blockIdx.x + 1) * kWarps));
+    static_assert(kWpr == 1 || kWpr == kWarps, "a warp a row or a block a row");
+    constexpr int kRowsPerBlock = kWarps / kWpr;
+    if (threadIdx.x == 0) prefetch_rows(w, row_bytes, blockIdx.x * kRowsPerBlock, min(rows, (blockIdx.x + 1) * kRowsPerBlock));
     grid_dependency_enter();
-    const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
-    if (row >= rows) return;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const int row = blockIdx.x * kRowsPerBlock + warp / kWpr;
+    if (row >= rows) return;  // kWpr > 1: the whole block leaves together
     constexpr int kGroups = Dq::kValues / 8;
     const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;
     float acc[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-    for (int i = lane; i < groups; i += 32) {
+    for (int i = (warp % kWpr) * 32 + lane; i < groups; i += 32 * kWpr) {
         float v[8];
         Dq::dequant8(wr + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
 #pragma unroll
@@ -81,10 +90,25 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
             if (c < n) acc[c] += dot8(v, x + c * x_stride + 8 * i);
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-        const float s = warp_sum(acc[c]);
-        if (lane == 0 && c < n) y[c * y_stride + row] = s;
+    for (int c = 0; c < NC; ++c) acc[c] = warp_sum(acc[c]);
+    if constexpr (kWpr > 1) {
+        __shared__ float partial[kWarps][NC];
+        if (lane == 0)
+#pragma unroll
+            for (int c = 0; c < NC; ++c) partial[warp][c] = acc[c];
+        __syncthreads();
+        if (warp != 0) return;
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < kWarps; ++k) s += partial[k][c];
+            acc[c] = s;
+        }
     }
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+        if (lane == 0 && c < n) y[c * y_stride + row] = acc[c];
 }
 
 // y[c][row] = W[row] . x[c] for c < n (n <= NC) with 8-bit inputs x (rows of chunks * 32
@@ -437,16 +461,22 @@ void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, fl
         return;
     }
     const int groups = static_cast<int>(w.ne0 / 8);
-    const dim3 grid(blocks_for(w.rows, kWarps));
+    // A block a row while a warp a row would leave most SMs idle (fewer than ~8 warps an SM).
+    const bool block_per_row = g_gemv_block_per_row && w.rows < kGemvBlockPerRowBelow && groups >= 32 * kWarps;
+    const dim3 grid(block_per_row ? static_cast<unsigned>(w.rows) : blocks_for(w.rows, kWarps));
     with_dequantizer(w.type, [&]<class Dq>() {
         const auto run = [&](auto kernel) {
             launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), groups, x, x_stride,
                           static_cast<int>(n), y, y_stride);
         };
-        if (n == 1) run(gemv_kernel<Dq, 1>);
-        else if (n == 2) run(gemv_kernel<Dq, 2>);
-        else if (n <= 4) run(gemv_kernel<Dq, 4>);
-        else run(gemv_kernel<Dq, kGemvMaxCols>);
+        const auto pick = [&]<int NC>() {
+            if (block_per_row) run(gemv_kernel<Dq, NC, kWarps>);
+            else run(gemv_kernel<Dq, NC, 1>);
+        };
+        if (n == 1) pick.template operator()<1>();
+        else if (n == 2) pick.template operator()<2>();
+        else if (n <= 4) pick.template operator()<4>();
+        else pick.template operator()<kGemvMaxCols>();
     });
     STRATA_CUDA_LAUNCHED();
 }

@@ -319,6 +319,37 @@ TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
     }
 }
 
+// Few-row matrices of wide rows at 2-8 inputs with f32 inputs (the f32 router; every type on a
+// backend without 8-bit inputs) take a block a row: against the f64 product of the dequantised rows.
+TEST_F(CudaOps, GemvOfFewWideRowsTakesABlockARow) {
+    for (Type t : {Type::F32, Type::BF16, Type::Q4_K, Type::IQ4_XS}) {
+        for (int64_t rows : {128, 300, 1023}) {
+            const int64_t ne0 = 2048;
+            const auto& h = upload(random_weight(t, ne0, rows, 1, 70 + static_cast<uint32_t>(rows)));
+            const auto deq = dequantized(h);
+            for (int64_t n : {2, 3, 8}) {
+                const auto x = test::random_floats(static_cast<size_t>(n * ne0), 71 + static_cast<uint32_t>(n));
+                std::vector<float> ref(static_cast<size_t>(n * rows));
+                for (int64_t c = 0; c < n; ++c)
+                    for (int64_t r = 0; r < rows; ++r) {
+                        double acc = 0;
+                        for (int64_t i = 0; i < ne0; ++i)
+                            acc += static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
+                        ref[static_cast<size_t>(c * rows + r)] = static_cast<float>(acc);
+                    }
+                Buffer xin(gpu_f32_.get(), x.size()), y(gpu_f32_.get(), ref.size());
+                gpu_f32_->copy_from_host(x.data(), xin.data(), x.size());
+                const std::vector<float> junk(ref.size(), 1e3f);
+                gpu_f32_->copy_from_host(junk.data(), y.data(), junk.size());
+                const MatmulArgs pg[] = {{&h.w, xin.data(), n, y.data()}};
+                gpu_f32_->matmul(pg);
+                EXPECT_LT(nmse(ref, read(*gpu_f32_, y.data(), ref.size())), 1e-9)
+                    << quant::type_name(t) << " " << rows << " rows, n=" << n;
+            }
+        }
+    }
+}
+
 // Decode norms also write their output rounded to 8 bits (in the norm's kernel where the row
 // fits it, by a second kernel otherwise), and the next products of those rows use that copy; an
 // op that writes the rows in between makes the products round the new values instead.
