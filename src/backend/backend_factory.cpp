@@ -39,6 +39,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
         // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0,
         // STRATA_CUDA_GEMV_BLOCK_ROW=0 (f32-input GEMVs of few wide rows a warp a row, as before),
+        // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
         // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
@@ -57,12 +58,16 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.gemv_block_per_row = !env_is("STRATA_CUDA_GEMV_BLOCK_ROW", "0");
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;
-        if (const char* v = std::getenv("STRATA_CUDA_ATTN_OCTET_MIN"); v != nullptr && *v != '\0') {
+        const auto env_count = [](const char* name, int64_t& out) {
+            const char* v = std::getenv(name);
+            if (v == nullptr || *v == '\0') return;
             char* end = nullptr;
             const long long n = std::strtoll(v, &end, 10);
-            if (*end != '\0' || n < 0) throw Error(std::string("STRATA_CUDA_ATTN_OCTET_MIN=") + v + ": expected a count of positions");
-            co.attention_octet_min = n;
-        }
+            if (*end != '\0' || n < 0) throw Error(std::string(name) + "=" + v + ": expected a count");
+            out = n;
+        };
+        env_count("STRATA_CUDA_ATTN_OCTET_MIN", co.attention_octet_min);
+        env_count("STRATA_CUDA_GRAPH_MAX_TOKENS", co.graph_max_tokens);
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;

@@ -4,6 +4,7 @@
 // only after the stream has been synchronised. Products: a GEMV for up to kGemvMaxCols input
 // rows (decode), else the weight dequantised to bf16 (f32 for float weights) and cuBLAS. MoE
 // decode reads the routed expert ids on the device; large batches group pairs by expert.
+// Forwards of up to graph_max_tokens_ tokens are recorded as CUDA graphs and replayed.
 #include "cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -48,6 +49,8 @@ constexpr int64_t kMoeIndexedPairs = 256;
 // Above that, experts are dequantised to bf16 in chunks of at most this many bytes for grouped
 // cuBLAS products (scratch counted in the VRAM budget).
 constexpr size_t kGroupedScratchBytes = size_t{256} << 20;
+// cuBLAS's workspace (ours, so that recorded calls use fixed memory).
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
 // Attention batches of at least this many tokens may take the tensor-core kernel.
 constexpr int64_t kAttnTiledMinTokens = 16;
 // Gated DeltaNet runs of at least this many tokens take the chunked delta rule (three kernels of
@@ -62,6 +65,7 @@ public:
     CudaBackend(int index, const CudaOptions& o)
         : times_(o.times),
           graphs_enabled_(o.graphs),
+          graph_max_tokens_(o.graph_max_tokens),
           int8_products_(o.int8_products),
           chunked_delta_rule_(o.chunked_delta_rule),
           half_kv_(o.half_kv),
@@ -87,6 +91,11 @@ public:
         set_gemv_decode_once(o.gemv_decode_once);
         set_gemv_block_per_row(o.gemv_block_per_row);
         grow_stage(size_t{4} << 20);
+        // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.
+        reserve(kBlasWorkspaceBytes, "the cuBLAS workspace");
+        STRATA_CUDA_CHECK(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes));
+        used_ += kBlasWorkspaceBytes;
+        blas_check(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspaceBytes), "set workspace");
     }
 
     ~CudaBackend() override {
@@ -101,14 +110,16 @@ public:
         cudaFreeHost(stage_host_);
         cudaFree(stage_dev_);
         cublasDestroy(blas_);
+        cudaFree(blas_workspace_);
         cudaStreamDestroy(stream_);
     }
 
     const char* name() const override { return "cuda"; }
 
     // ---- recorded forwards (CUDA graphs) ----------------------------------------------------
-    // A decode-sized forward (at most kGemvMaxCols tokens: GEMVs and the device-side MoE path
-    // only, nothing that waits for the host) is captured into a graph and launched; later
+    // A decode-sized forward (at most graph_max_tokens_ tokens: GEMVs, cuBLAS products on the
+    // stream and the device-side MoE path, nothing that waits for the host) is captured into a
+    // graph and launched; later
     // forwards of the same size first run their ops in replay mode, which only stages the host
     // inputs (at the same staging addresses the graph reads; one copy before the launch) and
     // builds the signature: every
@@ -126,7 +137,7 @@ public:
         deferred_.clear();
         fwd_tokens_ = n_tokens;
         mode_ = Mode::Eager;
-        if (!graphs_enabled_ || !may_replay || n_tokens > kGemvMaxCols) return;
+        if (!graphs_enabled_ || !may_replay || n_tokens > graph_max_tokens_) return;
         if (!graphs_[n_tokens].empty() && !missed_[n_tokens]) {
             mode_ = Mode::Replay;
             return;
@@ -767,10 +778,6 @@ private:
         if (n <= 0) return;
         sign(kOpProduct, w.data, x, x_stride, n, y, y_stride);
         if (!launching()) return;
-        if (mode_ == Mode::Capture && n > kGemvMaxCols) {
-            abandon();  // cuBLAS products are run eagerly
-            return;
-        }
         if (n <= kGemvMaxCols) {
             gemv(w, x, x_stride, n, y, y_stride, stream_);
             return;
@@ -895,6 +902,8 @@ private:
     std::chrono::steady_clock::time_point walk_start_;
     std::vector<double> walk_us_, run_us_;
     bool graphs_enabled_ = true;
+    const int64_t graph_max_tokens_;
+    void* blas_workspace_ = nullptr;
     const bool int8_products_;
     const bool chunked_delta_rule_;
     const int64_t attention_octet_min_;

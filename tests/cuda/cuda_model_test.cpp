@@ -79,7 +79,8 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         std::vector<float> logits;
     };
     // Sequences 2 .. 2 + kWide decode together at the end: a batch wider than the GEMVs take
-    // (8 inputs), so its products go through cuBLAS and the forward runs eagerly.
+    // (8 inputs), so its products go through cuBLAS, recorded into graphs too (up to 32 tokens)
+    // and compared bit for bit with the eager backend's.
     constexpr int kWide = 20;
     std::vector<Run> runs;
     for (Model* m : {mc.get(), mg.get(), mr.get(), me.get()}) {
