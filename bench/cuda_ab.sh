@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A/B of environment switches on bench_model's decode figure: every setting runs each argument
-# set once per round, the rounds alternate, and the medians per (setting, arguments) come out as
-# a table. A setting is one or more VAR=value pairs joined by commas ("-" for none); the figure
-# is the aggregate t/s of a `-b N` run (N > 1), else its tg t/s.
+# A/B of environment switches on bench_model's figures: every setting runs each argument set
+# once per round, the rounds alternate, and the medians per (setting, arguments) come out as a
+# table. A setting is one or more VAR=value pairs joined by commas ("-" for none); the figure is
+# the aggregate t/s of a `-b N` run (N > 1), else its tg t/s, or with AB_FIGURE=pp its pp t/s.
 #   bench/cuda_ab.sh MODEL.gguf BENCH ROUNDS "SETTING ..." "ARGS" ["ARGS" ...]
 # e.g. bench/cuda_ab.sh q30.gguf build/bench/bench_model 2 \
 #        "STRATA_CUDA_GEMV_DECODE_ONCE=0 STRATA_CUDA_GEMV_DECODE_ONCE=1" \
@@ -23,7 +23,9 @@ for r in $(seq "$rounds"); do
     for a in "$@"; do
       # shellcheck disable=SC2086  # the argument set is split on purpose
       log=$(env "${env_args[@]}" "$B" -m "$M" --device cuda -r 2 $a 2>&1) || true
-      if [[ " $a " =~ \ -b\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -gt 1 ]; then
+      if [ "${AB_FIGURE:-}" = pp ]; then
+        tps=$(printf '%s\n' "$log" | sed -n 's/^pp[0-9]*: \([0-9.]*\) t\/s.*/\1/p' | tail -1)
+      elif [[ " $a " =~ \ -b\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -gt 1 ]; then
         tps=$(printf '%s\n' "$log" | sed -n 's/^tg[0-9]* at batch [0-9]*: \([0-9.]*\) t\/s aggregate.*/\1/p' | tail -1)
       else
         tps=$(printf '%s\n' "$log" | sed -n 's/^tg[0-9]* @ d[0-9]*: \([0-9.]*\) t\/s.*/\1/p' | tail -1)

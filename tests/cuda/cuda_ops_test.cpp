@@ -211,13 +211,16 @@ TEST_F(CudaOps, SeveralProductsOfOneRowMatchReference) {
 }
 
 TEST_F(CudaOps, GetRowsDequantisesTheChosenRows) {
-    for (Type t : {Type::F32, Type::Q4_K, Type::Q6_K, Type::IQ3_XXS}) {
-        const auto& h = upload(random_weight(t, 256, 50, 1, 5));
-        const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
-        Twin out = twin(std::vector<float>(5 * 256, 1.0f));
-        cpu_->get_rows(h.w, ids.data(), 5, out.cpu.data());
-        gpu_->get_rows(h.w, ids.data(), 5, out.gpu.data());
-        EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-12) << quant::type_name(t);
+    // Rows of one and of four blocks of the k-quants and i-quants.
+    for (Type t : {Type::F32, Type::Q4_K, Type::Q6_K, Type::IQ3_XXS, Type::IQ2_XXS}) {
+        for (int64_t width : {256, 1024}) {
+            const auto& h = upload(random_weight(t, width, 50, 1, 5));
+            const std::vector<int32_t> ids = {3, 49, 0, 3, 17};
+            Twin out = twin(std::vector<float>(static_cast<size_t>(5 * width), 1.0f));
+            cpu_->get_rows(h.w, ids.data(), 5, out.cpu.data());
+            gpu_->get_rows(h.w, ids.data(), 5, out.gpu.data());
+            EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-12) << quant::type_name(t) << " width " << width;
+        }
     }
 }
 
