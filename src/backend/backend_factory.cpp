@@ -39,6 +39,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
         // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0,
         // STRATA_CUDA_GEMV_BLOCK_ROW=0 (f32-input GEMVs of few wide rows a warp a row, as before),
+        // STRATA_CUDA_BF16_CACHE=0 (dense weights dequantised for every product of 9+ tokens),
         // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
         // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
@@ -56,6 +57,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
         co.gemv_decode_once = !env_is("STRATA_CUDA_GEMV_DECODE_ONCE", "0");
         co.gemv_block_per_row = !env_is("STRATA_CUDA_GEMV_BLOCK_ROW", "0");
+        co.bf16_weight_cache = !env_is("STRATA_CUDA_BF16_CACHE", "0");
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;
         const auto env_count = [](const char* name, int64_t& out) {

@@ -66,6 +66,7 @@ public:
         : times_(o.times),
           graphs_enabled_(o.graphs),
           graph_max_tokens_(o.graph_max_tokens),
+          bf16_cache_enabled_(o.bf16_weight_cache),
           int8_products_(o.int8_products),
           chunked_delta_rule_(o.chunked_delta_rule),
           half_kv_(o.half_kv),
@@ -111,6 +112,7 @@ public:
         cudaFree(stage_dev_);
         cublasDestroy(blas_);
         cudaFree(blas_workspace_);
+        for (auto& [w, b] : bf16_cache_) cudaFree(b.ptr);
         cudaStreamDestroy(stream_);
     }
 
@@ -218,6 +220,7 @@ public:
                 throw Error("tensor " + w.name() + " has type " + quant::type_name(w.type) + ", which has no CUDA kernel");
             total += bytes_of(w);
         }
+        evict_bf16_cache();  // device addresses of weights may be reused
         if (used_ + total > budget_)
             throw Error("the model's weights need " + mib(total) + " of GPU memory; the budget is " + mib(budget_) + " (" +
                         mib(used_) + " in use). Raise --vram-budget, or run on the CPU (--device cpu)");
@@ -374,7 +377,7 @@ public:
                 sign(kOpProduct, w.data, p.x, p.n_tokens, p.y, true);
                 if (launching()) gemv(w, xq, p.n_tokens, p.y, p.w->ne[1], stream_);
             } else if (!batchable || (j - i == 1 && !int8)) {
-                product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1]);
+                product(matrix(*p.w), p.x, p.w->ne[0], p.n_tokens, p.y, p.w->ne[1], true);
             } else {
                 const ActQ8 xq = int8 ? act_q8_for(p.x, 1, p.w->ne[0]) : ActQ8{};
                 DeviceMatrix ws[kGemvBatchMax];
@@ -654,9 +657,44 @@ private:
     static size_t bytes_of(const Weight& w) { return w.row_bytes * static_cast<size_t>(w.rows()); }
 
     void reserve(size_t bytes, const char* what) {
+        if (used_ + bytes > budget_) evict_bf16_cache();  // spare memory first
         if (used_ + bytes > budget_)
             throw Error(std::string("CUDA: ") + what + " need " + mib(bytes) + " more; " + mib(used_) + " of the " + mib(budget_) +
                         " budget is in use (raise --vram-budget or lower the KV size)");
+    }
+
+    // The bf16 copy of a dense quantised weight for products of 9+ tokens, made on first use
+    // while the budget has room (nullptr otherwise: the caller dequantises into scratch). The
+    // copies are spare memory: any allocation that would not fit gives them all back first.
+    const void* cached_bf16(const DeviceMatrix& w) {
+        if (!bf16_cache_enabled_) return nullptr;
+        if (const auto it = bf16_cache_.find(w.data); it != bf16_cache_.end()) return it->second.ptr;
+        const size_t bytes = static_cast<size_t>(w.rows) * static_cast<size_t>(w.ne0) * 2;
+        if (used_ + bytes > budget_) return nullptr;
+        if (mode_ != Mode::Eager) {
+            if (mode_ == Mode::Capture) abandon();  // allocate in the eager run of this forward
+            return nullptr;
+        }
+        void* p = nullptr;
+        if (cudaMalloc(&p, bytes) != cudaSuccess) {
+            cudaGetLastError();
+            return nullptr;
+        }
+        used_ += bytes;
+        bf16_cache_bytes_ += bytes;
+        bf16_cache_[w.data] = {p, bytes};
+        dequant_matrix(w, true, p, stream_);
+        return p;
+    }
+    void evict_bf16_cache() {
+        if (bf16_cache_.empty()) return;
+        if (mode_ == Mode::Capture) abandon();
+        sync();
+        drop_graphs();  // recorded products read the copies
+        for (auto& [w, b] : bf16_cache_) cudaFree(b.ptr);
+        bf16_cache_.clear();
+        used_ -= bf16_cache_bytes_;
+        bf16_cache_bytes_ = 0;
     }
 
     const uint8_t* device_data(const Weight& w) const {
@@ -774,7 +812,9 @@ private:
     }
 
     // y[n][y_stride] = W x for x [n][x_stride].
-    void product(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride) {
+    // cacheable: w is a whole dense weight (not an expert's slice), which may keep a bf16 copy.
+    void product(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
+                 bool cacheable = false) {
         if (n <= 0) return;
         sign(kOpProduct, w.data, x, x_stride, n, y, y_stride);
         if (!launching()) return;
@@ -797,9 +837,15 @@ private:
                        "sgemm");
             return;
         }
-        void* a = scratch(kDenseW, static_cast<size_t>(m) * k * 2);
         void* b = scratch(kDenseX, static_cast<size_t>(cols) * k * 2);
-        dequant_matrix(w, true, a, stream_);
+        const void* a = cacheable ? cached_bf16(w) : nullptr;
+        if (!launching()) return;  // cached_bf16 declined a recording: the forward reruns eagerly
+        if (a == nullptr) {
+            void* deq = scratch(kDenseW, static_cast<size_t>(m) * k * 2);
+            if (!launching()) return;
+            dequant_matrix(w, true, deq, stream_);
+            a = deq;
+        }
         to_bf16(x, n, k, x_stride, b, stream_);
         blas_check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, CUDA_R_16BF, k, b, CUDA_R_16BF, k, &zero, y,
                                 CUDA_R_32F, static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
@@ -904,6 +950,9 @@ private:
     bool graphs_enabled_ = true;
     const int64_t graph_max_tokens_;
     void* blas_workspace_ = nullptr;
+    const bool bf16_cache_enabled_;
+    std::unordered_map<const uint8_t*, DevBuf> bf16_cache_;  // by the weight's device address
+    uint64_t bf16_cache_bytes_ = 0;
     const bool int8_products_;
     const bool chunked_delta_rule_;
     const int64_t attention_octet_min_;
