@@ -18,6 +18,7 @@
 #include <cstring>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
@@ -139,7 +140,7 @@ public:
         deferred_.clear();
         fwd_tokens_ = n_tokens;
         mode_ = Mode::Eager;
-        if (!graphs_enabled_ || !may_replay || n_tokens > graph_max_tokens_) return;
+        if (!graphs_enabled_ || !may_replay || n_tokens > graph_max_tokens_ || eager_sizes_.contains(n_tokens)) return;
         if (!graphs_[n_tokens].empty() && !missed_[n_tokens]) {
             mode_ = Mode::Replay;
             return;
@@ -221,6 +222,7 @@ public:
             total += bytes_of(w);
         }
         evict_bf16_cache();  // device addresses of weights may be reused
+        eager_sizes_.clear();  // another model may route fewer pairs a token
         if (used_ + total > budget_)
             throw Error("the model's weights need " + mib(total) + " of GPU memory; the budget is " + mib(budget_) + " (" +
                         mib(used_) + " in use). Raise --vram-budget, or run on the CPU (--device cpu)");
@@ -964,6 +966,7 @@ private:
     std::vector<uint64_t> sig_;
     std::vector<HostCopy> deferred_;
     std::unordered_map<int64_t, std::vector<Graph>> graphs_;  // by forward size
+    std::unordered_set<int64_t> eager_sizes_;  // forward sizes whose MoE groups pairs on the host
     std::unordered_map<int64_t, bool> missed_;                // the last replay of that size found no graph
     int64_t fwd_tokens_ = 0;
     std::vector<float> inv_freq_;  // rope_inv_freq of inv_freq_params_
@@ -1135,6 +1138,7 @@ void CudaBackend::moe_experts(const MoeArgs& a) {
     if (mode_ != Mode::Eager) {
         if (mode_ == Mode::Capture) abandon();
         mode_ = Mode::Abandoned;
+        eager_sizes_.insert(fwd_tokens_);  // forwards of this size run eagerly from now on
         return;
     }
     moe_ids_.resize(static_cast<size_t>(n_pairs));
