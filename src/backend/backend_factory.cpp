@@ -41,6 +41,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // STRATA_CUDA_GEMV_BLOCK_ROW=0 (f32-input GEMVs of few wide rows a warp a row, as before),
         // STRATA_CUDA_BF16_CACHE=0 (dense weights dequantised for every product of 9+ tokens),
         // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
+        // STRATA_CUDA_ATTN_SPLIT_MIN=N (positions a decode attention split covers at least),
         // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
@@ -70,6 +71,8 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         };
         env_count("STRATA_CUDA_ATTN_OCTET_MIN", co.attention_octet_min);
         env_count("STRATA_CUDA_GRAPH_MAX_TOKENS", co.graph_max_tokens);
+        env_count("STRATA_CUDA_ATTN_SPLIT_MIN", co.attention_split_min);
+        if (co.attention_split_min < 1) throw Error("STRATA_CUDA_ATTN_SPLIT_MIN must be at least 1");
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;

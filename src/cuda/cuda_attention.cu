@@ -18,7 +18,6 @@ namespace {
 constexpr int kWarps = 8, kFallbackWarps = 4;
 constexpr int kMaxGroup = 16;     // query heads per KV head
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
-constexpr int64_t kSplitMin = 16;  // positions a split covers at least
 
 // partial layout per (token, head, split): m, l, then head_dim_v accumulators.
 // DPL: head dims per lane (head_dim <= 32*DPL); G: query heads per KV head at most.
@@ -337,8 +336,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(Attention a, i
 
 }  // namespace
 
-int64_t attention_splits(const Attention& a, int n_sm) {
-    // Enough blocks to fill the GPU twice over, but each split at least kSplitMin positions: a
+int64_t attention_splits(const Attention& a, int n_sm, int64_t split_min) {
+    // Enough blocks to fill the GPU twice over, but each split at least split_min positions: a
     // decode step has a block per KV head (4 for Qwen3-30B-A3B) and each warp walks its positions
     // one after the other (splits of at least 64 left 36 blocks for 132 SMs at 512 positions, and
     // decode there ran 18 % slower than at 16 positions). More splits than twice the SMs cost
@@ -347,7 +346,7 @@ int64_t attention_splits(const Attention& a, int n_sm) {
     const int64_t want = (2 * static_cast<int64_t>(n_sm) + blocks - 1) / blocks;
     // A power of two: the count is part of a recorded decode graph's signature, and a count
     // that moved every 16 positions would re-record the graph that often.
-    const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>((a.max_pos + kSplitMin) / kSplitMin)));
+    const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>((a.max_pos + split_min) / split_min)));
     return std::max<int64_t>(1, std::min(want, most));
 }
 

@@ -71,7 +71,8 @@ public:
           int8_products_(o.int8_products),
           chunked_delta_rule_(o.chunked_delta_rule),
           half_kv_(o.half_kv),
-          attention_octet_min_(o.attention_octet_min) {
+          attention_octet_min_(o.attention_octet_min),
+          attention_split_min_(o.attention_split_min) {
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
@@ -572,7 +573,7 @@ public:
             cuda::attention_tiled(d, dt, static_cast<int64_t>(tiles.size()), stream_);
             return;
         }
-        const int64_t splits = attention_splits(d, n_sm_);
+        const int64_t splits = attention_splits(d, n_sm_, attention_split_min_);
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
         // Decode: the output also rounded to 8 bits for the output projection that reads it.
         const int64_t out_dim = a.n_head * a.head_dim_v;
@@ -958,6 +959,7 @@ private:
     const bool int8_products_;
     const bool chunked_delta_rule_;
     const int64_t attention_octet_min_;
+    const int64_t attention_split_min_;
     const bool half_kv_;
     ActQ8 act_{};                      // the 8-bit copy in kActX (act_q8_for)
     const float* act_src_ = nullptr;   // the rows it was made from (null: none valid)

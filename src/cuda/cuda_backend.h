@@ -31,6 +31,7 @@ struct CudaOptions {
                                     // (-1), never (0) or always (1): cuda::set_moe_order
     int64_t attention_octet_min = 48;  // decode attention splits of this many positions or more
                                        // walk 8 positions a warp at a time (cuda::attention)
+    int64_t attention_split_min = 16;  // positions a decode attention split covers at least
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

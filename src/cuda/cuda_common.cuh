@@ -328,7 +328,9 @@ struct Attention {
     ActQ8 q8{};              // optional (q8.q non-null): out also rounded to 8 bits, [n_tokens][n_head *
                              // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
 };
-int64_t attention_splits(const Attention& a, int n_sm);
+// Splits of a decode attention: enough blocks to fill the GPU twice, each split at least
+// split_min positions (16 by default: CudaOptions::attention_split_min), a power of two.
+int64_t attention_splits(const Attention& a, int n_sm, int64_t split_min);
 size_t attention_partial_floats(const Attention& a, int64_t splits);
 // max_shared: the device's shared memory per block with opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin).
 // Splits of octet_min positions or more (from max_pos) walk 8 positions a warp at a time, 4 lanes
