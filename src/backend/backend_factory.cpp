@@ -42,7 +42,10 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // STRATA_CUDA_BF16_CACHE=0 (dense weights dequantised for every product of 9+ tokens),
         // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
         // STRATA_CUDA_ATTN_SPLIT_MIN=N (positions a decode attention split covers at least),
-        // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp).
+        // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp),
+        // STRATA_CUDA_MOE_GATE_ROWS=N / STRATA_CUDA_MOE_DOWN_ROWS=N (the experts' kernels' rows
+        // per warp: 1, 2 or 4; unset: chosen by shape), STRATA_CUDA_GEMV_ROWS=N and
+        // STRATA_CUDA_GEMV_WARPS=N (one-input GEMVs: rows per warp 1, 2 or 4; warps per row 1 or 2).
         const auto env_is = [](const char* name, const char* value) {
             const char* v = std::getenv(name);
             return v != nullptr && std::string(v) == value;
@@ -73,6 +76,14 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         env_count("STRATA_CUDA_GRAPH_MAX_TOKENS", co.graph_max_tokens);
         env_count("STRATA_CUDA_ATTN_SPLIT_MIN", co.attention_split_min);
         if (co.attention_split_min < 1) throw Error("STRATA_CUDA_ATTN_SPLIT_MIN must be at least 1");
+        env_count("STRATA_CUDA_MOE_GATE_ROWS", co.moe_gate_rows);
+        env_count("STRATA_CUDA_MOE_DOWN_ROWS", co.moe_down_rows);
+        for (const int64_t r : {co.moe_gate_rows, co.moe_down_rows})
+            if (r != 0 && r != 1 && r != 2 && r != 4) throw Error("STRATA_CUDA_MOE_GATE_ROWS / _DOWN_ROWS: 1, 2 or 4");
+        env_count("STRATA_CUDA_GEMV_ROWS", co.gemv_rows);
+        env_count("STRATA_CUDA_GEMV_WARPS", co.gemv_warps);
+        if ((co.gemv_rows != 0 && co.gemv_rows != 1 && co.gemv_rows != 2 && co.gemv_rows != 4) || (co.gemv_warps != 1 && co.gemv_warps != 2))
+            throw Error("STRATA_CUDA_GEMV_ROWS: 1, 2 or 4; STRATA_CUDA_GEMV_WARPS: 1 or 2");
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;

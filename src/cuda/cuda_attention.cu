@@ -342,11 +342,15 @@ int64_t attention_splits(const Attention& a, int n_sm, int64_t split_min) {
     // one after the other (splits of at least 64 left 36 blocks for 132 SMs at 512 positions, and
     // decode there ran 18 % slower than at 16 positions). More splits than twice the SMs cost
     // more in combine_kernel than they save (4x at 4,096 positions: 158 against 174 t/s).
+    // split_min is for one token; a batch's splits are longer, up to 16 positions from 4 tokens
+    // on (30B-A3B: splits of 4 positions took batch-1 decode from 370 to 382 t/s, but batch 16
+    // from 1,480 to 1,440).
     const int64_t blocks = a.n_tokens * a.n_head_kv;
     const int64_t want = (2 * static_cast<int64_t>(n_sm) + blocks - 1) / blocks;
+    const int64_t min_len = std::min(split_min * a.n_tokens, std::max<int64_t>(split_min, 16));
     // A power of two: the count is part of a recorded decode graph's signature, and a count
     // that moved every 16 positions would re-record the graph that often.
-    const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>((a.max_pos + split_min) / split_min)));
+    const auto most = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>((a.max_pos + min_len) / min_len)));
     return std::max<int64_t>(1, std::min(want, most));
 }
 

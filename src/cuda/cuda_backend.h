@@ -31,7 +31,10 @@ struct CudaOptions {
                                     // (-1), never (0) or always (1): cuda::set_moe_order
     int64_t attention_octet_min = 48;  // decode attention splits of this many positions or more
                                        // walk 8 positions a warp at a time (cuda::attention)
-    int64_t attention_split_min = 16;  // positions a decode attention split covers at least
+    int64_t attention_split_min = 4;  // positions a one-token decode attention split covers at
+                                      // least (batches: that times the tokens, up to 16)
+    int64_t moe_gate_rows = 0, moe_down_rows = 0;  // experts' rows per warp (1, 2, 4; 0: by shape)
+    int64_t gemv_rows = 0, gemv_warps = 1;  // one-input GEMVs' rows per warp (0: by shape) and warps per row
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

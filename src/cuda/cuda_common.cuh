@@ -121,6 +121,12 @@ void set_gemv_decode_once(bool on);
 // f32-input GEMVs of few wide rows (the router) take a block a row (true, the default) or a warp
 // a row like every other matrix (false, for A/B runs).
 void set_gemv_block_per_row(bool on);
+// Rows per warp of the experts' gate/up and down kernels (1, 2 or 4; 0: chosen by shape, the
+// default), for A/B runs.
+void set_moe_rows_per_warp(int gate_up, int down);
+// The one-input GEMVs' shape: rows per warp (1, 2 or 4) and, with one row a warp, warps per
+// row (1 or 2); rows 0: chosen by shape (the default), for A/B runs.
+void set_gemv1_shape(int rows_per_warp, int warps_per_row);
 // True when the products below take weights of this type.
 bool type_supported(quant::Type t);
 
@@ -329,7 +335,8 @@ struct Attention {
                              // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
 };
 // Splits of a decode attention: enough blocks to fill the GPU twice, each split at least
-// split_min positions (16 by default: CudaOptions::attention_split_min), a power of two.
+// split_min positions for one token (4 by default: CudaOptions::attention_split_min), longer for
+// batches (split_min * n_tokens, up to 16), a power of two.
 int64_t attention_splits(const Attention& a, int n_sm, int64_t split_min);
 size_t attention_partial_floats(const Attention& a, int64_t splits);
 // max_shared: the device's shared memory per block with opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin).

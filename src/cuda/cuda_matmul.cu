@@ -30,6 +30,18 @@ static bool g_gemv_decode_once = true;
 void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
 static bool g_gemv_block_per_row = true;
 void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
+// set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
+static int g_gemv_rows_per_warp = 0, g_gemv_warps_per_row = 1;
+void set_gemv1_shape(int rows_per_warp, int warps_per_row) {
+    g_gemv_rows_per_warp = rows_per_warp;
+    g_gemv_warps_per_row = warps_per_row;
+}
+// set_moe_rows_per_warp's settings (0: by shape; process-wide, for A/B runs).
+static int g_moe_gate_rows = 0, g_moe_down_rows = 0;
+void set_moe_rows_per_warp(int gate_up, int down) {
+    g_moe_gate_rows = gate_up;
+    g_moe_down_rows = down;
+}
 
 void set_weight_prefetch(bool on) {
     const int v = on ? 1 : 0;
@@ -258,6 +270,7 @@ struct GemvShape {
 // per row for rows of 4,096+ values: A/B on the H200, 30B-A3B decode 304 -> 317 t/s (Q4_K_M) and
 // 295 -> 302 (IQ3_XXS), against one row per warp everywhere 314 / 294.
 GemvShape gemv_shape(int64_t rows, int chunks, bool int8_input) {
+    if (g_gemv_rows_per_warp > 0) return {g_gemv_rows_per_warp, g_gemv_rows_per_warp > 1 ? 1 : g_gemv_warps_per_row};
     if (int8_input) {
         if (rows >= 4096) return {2, 1};
         if (rows >= 1024 && chunks < 128) return {1, 1};
@@ -645,7 +658,7 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(gate.ne0 / 8);
-    const int rpw = moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const int rpw = g_moe_gate_rows > 0 ? g_moe_gate_rows : moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
     const bool pair_major = moe_pair_major(n_pairs, k);
     const dim3 grid = moe_grid(blocks_for(gate.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(gate.type, [&]<class Dq>() {
@@ -665,7 +678,7 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
     check_type(down);
     if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
-    const int rpw = moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const int rpw = g_moe_down_rows > 0 ? g_moe_down_rows : moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
     const bool pair_major = moe_pair_major(n_pairs, k);
     const dim3 grid = moe_grid(blocks_for(down.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(down.type, [&]<class Dq>() {

@@ -300,6 +300,16 @@ __global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, b
 
 constexpr int kRouteWarps = 4;
 
+// A float's bits mapped so that unsigned order is the floats' order (negatives below positives,
+// -0 just below +0), and back.
+__device__ __forceinline__ unsigned orderable_bits(float f) {
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) != 0 ? ~u : u | 0x80000000u;
+}
+__device__ __forceinline__ float from_orderable_bits(unsigned key) {
+    return __uint_as_float((key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key);
+}
+
 // One warp per token with the probabilities in registers (kPer per lane: expert lane + 32 i),
 // for up to 512 experts and k <= 32: the same result as route_kernel (ties to the lower id).
 // Lane j keeps the j-th choice and writes it at the end.
@@ -337,11 +347,19 @@ __global__ void route_reg_kernel(const float* __restrict__ logits, int64_t n_tok
 #pragma unroll
         for (int i = 0; i < kPer; ++i)
             if (p[i] > best) best = p[i], best_i = lane + 32 * i;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        // The warp's largest value, then the lowest id holding it: two one-instruction warp
+        // reductions instead of five rounds of two shuffles and a compare.
+        const unsigned top = __reduce_max_sync(0xffffffffu, orderable_bits(best));
+        best_i = static_cast<int>(__reduce_min_sync(0xffffffffu, orderable_bits(best) == top ? static_cast<unsigned>(best_i) : 0xffffffffu));
+        best = from_orderable_bits(top);
+#else
         for (int o = 16; o > 0; o >>= 1) {
             const float ov = __shfl_xor_sync(0xffffffffu, best, o);
             const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
             if (ov > best || (ov == best && oi < best_i)) best = ov, best_i = oi;
         }
+#endif
         chosen += best;
 #pragma unroll
         for (int i = 0; i < kPer; ++i)

@@ -275,6 +275,44 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                 const double e = nmse(cpu_of(out), gpu_of(out));
                 EXPECT_LT(e, n_embd > 256 ? 4e-3 : 2e-3)
                     << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
+                if (n > 7) continue;
+                // With the residual add and the next norm (decode): rows of 2,048 values take the
+                // kernel that combines, adds and norms at once and writes the 8-bit copy the next
+                // product reads; rows of 256 the separate combine and add_rms_norm.
+                const auto& nw = upload(random_weight(Type::F32, n_embd, 1, 1, 9));
+                Twin resid = twin(test::random_floats(static_cast<size_t>(n * n_embd), 8));
+                Twin normed = twin(std::vector<float>(static_cast<size_t>(n * n_embd), 0.0f));
+                a.norm = &nw.w;
+                a.eps = 1e-6f;
+                a.x = x.cpu.data();
+                a.ids = reinterpret_cast<const int32_t*>(ids.cpu.data());
+                a.weights = ww.cpu.data();
+                a.out = out.cpu.data();
+                a.residual = resid.cpu.data();
+                a.normed = normed.cpu.data();
+                cpu_->moe(a);
+                a.x = x.gpu.data();
+                a.ids = reinterpret_cast<const int32_t*>(ids.gpu.data());
+                a.weights = ww.gpu.data();
+                a.out = out.gpu.data();
+                a.residual = resid.gpu.data();
+                a.normed = normed.gpu.data();
+                gpu_->moe(a);
+                EXPECT_LT(nmse(cpu_of(resid), gpu_of(resid)), n_embd > 256 ? 4e-3 : 2e-3)
+                    << "residual " << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
+                EXPECT_LT(nmse(cpu_of(normed), gpu_of(normed)), n_embd > 256 ? 4e-3 : 2e-3)
+                    << "normed " << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
+                // The normed rows' 8-bit copy feeds the next product: it must be theirs.
+                const auto& probe = upload(random_weight(Type::Q4_K, n_embd, 64, 1, 10));
+                Twin py = twin(std::vector<float>(static_cast<size_t>(n * 64), 0.0f));
+                const MatmulArgs pc[] = {{&probe.w, normed.cpu.data(), n, py.cpu.data()}};
+                cpu_->matmul(pc);
+                const MatmulArgs pg[] = {{&probe.w, normed.gpu.data(), n, py.gpu.data()}};
+                gpu_->matmul(pg);
+                EXPECT_LT(nmse(cpu_of(py), gpu_of(py)), 4e-3) << "product of normed " << quant::type_name(gate_t) << " n=" << n;
+                a.residual = nullptr;
+                a.normed = nullptr;
+                a.norm = nullptr;
             }
         }
     }
