@@ -95,6 +95,7 @@ public:
         set_gemv_block_per_row(o.gemv_block_per_row);
         set_moe_rows_per_warp(static_cast<int>(o.moe_gate_rows), static_cast<int>(o.moe_down_rows));
         set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
+        set_iq3_shared_tables(o.iq3_shared_tables);
         grow_stage(size_t{4} << 20);
         // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.
         reserve(kBlasWorkspaceBytes, "the cuBLAS workspace");

@@ -30,6 +30,8 @@ static bool g_gemv_decode_once = true;
 void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
 static bool g_gemv_block_per_row = true;
 void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
+static bool g_iq3_shared_tables = true;
+void set_iq3_shared_tables(bool on) { g_iq3_shared_tables = on; }
 // set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
 static int g_gemv_rows_per_warp = 0, g_gemv_warps_per_row = 1;
 void set_gemv1_shape(int rows_per_warp, int warps_per_row) {
@@ -291,6 +293,25 @@ void with_gemv_shape(GemvShape sh, F&& f) {
     else f.template operator()<1, 1>();
 }
 
+// Eight dequantised values to out[0..8), 16-byte aligned: one 16-byte store for bf16 (two for
+// f32). Eight 2-byte stores made dequantising a third of a long prefill.
+template <class Out>
+__device__ __forceinline__ void store8(Out* o, const float* v) {
+    if constexpr (sizeof(Out) == 4) {
+        reinterpret_cast<float4*>(o)[0] = make_float4(v[0], v[1], v[2], v[3]);
+        reinterpret_cast<float4*>(o)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        uint4 packed;
+        uint32_t* w = &packed.x;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const __nv_bfloat162 two = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+            w[j] = *reinterpret_cast<const uint32_t*>(&two);
+        }
+        *reinterpret_cast<uint4*>(o) = packed;
+    }
+}
+
 // out row r = dequantised source row ids[r / per_id] * per_id + r % per_id (ids null: row r).
 // per_id 1 picks single rows (embeddings); per_id = rows per expert picks whole experts.
 template <class Dq, class Out>
@@ -305,22 +326,55 @@ __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, 
     const int64_t src_row = ids != nullptr ? ids[r / per_id] * per_id + r % per_id : r;
     float v[8];
     Dq::dequant8(w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
-    // One 16-byte store per thread for bf16 (two for f32): outputs are 16-byte aligned rows of
-    // whole groups. Eight 2-byte stores made this kernel a third of a long prefill.
-    Out* o = out + r * static_cast<int64_t>(groups) * 8 + 8 * i;
-    if constexpr (sizeof(Out) == 4) {
-        reinterpret_cast<float4*>(o)[0] = make_float4(v[0], v[1], v[2], v[3]);
-        reinterpret_cast<float4*>(o)[1] = make_float4(v[4], v[5], v[6], v[7]);
-    } else {
-        uint4 packed;
-        uint32_t* w = &packed.x;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const __nv_bfloat162 two = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-            w[j] = *reinterpret_cast<const uint32_t*>(&two);
-        }
-        *reinterpret_cast<uint4*>(o) = packed;
+    store8(out + r * static_cast<int64_t>(groups) * 8 + 8 * i, v);
+}
+
+// dequant_kernel for IQ3_XXS with its grid and sign tables in shared memory: the two grid
+// lookups and the sign lookup of each 8 values are gathers a warp spreads over the whole table,
+// which L1 serves a cache line at a time. Blocks loop over the work (the tables are loaded once a
+// block, before the wait: they never change).
+constexpr unsigned kDequantLoopBlocks = 4096;
+template <class Out>
+__global__ void __launch_bounds__(256) dequant_iq3xxs_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
+                                                             int groups, const int32_t* __restrict__ ids, int64_t per_id,
+                                                             Out* __restrict__ out) {
+    __shared__ uint32_t grid[256];
+    __shared__ uint32_t signs[128];
+    grid[threadIdx.x] = g_iq3xxs_grid[threadIdx.x];
+    if (threadIdx.x < 128) signs[threadIdx.x] = g_iq_sign_masks[threadIdx.x];
+    grid_dependency_enter();
+    __syncthreads();
+    constexpr int kGroups = DqIQ3_XXS::kValues / 8;
+    const int64_t total = rows * groups;
+    for (int64_t idx = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; idx < total; idx += static_cast<int64_t>(gridDim.x) * 256) {
+        const int64_t r = idx / groups;
+        const int i = static_cast<int>(idx % groups);
+        const int64_t src_row = ids != nullptr ? ids[r / per_id] * per_id + r % per_id : r;
+        // As DqIQ3_XXS::dequant8: group g of 32 values, part l of 8.
+        const uint8_t* b = w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * DqIQ3_XXS::kBytes;
+        const int g = (i % kGroups) >> 2, l = i & 3;
+        const uint32_t sw = ld32(b + 2 + 64 + 4 * g);
+        const float db = half_at(b) * (0.5f + static_cast<float>(sw >> 28)) * 0.5f;
+        const uint32_t pair = ld16(b + 2 + 8 * g + 2 * l);
+        float v[8];
+        signed_grid4x2(v, db, grid[pair & 0xff], grid[pair >> 8], signs[(sw >> (7 * l)) & 127]);
+        store8(out + r * static_cast<int64_t>(groups) * 8 + 8 * i, v);
     }
+}
+
+// Launches the dequantising kernel for Dq over rows x groups (dequant_kernel's arguments).
+template <class Dq, class Out>
+void launch_dequant(const uint8_t* w, size_t row_bytes, int64_t rows, int groups, const int32_t* ids, int64_t per_id, Out* out,
+                    cudaStream_t s) {
+    const int64_t total = rows * groups;
+    if constexpr (std::is_same_v<Dq, DqIQ3_XXS>) {
+        if (g_iq3_shared_tables) {
+            const unsigned blocks = std::min<unsigned>(blocks_for(total, 256), kDequantLoopBlocks);
+            launch_kernel(dequant_iq3xxs_kernel<Out>, blocks, 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
+            return;
+        }
+    }
+    launch_kernel(dequant_kernel<Dq, Out>, blocks_for(total, 256), 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
 }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -588,7 +642,7 @@ void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, floa
     check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
     with_dequantizer(w.type, [&]<class Dq>() {
-        launch_kernel(dequant_kernel<Dq, float>, blocks_for(n * groups, 256), 256, 0, s, w.data, w.row_bytes, n, groups, ids, 1, out);
+        launch_dequant<Dq>(w.data, w.row_bytes, n, groups, ids, 1, out, s);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -598,13 +652,8 @@ void dequant_matrix(const DeviceMatrix& w, bool to_bf16, void* out, cudaStream_t
     check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
     with_dequantizer(w.type, [&]<class Dq>() {
-        const unsigned blocks = blocks_for(w.rows * groups, 256);
-        if (to_bf16)
-            launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1,
-                          static_cast<__nv_bfloat16*>(out));
-        else
-            launch_kernel(dequant_kernel<Dq, float>, blocks, 256, 0, s, w.data, w.row_bytes, w.rows, groups, nullptr, 1,
-                          static_cast<float*>(out));
+        if (to_bf16) launch_dequant<Dq>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<__nv_bfloat16*>(out), s);
+        else launch_dequant<Dq>(w.data, w.row_bytes, w.rows, groups, nullptr, 1, static_cast<float*>(out), s);
     });
     STRATA_CUDA_LAUNCHED();
 }
@@ -615,8 +664,7 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
     const int groups = static_cast<int>(w.ne0 / 8);
     const int64_t rows = count * w.rows;
     with_dequantizer(w.type, [&]<class Dq>() {
-        launch_kernel(dequant_kernel<Dq, __nv_bfloat16>, blocks_for(rows * groups, 256), 256, 0, s, w.data, w.row_bytes,
-                      rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out));
+        launch_dequant<Dq>(w.data, w.row_bytes, rows, groups, experts, w.rows, static_cast<__nv_bfloat16*>(out), s);
     });
     STRATA_CUDA_LAUNCHED();
 }
