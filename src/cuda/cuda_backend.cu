@@ -96,6 +96,7 @@ public:
         set_moe_rows_per_warp(static_cast<int>(o.moe_gate_rows), static_cast<int>(o.moe_down_rows));
         set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
         set_iq3_shared_tables(o.iq3_shared_tables);
+        set_gemv_two_types(o.gemv_two_types);
         grow_stage(size_t{4} << 20);
         // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.
         reserve(kBlasWorkspaceBytes, "the cuBLAS workspace");
@@ -376,6 +377,21 @@ public:
             // GEMVs of these weights take the input rounded to 8 bits (batchable implies the width).
             const bool int8_ok = int8_products_ && q8_supported(p.w->type) && p.w->ne[0] % 32 == 0;
             const bool int8 = batchable && int8_ok;
+            // Then matrices of a second type on the same input may join the launch (q and k of
+            // Q4_K with v of Q6_K: gemv1_two_types).
+            bool two_types = false;
+            if (int8 && j < products.size() && j - i < kGemvBatchMax) {
+                size_t j2 = j;
+                while (j2 < products.size() && j2 - i < kGemvBatchMax && products[j2].x == p.x && products[j2].n_tokens == 1 &&
+                       products[j2].w->type == products[j].w->type && products[j2].w->ne[0] == p.w->ne[0])
+                    ++j2;
+                DeviceMatrix ws[kGemvBatchMax];
+                for (size_t k = i; k < j2; ++k) ws[k - i] = matrix(*products[k].w);
+                if (gemv1_two_types_fit(ws, static_cast<int>(j2 - i))) {
+                    two_types = true;
+                    j = j2;
+                }
+            }
             if (!batchable && p.n_tokens > 1 && p.n_tokens <= kGemvMaxCols && int8_ok) {
                 // A few rows (decode of several sequences): 8-bit inputs too.
                 const ActQ8 xq = act_q8_for(p.x, p.n_tokens, p.w->ne[0]);
@@ -391,10 +407,11 @@ public:
                 for (size_t k = i; k < j; ++k) {
                     ws[k - i] = matrix(*products[k].w);
                     ys[k - i] = products[k].y;
-                    sign(kOpProduct, ws[k - i].data, p.x, ys[k - i], int8);
+                    sign(kOpProduct, ws[k - i].data, p.x, ys[k - i], int8, two_types);
                 }
                 if (launching()) {
-                    if (int8) gemv1_multi(ws, ys, static_cast<int>(j - i), xq, stream_);
+                    if (two_types) gemv1_two_types(ws, ys, static_cast<int>(j - i), xq, stream_);
+                    else if (int8) gemv1_multi(ws, ys, static_cast<int>(j - i), xq, stream_);
                     else gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
                 }
             }

@@ -186,11 +186,21 @@ struct GemvBatch {
     float* y[kGemvBatchMax];
     int rows[kGemvBatchMax];
     int count;
-    size_t row_bytes;
+    size_t row_bytes;    // matrices [0, first_b)
+    int first_b;         // the first matrix of a second type (gemv1_two_types), else count
+    size_t row_bytes_b;  // matrices [first_b, count)
+    __device__ __forceinline__ size_t row_bytes_of(int m) const { return m < first_b ? row_bytes : row_bytes_b; }
 };
 void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s);
 // The same with the input rounded to 8 bits (every matrix's type q8_supported).
 void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
+// Q4_K matrices then Q6_K ones (attention's q and k, then v on the layers where Q4_K_M files
+// keep v at 6 bits) in one launch, 8-bit input; _fit says whether ws can go this way (on, the
+// order, and the type boundary on a block boundary of the launch's shape).
+bool gemv1_two_types_fit(const DeviceMatrix* ws, int count);
+void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
+// Whether gemv1_two_types_fit may say yes (true, the default; false for A/B runs).
+void set_gemv_two_types(bool on);
 
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);

@@ -30,6 +30,8 @@ static bool g_gemv_decode_once = true;
 void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
 static bool g_gemv_block_per_row = true;
 void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
+static bool g_gemv_two_types = true;
+void set_gemv_two_types(bool on) { g_gemv_two_types = on; }
 static bool g_iq3_shared_tables = true;
 void set_iq3_shared_tables(bool on) { g_iq3_shared_tables = on; }
 // set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
@@ -214,13 +216,13 @@ __device__ __forceinline__ float row_total(float acc, float* shared) {
 // DRAM throughput) — or, for matrices of few rows, kWpr warps per row so small products still
 // fill the GPU. X: the input row, f32 (const float*) or 8-bit (Q8Row).
 template <class Dq, int kRows, int kWpr, class X>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, X x) {
+__device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x) {
     static_assert(kRows == 1 || kWpr == 1, "rows per warp or warps per row, not both");
     if (threadIdx.x == 0) {  // the block's rows, which may straddle two matrices
         constexpr int kBlockRows = kWarps / kWpr * kRows;
         const int lo = blockIdx.x * kBlockRows, hi = lo + kBlockRows;
         for (int m = 0, start = 0; m < b.count && start < hi; start += b.rows[m++])
-            prefetch_rows(b.w[m], b.row_bytes, max(lo, start) - start, min(hi, start + b.rows[m]) - start);
+            prefetch_rows(b.w[m], b.row_bytes_of(m), max(lo, start) - start, min(hi, start + b.rows[m]) - start);
     }
     grid_dependency_enter();
     __shared__ float partial[kWarps];
@@ -232,7 +234,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chu
     for (int r = 0; r < kRows; ++r) {
         int row = first + r, m = 0;
         while (m < b.count && row >= b.rows[m]) row -= b.rows[m++];
-        wr[r] = m < b.count ? b.w[m] + static_cast<size_t>(row) * b.row_bytes : nullptr;
+        wr[r] = m < b.count ? b.w[m] + static_cast<size_t>(row) * b.row_bytes_of(m) : nullptr;
         yr[r] = m < b.count ? b.y[m] + row : nullptr;
     }
     float acc[kRows];
@@ -259,6 +261,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chu
         for (int r = 0; r < kRows; ++r)
             if (yr[r] != nullptr) *yr[r] = acc[r];
     }
+}
+template <class Dq, int kRows, int kWpr, class X>
+__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, X x) {
+    gemv1_rows<Dq, kRows, kWpr, X>(b, chunks, x);
+}
+// Matrices of two types in one launch (q and k of Q4_K with v of Q6_K, as Q4_K_M files have on a
+// third of their layers): blocks below b_block hold DqA's rows, the rest DqB's (the matrices
+// from b.first_b on); the type boundary falls on a block boundary.
+template <class DqA, class DqB, int kRows, int kWpr, class X>
+__global__ void __launch_bounds__(kWarps * 32) gemv1_two_types_kernel(GemvBatch b, int chunks, X x, unsigned b_block) {
+    if (blockIdx.x < b_block) gemv1_rows<DqA, kRows, kWpr, X>(b, chunks, x);
+    else gemv1_rows<DqB, kRows, kWpr, X>(b, chunks, x);
 }
 
 // How a product of `rows` weight rows of `chunks` 32-value chunks is spread: rows per warp
@@ -572,28 +586,48 @@ void with_input_dequantizer(quant::Type t, F&& f) {
     });
 }
 
-template <class X>
-void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
-    if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
+// The batch of matrices ws[0..count): matrices [first_b, count) may be of a second type (the
+// first first_b all of ws[0]'s). Rows of the first type, and the shape.
+struct GemvPlan {
     GemvBatch b{};
-    int total = 0;
+    int rows_a = 0, total = 0, chunks = 0;
+    GemvShape shape{};
+};
+GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool int8_input) {
+    if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
+    GemvPlan p;
+    p.b.first_b = count;
     for (int i = 0; i < count; ++i) {
         check_type(ws[i]);
-        if (ws[i].type != ws[0].type || ws[i].ne0 != ws[0].ne0 || ws[i].row_bytes != ws[0].row_bytes || ws[i].ne0 % 32 != 0)
-            throw Error("gemv1_multi: matrices differ in type or width");
-        b.w[i] = ws[i].data;
-        b.rows[i] = static_cast<int>(ws[i].rows);
-        b.y[i] = ys[i];
-        total += b.rows[i];
+        if (ws[i].type != ws[0].type && p.b.first_b == count) {
+            p.b.first_b = i;
+            p.b.row_bytes_b = ws[i].row_bytes;
+        }
+        const DeviceMatrix& first = i < p.b.first_b ? ws[0] : ws[p.b.first_b];
+        if (ws[i].type != first.type || ws[i].ne0 != ws[0].ne0 || ws[i].row_bytes != first.row_bytes || ws[i].ne0 % 32 != 0)
+            throw Error("gemv1_multi: matrices differ in width, or in type other than once from one to a second");
+        p.b.w[i] = ws[i].data;
+        p.b.rows[i] = static_cast<int>(ws[i].rows);
+        p.b.y[i] = ys[i];
+        p.total += p.b.rows[i];
+        if (i < p.b.first_b) p.rows_a += p.b.rows[i];
     }
-    b.count = count;
-    b.row_bytes = ws[0].row_bytes;
-    const int chunks = static_cast<int>(ws[0].ne0 / 32);
-    const GemvShape sh = gemv_shape(total, chunks, !std::is_same_v<X, const float*>);
-    const unsigned blocks = blocks_for(total, kWarps / sh.warps_per_row * sh.rows_per_warp);
+    p.b.count = count;
+    p.b.row_bytes = ws[0].row_bytes;
+    p.chunks = static_cast<int>(ws[0].ne0 / 32);
+    p.shape = gemv_shape(p.total, p.chunks, int8_input);
+    return p;
+}
+int gemv_block_rows(const GemvShape& sh) { return kWarps / sh.warps_per_row * sh.rows_per_warp; }
+
+template <class X>
+void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
+    const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>);
+    if (p.b.first_b != count) throw Error("gemv1_multi: matrices differ in type");
+    const unsigned blocks = blocks_for(p.total, gemv_block_rows(p.shape));
     with_input_dequantizer<X>(ws[0].type, [&]<class Dq>() {
-        with_gemv_shape(sh, [&]<int kRows, int kWpr>() {
-            launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, b, chunks, x);
+        with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
+            launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, p.b, p.chunks, x);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -635,6 +669,33 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
 
 void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
     gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), s);
+}
+
+bool gemv1_two_types_fit(const DeviceMatrix* ws, int count) {
+    if (!g_gemv_two_types || count < 2 || count > kGemvBatchMax || ws[0].type != quant::Type::Q4_K) return false;
+    int first_b = count, rows_a = 0, total = 0;
+    for (int i = 0; i < count; ++i) {
+        if (ws[i].type != ws[0].type && first_b == count) first_b = i;
+        const quant::Type want = i < first_b ? quant::Type::Q4_K : quant::Type::Q6_K;
+        if (ws[i].type != want || ws[i].ne0 != ws[0].ne0 || ws[i].ne0 % 32 != 0) return false;
+        total += static_cast<int>(ws[i].rows);
+        if (i < first_b) rows_a += static_cast<int>(ws[i].rows);
+    }
+    if (first_b == count) return false;
+    const GemvShape sh = gemv_shape(total, static_cast<int>(ws[0].ne0 / 32), true);
+    return rows_a % gemv_block_rows(sh) == 0;
+}
+
+void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
+    if (!gemv1_two_types_fit(ws, count)) throw Error("gemv1_two_types: needs Q4_K matrices then Q6_K ones, split on a block");
+    const GemvPlan p = gemv1_plan(ws, ys, count, true);
+    const int block_rows = gemv_block_rows(p.shape);
+    const unsigned blocks = blocks_for(p.total, block_rows), b_block = static_cast<unsigned>(p.rows_a / block_rows);
+    with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
+        launch_kernel(gemv1_two_types_kernel<DqQ4_K, DqQ6_K, kRows, kWpr, Q8Row>, blocks, kWarps * 32, 0, s, p.b, p.chunks,
+                      q8_row(x), b_block);
+    });
+    STRATA_CUDA_LAUNCHED();
 }
 
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s) {

@@ -210,6 +210,49 @@ TEST_F(CudaOps, SeveralProductsOfOneRowMatchReference) {
     }
 }
 
+// Q4_K matrices then Q6_K ones on one input (attention's q, k and v where Q4_K_M keeps v at 6
+// bits) share a launch when the type boundary falls on a block of the launch's shape; other
+// mixes (boundary inside a block, Q6_K first) go in a launch per type. Every case against the f64
+// product of the dequantised rows.
+TEST_F(CudaOps, ProductsOfTwoTypesOnOneInputMatchReference) {
+    struct Mat {
+        Type t;
+        int64_t rows;
+    };
+    const std::vector<std::vector<Mat>> cases = {
+        {{Type::Q4_K, 96}, {Type::Q4_K, 32}, {Type::Q6_K, 40}},      // one launch, a warp pair a row
+        {{Type::Q4_K, 4096}, {Type::Q4_K, 512}, {Type::Q6_K, 512}},  // one launch, 2 rows a warp
+        {{Type::Q4_K, 4100}, {Type::Q6_K, 300}},                     // boundary inside a block
+        {{Type::Q6_K, 64}, {Type::Q4_K, 64}, {Type::Q6_K, 8}},       // Q6_K first
+    };
+    const int64_t width = 512;
+    const auto x = test::random_floats(width, 25);
+    Twin xin = twin(x);
+    uint32_t seed = 40;
+    for (const auto& mats : cases) {
+        std::vector<const HostWeight*> w;
+        std::vector<Twin> ys;
+        std::vector<MatmulArgs> products;
+        for (const Mat& m : mats) {
+            w.push_back(&upload(random_weight(m.t, width, m.rows, 1, seed++)));
+            ys.push_back(twin(std::vector<float>(static_cast<size_t>(m.rows), 0.0f)));
+        }
+        for (size_t i = 0; i < mats.size(); ++i) products.push_back({&w[i]->w, xin.gpu.data(), 1, ys[i].gpu.data()});
+        gpu_->matmul(products);
+        for (size_t i = 0; i < mats.size(); ++i) {
+            const auto deq = dequantized(*w[i]);
+            std::vector<float> ref(static_cast<size_t>(mats[i].rows));
+            for (size_t r = 0; r < ref.size(); ++r) {
+                double s = 0;
+                for (size_t j = 0; j < static_cast<size_t>(width); ++j) s += static_cast<double>(deq[r * width + j]) * x[j];
+                ref[r] = static_cast<float>(s);
+            }
+            EXPECT_LT(nmse(ref, gpu_of(ys[i])), product_bound(mats[i].t, true))
+                << quant::type_name(mats[i].t) << " matrix " << i << " of " << mats.size() << ", first " << mats[0].rows << " rows";
+        }
+    }
+}
+
 TEST_F(CudaOps, GetRowsDequantisesTheChosenRows) {
     // Rows of one and of four blocks of the k-quants and i-quants.
     for (Type t : {Type::F32, Type::Q4_K, Type::Q6_K, Type::IQ3_XXS, Type::IQ2_XXS}) {
