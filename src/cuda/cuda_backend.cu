@@ -369,22 +369,23 @@ public:
         size_t i = 0;
         while (i < products.size()) {
             const MatmulArgs& p = products[i];
-            size_t j = i + 1;
+            // The end of the run from `from` of one-token products of p's input, `type` and width.
+            const auto run_end = [&](size_t from, quant::Type type) {
+                size_t e = from;
+                while (e < products.size() && e - i < kGemvBatchMax && products[e].x == p.x && products[e].n_tokens == 1 &&
+                       products[e].w->type == type && products[e].w->ne[0] == p.w->ne[0])
+                    ++e;
+                return e;
+            };
             const bool batchable = p.n_tokens == 1 && p.w->ne[0] % 32 == 0;
-            while (batchable && j < products.size() && j - i < kGemvBatchMax && products[j].x == p.x && products[j].n_tokens == 1 &&
-                   products[j].w->type == p.w->type && products[j].w->ne[0] == p.w->ne[0])
-                ++j;
+            size_t j = batchable ? run_end(i + 1, p.w->type) : i + 1;
             // GEMVs of these weights take the input rounded to 8 bits (batchable implies the width).
             const bool int8_ok = int8_products_ && q8_supported(p.w->type) && p.w->ne[0] % 32 == 0;
             const bool int8 = batchable && int8_ok;
             // Then matrices of a second type on the same input may join the launch (q and k of
             // Q4_K with v of Q6_K: gemv1_two_types).
             bool two_types = false;
-            if (int8 && j < products.size() && j - i < kGemvBatchMax) {
-                size_t j2 = j;
-                while (j2 < products.size() && j2 - i < kGemvBatchMax && products[j2].x == p.x && products[j2].n_tokens == 1 &&
-                       products[j2].w->type == products[j].w->type && products[j2].w->ne[0] == p.w->ne[0])
-                    ++j2;
+            if (const size_t j2 = int8 && j < products.size() ? run_end(j, products[j].w->type) : j; j2 > j) {
                 DeviceMatrix ws[kGemvBatchMax];
                 for (size_t k = i; k < j2; ++k) ws[k - i] = matrix(*products[k].w);
                 if (gemv1_two_types_fit(ws, static_cast<int>(j2 - i))) {

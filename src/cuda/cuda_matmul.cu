@@ -364,14 +364,9 @@ __global__ void __launch_bounds__(256) dequant_iq3xxs_kernel(const uint8_t* __re
         const int64_t r = idx / groups;
         const int i = static_cast<int>(idx % groups);
         const int64_t src_row = ids != nullptr ? ids[r / per_id] * per_id + r % per_id : r;
-        // As DqIQ3_XXS::dequant8: group g of 32 values, part l of 8.
-        const uint8_t* b = w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * DqIQ3_XXS::kBytes;
-        const int g = (i % kGroups) >> 2, l = i & 3;
-        const uint32_t sw = ld32(b + 2 + 64 + 4 * g);
-        const float db = half_at(b) * (0.5f + static_cast<float>(sw >> 28)) * 0.5f;
-        const uint32_t pair = ld16(b + 2 + 8 * g + 2 * l);
         float v[8];
-        signed_grid4x2(v, db, grid[pair & 0xff], grid[pair >> 8], signs[(sw >> (7 * l)) & 127]);
+        DqIQ3_XXS::dequant8_with(w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * DqIQ3_XXS::kBytes,
+                                 i % kGroups, v, grid, signs);
         store8(out + r * static_cast<int64_t>(groups) * 8 + 8 * i, v);
     }
 }

@@ -350,8 +350,8 @@ __global__ void route_reg_kernel(const float* __restrict__ logits, int64_t n_tok
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
         // The warp's largest value, then the lowest id holding it: two one-instruction warp
         // reductions instead of five rounds of two shuffles and a compare.
-        const unsigned top = __reduce_max_sync(0xffffffffu, orderable_bits(best));
-        best_i = static_cast<int>(__reduce_min_sync(0xffffffffu, orderable_bits(best) == top ? static_cast<unsigned>(best_i) : 0xffffffffu));
+        const unsigned key = orderable_bits(best), top = __reduce_max_sync(0xffffffffu, key);
+        best_i = static_cast<int>(__reduce_min_sync(0xffffffffu, key == top ? static_cast<unsigned>(best_i) : 0xffffffffu));
         best = from_orderable_bits(top);
 #else
         for (int o = 16; o > 0; o >>= 1) {

@@ -271,13 +271,17 @@ struct DqIQ2_S {  // d@0, qs@2 [64] (32 index bytes, 32 sign bytes), qh@66 [8], 
 };
 struct DqIQ3_XXS {  // d@0, qs@2: [64] index bytes, then a u32 per group of 32 (signs, scale)
     static constexpr int kValues = 256, kBytes = 98;
-    __device__ static void dequant8(const uint8_t* b, int i, float* v) {
+    // Values 8i..8i+7 of block b with the grid and sign tables at `grid` and `signs` (the global
+    // ones, or copies in shared memory: dequant_iq3xxs_kernel).
+    template <class Sign>
+    __device__ static void dequant8_with(const uint8_t* b, int i, float* v, const uint32_t* grid, const Sign* signs) {
         const int g = i >> 2, l = i & 3;
         const uint32_t w = ld32(b + 2 + 64 + 4 * g);
         const float db = half_at(b) * (0.5f + static_cast<float>(w >> 28)) * 0.5f;
         const uint8_t* idx = b + 2 + 8 * g + 2 * l;
-        signed_grid4x2(v, db, g_iq3xxs_grid[idx[0]], g_iq3xxs_grid[idx[1]], g_iq_sign_masks[(w >> (7 * l)) & 127]);
+        signed_grid4x2(v, db, grid[idx[0]], grid[idx[1]], signs[(w >> (7 * l)) & 127]);
     }
+    __device__ static void dequant8(const uint8_t* b, int i, float* v) { dequant8_with(b, i, v, g_iq3xxs_grid, g_iq_sign_masks); }
 };
 struct DqIQ3_S {  // d@0, qs@2 [64], qh@66 [8], signs@74 [32], scales@106 [4]
     static constexpr int kValues = 256, kBytes = 110;

@@ -303,16 +303,21 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                 a.down = &down.w;
                 a.n_tokens = n;
                 a.k = k;
-                a.x = x.cpu.data();
-                a.ids = reinterpret_cast<const int32_t*>(ids.cpu.data());
-                a.weights = ww.cpu.data();
-                a.out = out.cpu.data();
-                cpu_->moe(a);
-                a.x = x.gpu.data();
-                a.ids = reinterpret_cast<const int32_t*>(ids.gpu.data());
-                a.weights = ww.gpu.data();
-                a.out = out.gpu.data();
-                gpu_->moe(a);
+                // The same call on each backend's copies; with resid, the residual add and the
+                // norm into normed as well.
+                const auto moe_on_both = [&](Twin* resid, Twin* normed) {
+                    for (const bool on_gpu : {false, true}) {
+                        const auto at = [&](Twin& t) { return (on_gpu ? t.gpu : t.cpu).data(); };
+                        a.x = at(x);
+                        a.ids = reinterpret_cast<const int32_t*>(at(ids));
+                        a.weights = at(ww);
+                        a.out = at(out);
+                        a.residual = resid != nullptr ? at(*resid) : nullptr;
+                        a.normed = normed != nullptr ? at(*normed) : nullptr;
+                        (on_gpu ? gpu_ : cpu_)->moe(a);
+                    }
+                };
+                moe_on_both(nullptr, nullptr);
                 // The CPU rounds activations to 8 bits for quantised experts, the GPU keeps f32: the
                 // bound is the CPU's rounding (IQ3_XXS with rows of 2,048 values: 2.2e-3).
                 const double e = nmse(cpu_of(out), gpu_of(out));
@@ -327,20 +332,7 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                 Twin normed = twin(std::vector<float>(static_cast<size_t>(n * n_embd), 0.0f));
                 a.norm = &nw.w;
                 a.eps = 1e-6f;
-                a.x = x.cpu.data();
-                a.ids = reinterpret_cast<const int32_t*>(ids.cpu.data());
-                a.weights = ww.cpu.data();
-                a.out = out.cpu.data();
-                a.residual = resid.cpu.data();
-                a.normed = normed.cpu.data();
-                cpu_->moe(a);
-                a.x = x.gpu.data();
-                a.ids = reinterpret_cast<const int32_t*>(ids.gpu.data());
-                a.weights = ww.gpu.data();
-                a.out = out.gpu.data();
-                a.residual = resid.gpu.data();
-                a.normed = normed.gpu.data();
-                gpu_->moe(a);
+                moe_on_both(&resid, &normed);
                 EXPECT_LT(nmse(cpu_of(resid), gpu_of(resid)), n_embd > 256 ? 4e-3 : 2e-3)
                     << "residual " << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
                 EXPECT_LT(nmse(cpu_of(normed), gpu_of(normed)), n_embd > 256 ? 4e-3 : 2e-3)
@@ -353,9 +345,6 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                 const MatmulArgs pg[] = {{&probe.w, normed.gpu.data(), n, py.gpu.data()}};
                 gpu_->matmul(pg);
                 EXPECT_LT(nmse(cpu_of(py), gpu_of(py)), 4e-3) << "product of normed " << quant::type_name(gate_t) << " n=" << n;
-                a.residual = nullptr;
-                a.normed = nullptr;
-                a.norm = nullptr;
             }
         }
     }
