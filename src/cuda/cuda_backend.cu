@@ -97,6 +97,7 @@ public:
         set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
         set_iq3_shared_tables(o.iq3_shared_tables);
         set_gemv_two_types(o.gemv_two_types);
+        set_gemv_stage(o.gemv_stage);
         grow_stage(size_t{4} << 20);
         // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.
         reserve(kBlasWorkspaceBytes, "the cuBLAS workspace");

@@ -79,6 +79,55 @@ __device__ __forceinline__ void prefetch_l2(const void* p, size_t n) {
 #endif
 }
 
+// ---- bulk copies into shared memory (sm_90+) ------------------------------------------------
+// One thread starts copies of global bytes into the block's shared memory, run by the SM's copy
+// engine, and counts them on an mbarrier; the block's threads wait on it before reading the
+// copy. A product issues its weight rows' copies before grid_dependency_enter() (weights never
+// change during a forward), so they land while the kernel before it finishes. Only called where
+// bulk_copy_available() said yes on the host; older parts compile them to nothing.
+__device__ __forceinline__ uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+// Thread 0: readies `bar` for one arrival carrying `bytes` of copies.
+__device__ __forceinline__ void bulk_copy_begin(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t b = shared_address(bar);
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(b) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+#else
+    (void)bar;
+    (void)bytes;
+#endif
+}
+// Thread 0: `bytes` (a multiple of 16, both addresses 16-byte aligned) from src to dst.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+#else
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    (void)bar;
+#endif
+}
+// Every thread: until the copies counted on `bar` have landed.
+__device__ __forceinline__ void bulk_copy_wait(uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    do {
+        asm volatile(
+            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(shared_address(bar))
+            : "memory");
+    } while (done == 0);
+#else
+    (void)bar;
+#endif
+}
+
 // Whether launch_kernel() asks for early launch: allowed by each backend when the code that
 // runs on its device was compiled for sm_90 or later (kernel_code_version() >= 90: the wait above
 // is compiled in), unless STRATA_CUDA_PDL=0. Process-wide: the first backend sets it and later
@@ -201,6 +250,9 @@ bool gemv1_two_types_fit(const DeviceMatrix* ws, int count);
 void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
 // Whether gemv1_two_types_fit may say yes (true, the default; false for A/B runs).
 void set_gemv_two_types(bool on);
+// Whether one-input products copy their block's weight rows into shared memory before waiting on
+// the kernel before (true, the default; false: ask L2 for them instead, for A/B runs).
+void set_gemv_stage(bool on);
 
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);

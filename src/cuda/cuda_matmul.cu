@@ -32,6 +32,8 @@ static bool g_gemv_block_per_row = true;
 void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
 static bool g_gemv_two_types = true;
 void set_gemv_two_types(bool on) { g_gemv_two_types = on; }
+static bool g_gemv_stage = true;
+void set_gemv_stage(bool on) { g_gemv_stage = on; }
 static bool g_iq3_shared_tables = true;
 void set_iq3_shared_tables(bool on) { g_iq3_shared_tables = on; }
 // set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
@@ -216,11 +218,32 @@ __device__ __forceinline__ float row_total(float acc, float* shared) {
 // DRAM throughput) — or, for matrices of few rows, kWpr warps per row so small products still
 // fill the GPU. X: the input row, f32 (const float*) or 8-bit (Q8Row).
 template <class Dq, int kRows, int kWpr, class X>
-__device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x) {
+__device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x, bool stage) {
     static_assert(kRows == 1 || kWpr == 1, "rows per warp or warps per row, not both");
-    if (threadIdx.x == 0) {  // the block's rows, which may straddle two matrices
-        constexpr int kBlockRows = kWarps / kWpr * kRows;
-        const int lo = blockIdx.x * kBlockRows, hi = lo + kBlockRows;
+    constexpr int kBlockRows = kWarps / kWpr * kRows;
+    const int lo = blockIdx.x * kBlockRows, hi = lo + kBlockRows;
+    // The block's rows (which may straddle matrices, all of one type) copied into shared memory
+    // before waiting on the kernel before, or else asked of L2.
+    extern __shared__ __align__(16) uint8_t staged[];
+    __shared__ uint64_t staged_bar;
+    size_t block_row_bytes = 0;
+    if (stage) {
+        int m = 0, start = 0;
+        while (m < b.count && lo >= start + b.rows[m]) start += b.rows[m++];
+        block_row_bytes = b.row_bytes_of(m < b.count ? m : 0);
+        if (threadIdx.x == 0) {
+            uint32_t bytes = 0;
+            for (int mm = m, st = start; mm < b.count && st < hi; st += b.rows[mm++])
+                bytes += static_cast<uint32_t>((min(hi, st + b.rows[mm]) - max(lo, st)) * block_row_bytes);
+            bulk_copy_begin(&staged_bar, bytes);
+            for (; m < b.count && start < hi; start += b.rows[m++]) {
+                const int a = max(lo, start), e = min(hi, start + b.rows[m]);
+                bulk_copy(staged + static_cast<size_t>(a - lo) * block_row_bytes, b.w[m] + static_cast<size_t>(a - start) * block_row_bytes,
+                          static_cast<uint32_t>((e - a) * block_row_bytes), &staged_bar);
+            }
+        }
+        __syncthreads();  // the barrier is ready before anyone waits on it
+    } else if (threadIdx.x == 0) {
         for (int m = 0, start = 0; m < b.count && start < hi; start += b.rows[m++])
             prefetch_rows(b.w[m], b.row_bytes_of(m), max(lo, start) - start, min(hi, start + b.rows[m]) - start);
     }
@@ -234,9 +257,12 @@ __device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x) 
     for (int r = 0; r < kRows; ++r) {
         int row = first + r, m = 0;
         while (m < b.count && row >= b.rows[m]) row -= b.rows[m++];
-        wr[r] = m < b.count ? b.w[m] + static_cast<size_t>(row) * b.row_bytes_of(m) : nullptr;
+        wr[r] = m >= b.count ? nullptr
+                : stage      ? staged + static_cast<size_t>(first + r - lo) * block_row_bytes
+                             : b.w[m] + static_cast<size_t>(row) * b.row_bytes_of(m);
         yr[r] = m < b.count ? b.y[m] + row : nullptr;
     }
+    if (stage) bulk_copy_wait(&staged_bar);
     float acc[kRows];
     if constexpr (kRows == 1) {
         // Whole blocks share a row set, but a block can straddle the end: no early return
@@ -263,16 +289,16 @@ __device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x) 
     }
 }
 template <class Dq, int kRows, int kWpr, class X>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, X x) {
-    gemv1_rows<Dq, kRows, kWpr, X>(b, chunks, x);
+__global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chunks, X x, bool stage) {
+    gemv1_rows<Dq, kRows, kWpr, X>(b, chunks, x, stage);
 }
 // Matrices of two types in one launch (q and k of Q4_K with v of Q6_K, as Q4_K_M files have on a
 // third of their layers): blocks below b_block hold DqA's rows, the rest DqB's (the matrices
 // from b.first_b on); the type boundary falls on a block boundary.
 template <class DqA, class DqB, int kRows, int kWpr, class X>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_two_types_kernel(GemvBatch b, int chunks, X x, unsigned b_block) {
-    if (blockIdx.x < b_block) gemv1_rows<DqA, kRows, kWpr, X>(b, chunks, x);
-    else gemv1_rows<DqB, kRows, kWpr, X>(b, chunks, x);
+__global__ void __launch_bounds__(kWarps * 32) gemv1_two_types_kernel(GemvBatch b, int chunks, X x, unsigned b_block, bool stage) {
+    if (blockIdx.x < b_block) gemv1_rows<DqA, kRows, kWpr, X>(b, chunks, x, stage);
+    else gemv1_rows<DqB, kRows, kWpr, X>(b, chunks, x, stage);
 }
 
 // How a product of `rows` weight rows of `chunks` 32-value chunks is spread: rows per warp
@@ -615,14 +641,28 @@ GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool in
 }
 int gemv_block_rows(const GemvShape& sh) { return kWarps / sh.warps_per_row * sh.rows_per_warp; }
 
+// Shared memory for a one-input product's block rows copied in ahead of its wait (gemv1_rows),
+// or 0 where they are read from global memory: switched off, before sm_90, rows that break the
+// copy engine's 16-byte rule, or more than the 48 KiB a launch gets without opting in.
+size_t gemv1_stage_bytes(const GemvPlan& p) {
+    if (!g_gemv_stage || !dependent_launch()) return 0;
+    const size_t rb = std::max(p.b.row_bytes, p.b.first_b < p.b.count ? p.b.row_bytes_b : 0);
+    if (p.b.row_bytes % 16 != 0 || (p.b.first_b < p.b.count && p.b.row_bytes_b % 16 != 0)) return 0;
+    for (int i = 0; i < p.b.count; ++i)
+        if (reinterpret_cast<uintptr_t>(p.b.w[i]) % 16 != 0) return 0;
+    const size_t bytes = rb * static_cast<size_t>(gemv_block_rows(p.shape));
+    return bytes <= 48 * 1024 ? bytes : 0;
+}
+
 template <class X>
 void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
     const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>);
     if (p.b.first_b != count) throw Error("gemv1_multi: matrices differ in type");
     const unsigned blocks = blocks_for(p.total, gemv_block_rows(p.shape));
+    const size_t stage = gemv1_stage_bytes(p);
     with_input_dequantizer<X>(ws[0].type, [&]<class Dq>() {
         with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
-            launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, 0, s, p.b, p.chunks, x);
+            launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, stage, s, p.b, p.chunks, x, stage > 0);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -686,9 +726,10 @@ void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const 
     const GemvPlan p = gemv1_plan(ws, ys, count, true);
     const int block_rows = gemv_block_rows(p.shape);
     const unsigned blocks = blocks_for(p.total, block_rows), b_block = static_cast<unsigned>(p.rows_a / block_rows);
+    const size_t stage = gemv1_stage_bytes(p);
     with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
-        launch_kernel(gemv1_two_types_kernel<DqQ4_K, DqQ6_K, kRows, kWpr, Q8Row>, blocks, kWarps * 32, 0, s, p.b, p.chunks,
-                      q8_row(x), b_block);
+        launch_kernel(gemv1_two_types_kernel<DqQ4_K, DqQ6_K, kRows, kWpr, Q8Row>, blocks, kWarps * 32, stage, s, p.b, p.chunks,
+                      q8_row(x), b_block, stage > 0);
     });
     STRATA_CUDA_LAUNCHED();
 }
