@@ -414,6 +414,14 @@ void launch_dequant(const uint8_t* w, size_t row_bytes, int64_t rows, int groups
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
+// Blocks per SM the gate/up kernel is compiled to fit (ptxas caps its registers to suit). For
+// IQ3_XXS at one row per warp and 8-bit inputs, 12 (48 -> 40 registers, no spills): a decode
+// step's 1,536 blocks of the 30B geometry then run as one wave instead of 1.3. A/B of two
+// binaries, 30B-A3B IQ3_XXS tg64 366.5 -> 373.6 t/s; the same cap on Q4_K spilled and lost 6 %
+// (392.4 -> 367.3), so the other types keep what ptxas picks.
+template <class Dq, int kRows, class X>
+inline constexpr int kGateUpMinBlocks = kRows == 1 && std::is_same_v<Dq, DqIQ3_XXS> && !std::is_same_v<X, const float*> ? 12 : 1;
+
 // hidden[p][row] = silu(gate_e[row] . x_t) * (up_e[row] . x_t), e = ids[p], t = p / k; kRows
 // rows of gate and of up per warp, sharing each lane's loads of x (f32, or Q8Row for rows of
 // whole 32-value chunks). The experts are known only after the wait: each block then asks L2
@@ -423,7 +431,7 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 // are dispatched together, and pairs that share an expert read its rows from DRAM about once
 // (L2 serves the rest) instead of each pair streaming the whole expert on its own.
 template <class Dq, int kRows, class X>
-__global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
+__global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
                                                                    const uint8_t* __restrict__ up, size_t row_bytes,
                                                                    int rows, int groups, X x,
                                                                    const int32_t* __restrict__ ids, int k,
