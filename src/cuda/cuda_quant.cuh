@@ -693,9 +693,11 @@ __device__ __forceinline__ WeightChunkQ8 weight_chunk_q8(const uint8_t* row, int
         c.a0 = c.a1 = half_at(b);
         c.b0 = c.b1 = 0.0f;
     } else {  // IQ3_XXS: grid bytes (< 64, never 0) negated per sign bit: (code ^ 0xff) + 1
-        // (The lookups of row_dot32_q8's IQ3_XXS branch. Sharing them through a helper changed
-        // the one-input GEMV's register allocation, 56 -> 48 in gemv1_kernel<DqIQ3_XXS, 2, 1>,
-        // so they stay apart until a GPU A/B says which is faster.)
+        // (The lookups of row_dot32_q8's IQ3_XXS branch, kept apart on purpose. That branch
+        // taking its codes from here moved registers both ways: one-input GEMV 64 -> 56 and
+        // 48 -> 56, the experts' 2- and 4-row gate/up 72 -> 96. A/B of two binaries on the H200,
+        // 30B-A3B IQ3_XXS, three rounds: batch 1 362.5 -> 361.2 t/s, batch 4 712.2 -> 704.2
+        // (lower in every round); 80B IQ3_XXS 251.0 -> 254.8, within its spread.)
         const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqIQ3_XXS::kBytes;
         const int g = i & 7;
         const uint32_t w = ld32(b + 2 + 64 + 4 * g);
