@@ -35,7 +35,7 @@
 //   bench_cuda_decode_bound -m MODEL [-d DEPTH] [-r ROUNDS] [-s STEPS] [-B BLOCKS_PER_SM]
 //
 // -B: resident blocks per SM of the persistent grid and the largest per-phase grids (default:
-// the occupancy limit, 8 with 256 threads).
+// the persistent kernel's occupancy limit, 5 an SM on an H200).
 #include <cuda_runtime.h>
 
 #include <algorithm>
