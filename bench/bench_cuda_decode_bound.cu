@@ -210,10 +210,14 @@ struct Step {
     double other_bytes = 0;
 };
 
+// The whole 16-byte units of [p, p + bytes) as tiles (an expert's slice of a tensor may start
+// off a 16-byte boundary; the < 32 bytes trimmed at its ends are not read).
 void add_tiles(Step& s, const uint8_t* p, size_t bytes) {
-    const size_t units = bytes / 16;  // every range here starts 16-byte aligned
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + 15) & ~uintptr_t{15};
+    const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~uintptr_t{15};
+    const size_t units = hi > lo ? (hi - lo) / 16 : 0;
     for (size_t u = 0; u < units; u += kTileUnits)
-        s.tiles.push_back({reinterpret_cast<const uint4*>(p) + u, static_cast<uint32_t>(std::min<size_t>(kTileUnits, units - u))});
+        s.tiles.push_back({reinterpret_cast<const uint4*>(lo) + u, static_cast<uint32_t>(std::min<size_t>(kTileUnits, units - u))});
 }
 
 }  // namespace
@@ -221,26 +225,21 @@ void add_tiles(Step& s, const uint8_t* p, size_t bytes) {
 int main(int argc, char** argv) {
     std::string path;
     int depth = 0, rounds = 5, steps = 16, blocks_per_sm = 0;
+    const auto usage = [] {
+        std::fprintf(stderr, "usage: bench_cuda_decode_bound -m MODEL [-d DEPTH] [-r ROUNDS] [-s STEPS] [-B BLOCKS_PER_SM]\n");
+        return 2;
+    };
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (i + 1 >= argc) {
-            std::fprintf(stderr, "usage: bench_cuda_decode_bound -m MODEL [-d DEPTH] [-r ROUNDS] [-s STEPS] [-B BLOCKS_PER_SM]\n");
-            return 2;
-        }
+        if (i + 1 >= argc) return usage();
         if (a == "-m") path = argv[++i];
         else if (a == "-d") depth = std::atoi(argv[++i]);
         else if (a == "-r") rounds = std::max(1, std::atoi(argv[++i]));
         else if (a == "-s") steps = std::max(1, std::atoi(argv[++i]));
         else if (a == "-B") blocks_per_sm = std::max(1, std::atoi(argv[++i]));
-        else {
-            std::fprintf(stderr, "usage: bench_cuda_decode_bound -m MODEL [-d DEPTH] [-r ROUNDS] [-s STEPS] [-B BLOCKS_PER_SM]\n");
-            return 2;
-        }
+        else return usage();
     }
-    if (path.empty()) {
-        std::fprintf(stderr, "usage: bench_cuda_decode_bound -m MODEL [-d DEPTH] [-r ROUNDS] [-s STEPS] [-B BLOCKS_PER_SM]\n");
-        return 2;
-    }
+    if (path.empty()) return usage();
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
         std::fprintf(stderr, "bench_cuda_decode_bound: no CUDA device\n");

@@ -83,8 +83,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p, size_t n) {
 // One thread starts copies of global bytes into the block's shared memory, run by the SM's copy
 // engine, and counts them on an mbarrier; the block's threads wait on it before reading the
 // copy. A product issues its weight rows' copies before grid_dependency_enter() (weights never
-// change during a forward), so they land while the kernel before it finishes. Only called where
-// bulk_copy_available() said yes on the host; older parts compile them to nothing.
+// change during a forward), so they land while the kernel before it finishes. The host asks for
+// this only where dependent launch is on (sm_90+ code: gemv1_stage_bytes); older parts compile
+// these to nothing.
 __device__ __forceinline__ uint32_t shared_address(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 // Thread 0: readies `bar` for one arrival carrying `bytes` of copies.
 __device__ __forceinline__ void bulk_copy_begin(uint64_t* bar, uint32_t bytes) {

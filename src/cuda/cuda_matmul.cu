@@ -417,8 +417,9 @@ __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 // Blocks per SM the gate/up kernel is compiled to fit (ptxas caps its registers to suit). For
 // IQ3_XXS at one row per warp and 8-bit inputs, 12 (48 -> 40 registers, no spills): a decode
 // step's 1,536 blocks of the 30B geometry then run as one wave instead of 1.3. A/B of two
-// binaries, 30B-A3B IQ3_XXS tg64 366.5 -> 373.6 t/s; the same cap on Q4_K spilled and lost 6 %
-// (392.4 -> 367.3), so the other types keep what ptxas picks.
+// binaries, 30B-A3B IQ3_XXS tg64 364.9 -> 370.8 t/s (80B IQ3_XXS 258.9 -> 257.7, within its
+// spread); the same cap on Q4_K spilled and lost 6 % (392.4 -> 367.3), so the other types keep
+// what ptxas picks.
 template <class Dq, int kRows, class X>
 inline constexpr int kGateUpMinBlocks = kRows == 1 && std::is_same_v<Dq, DqIQ3_XXS> && !std::is_same_v<X, const float*> ? 12 : 1;
 
