@@ -48,6 +48,40 @@ ojson forced_call_schema(const ChatRequest& r) {
     return options.size() == 1 ? options[0] : ojson{{"anyOf", std::move(options)}};
 }
 
+// Every system message of a conversation, in order, as one leading system message. Claude Code
+// puts `role: "system"` entries after user turns (its agent list, deferred-tool notices); the
+// Anthropic API and OpenAI's accept them anywhere. Qwen3.5's template raises on a system message
+// that is not first, and templates that do render one in place put an instruction block between
+// turns, where models trained on one leading block lose track of tool calling. Merged at the top
+// they keep their authority, and a prompt whose mid-conversation entries do not change from turn
+// to turn (Claude Code's do not) keeps its prefix from turn to turn.
+ojson one_leading_system(const ojson& messages) {
+    size_t systems = 0;
+    bool first_is_system = false;
+    for (size_t i = 0; i < messages.size(); ++i)
+        if (messages[i].value("role", std::string()) == "system") {
+            ++systems;
+            if (i == 0) first_is_system = true;
+        }
+    if (systems == 0 || (systems == 1 && first_is_system)) return messages;
+    std::string text;
+    ojson rest = ojson::array();
+    for (const auto& m : messages) {
+        if (m.value("role", std::string()) != "system") {
+            rest.push_back(m);
+            continue;
+        }
+        const auto it = m.find("content");
+        if (it == m.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) continue;
+        if (!text.empty()) text += "\n\n";
+        text += it->get_ref<const std::string&>();
+    }
+    ojson out = ojson::array();
+    out.push_back(ojson{{"role", "system"}, {"content", std::move(text)}});
+    for (auto& m : rest) out.push_back(std::move(m));
+    return out;
+}
+
 }  // namespace
 
 ApiError prompt_too_long(int64_t tokens, int64_t maximum) {
@@ -97,7 +131,7 @@ bool ServedModel::forces_tool(const ChatRequest& r) const {
 }
 
 std::string ServedModel::render(const ChatRequest& r, bool thinking_off) const {
-    ojson vars{{"messages", r.messages}, {"add_generation_prompt", true}};
+    ojson vars{{"messages", one_leading_system(r.messages)}, {"add_generation_prompt", true}};
     if (!r.tools.empty() && r.tool_choice != ToolChoice::None) vars["tools"] = tool_list(r.tools);
     if (thinking_off) vars["enable_thinking"] = false;
     else if (r.thinking.has_value()) vars["enable_thinking"] = *r.thinking;

@@ -182,6 +182,22 @@ test('system blocks, role system entries, stop sequences, metadata and unknown f
   }
 });
 
+// Claude Code's turns put `role: "system"` entries after user turns. Qwen3.5's template raises on
+// any system message that is not first, so the server merges them, in order, after the top-level
+// system text: the same prompt as one leading system block, on both template families.
+test('mid-conversation system entries become one leading system message (Qwen3 and Qwen3.5 templates)', async () => {
+  const turns = [{ role: 'user', content: 'Hi' }, { role: 'assistant', content: 'Hello.' }, { role: 'user', content: 'List the agents.' }];
+  const inline = { model, system: 'Be brief.', messages: [turns[0], { role: 'system', content: 'Agents: explore, plan.' }, ...turns.slice(1), { role: 'system', content: 'Reminder: be kind.' }] };
+  const merged = { model, system: 'Be brief.\n\nAgents: explore, plan.\n\nReminder: be kind.', messages: turns };
+  for (const c of [client, thinkingClient]) {
+    const m = await c.messages.create({ ...inline, max_tokens: 8, temperature: 0 });
+    assert.equal(m.role, 'assistant');
+    assert.equal((await c.messages.countTokens(inline)).input_tokens, (await c.messages.countTokens(merged)).input_tokens);
+    const alone = await c.messages.countTokens({ ...merged, system: 'Be brief.' });
+    assert.ok((await c.messages.countTokens(inline)).input_tokens > alone.input_tokens, 'the entries are in the prompt');
+  }
+});
+
 test('errors: Anthropic shape, status and wording', async () => {
   await assert.rejects(client.messages.create({ model, messages: hello }), (e) => {
     assert.ok(e instanceof Anthropic.BadRequestError);

@@ -2,7 +2,9 @@
 // serve: ANTHROPIC_BASE_URL points at the server, non-essential traffic is off, and the tiny test
 // model has a context large enough for Claude Code's own prompt (~19K tokens of system prompt
 // and tool definitions). The model is random, so the answer is noise; what is tested is that the
-// real client accepts every byte of the exchange and finishes the turn without an error.
+// real client accepts every byte of the exchange and finishes the turn without an error. Both
+// template families: Qwen3's, and Qwen3.5's, which raises on the system entries Claude Code puts
+// inside `messages` unless the server merges them into the leading system message.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -16,8 +18,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 let server;
 after(stopAll);
 
-test('claude -p completes a turn against strata serve', { timeout: 900000 }, async () => {
-  server = await startServer({ name: 'strata-tiny', args: ['--api-key', 'sk-claude-test'], logName: 'claude-code' });
+for (const kind of ['qwen3', 'qwen35']) test(`claude -p completes a turn against strata serve (${kind} template)`, { timeout: 900000 }, async () => {
+  server = await startServer({ kind, name: 'strata-tiny', args: ['--api-key', 'sk-claude-test'], logName: `claude-code-${kind}` });
   const home = mkdtempSync(join(tmpdir(), 'strata-claude-home-'));
   const env = {
     PATH: process.env.PATH,
@@ -42,4 +44,5 @@ test('claude -p completes a turn against strata serve', { timeout: 900000 }, asy
   assert.equal(typeof result.result, 'string');
   assert.ok(result.usage.input_tokens + result.usage.cache_read_input_tokens > 10000, 'Claude Code sent its full prompt');
   assert.match(server.log(), /POST \/v1\/messages 200/);
+  await server.stop();
 });

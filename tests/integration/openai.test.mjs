@@ -130,6 +130,24 @@ test('tool history (assistant tool_calls + tool results) is accepted', async () 
   assert.equal(r.choices[0].message.role, 'assistant');
 });
 
+test('developer and system messages after the first turn are accepted by the Qwen3.5 template', async () => {
+  // Codex and other agents send `developer` instructions between turns; Qwen3.5's template takes
+  // only a first system message, so the server merges every one into it.
+  const r = await thinkingClient.chat.completions.create({
+    model: 'strata-tiny', max_tokens: 6, temperature: 0,
+    messages: [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Hi' },
+      { role: 'developer', content: 'Answer in French.' },
+      { role: 'assistant', content: 'Bonjour.' },
+      { role: 'system', content: 'Now in German.' },
+      { role: 'user', content: 'Again?' },
+    ],
+  });
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.usage.prompt_tokens > 20);
+});
+
 test('response_format json_schema and json_object produce JSON', async () => {
   const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 }, age: { type: 'integer' }, tags: { type: 'array', items: { type: 'string', maxLength: 8 }, maxItems: 3 } }, required: ['name', 'age', 'tags'], additionalProperties: false };
   const r = await client.chat.completions.create({
