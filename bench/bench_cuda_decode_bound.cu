@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "bench_util.h"
 #include "cuda/cuda_common.cuh"
 #include "gguf/gguf.h"
@@ -388,7 +388,7 @@ int main(int argc, char** argv) {
             }
         }
 
-        const double copy_bw = strata::backend::cuda_copy_bandwidth(0) * 1e9;
+        const double copy_bw = strata::devices::cuda_copy_bandwidth(0) * 1e9;
         std::printf("model: %s (%s, %lld layers, %lld/%lld experts), %.2f GiB on the device\n", path.c_str(), c.arch_name.c_str(),
                     static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used), static_cast<long long>(c.n_expert),
                     allocated / (1 << 30));

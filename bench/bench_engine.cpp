@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "bench_util.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
@@ -209,12 +209,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] [--sampling S,..] [--rows auto,never] [-r R] | ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2] [--device cpu|cuda]\n");
         return 2;
     }
-    backend::BackendOptions bo;
+    devices::BackendOptions bo;
     bo.device = device;
     bo.threads = threads;
     std::unique_ptr<backend::Backend> backend;
     try {
-        backend = backend::make_backend(bo);
+        backend = devices::make_backend(bo);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_engine: %s\n", e.what());
         return 1;

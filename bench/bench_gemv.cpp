@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_features.h"
+#include "util/cpu_features.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
 #include "quant/types.h"
@@ -128,11 +128,11 @@ __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t* p, size
 }
 
 // Streaming read of `bytes` split over the pool's threads; returns GB/s (median of reps).
-double read_bandwidth(cpu::ThreadPool& pool, const Buffer& buf, int reps, double* best) {
+double read_bandwidth(util::ThreadPool& pool, const Buffer& buf, int reps, double* best) {
     std::vector<double> gbs;
     volatile uint64_t sink = 0;
     const int64_t tasks = pool.size() * 8;
-    const bool avx2 = cpu::isa_supported(cpu::Isa::Avx2);
+    const bool avx2 = util::isa_supported(util::Isa::Avx2);
     for (int rep = 0; rep < reps; ++rep) {
         std::vector<uint64_t> partial(static_cast<size_t>(tasks), 0);
         const auto t0 = Clock::now();
@@ -218,19 +218,19 @@ Options parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     const Options opt = parse(argc, argv);
-    cpu::Isa isa = cpu::best_isa();
+    util::Isa isa = util::best_isa();
     if (!opt.isa.empty()) {
-        const auto want = cpu::isa_from_name(opt.isa);
-        if (!want || !cpu::isa_supported(*want)) {
+        const auto want = util::isa_from_name(opt.isa);
+        if (!want || !util::isa_supported(*want)) {
             std::fprintf(stderr, "level %s is unknown or not supported by this CPU (best: %s)\n", opt.isa.c_str(),
-                         cpu::isa_name(cpu::detected_isa()));
+                         util::isa_name(util::detected_isa()));
             return 2;
         }
         isa = *want;
     }
     const cpu::KernelSet& ks = cpu::kernel_set(isa);
     std::printf("bench_gemv: kernels %s (CPU supports up to %s), matrix %lld x %lld (rows x cols), %d reps, load avg %s\n",
-                cpu::isa_name(isa), cpu::isa_name(cpu::detected_isa()), static_cast<long long>(opt.rows),
+                util::isa_name(isa), util::isa_name(util::detected_isa()), static_cast<long long>(opt.rows),
                 static_cast<long long>(opt.cols), opt.reps, loadavg().c_str());
 
     // Memory read bandwidth with each thread count.
@@ -239,7 +239,7 @@ int main(int argc, char** argv) {
         Buffer buf(static_cast<size_t>(512) << 20);
         std::memset(buf.data, 1, buf.size);
         for (size_t i = 0; i < opt.threads.size(); ++i) {
-            cpu::ThreadPool pool(opt.threads[i]);
+            util::ThreadPool pool(opt.threads[i]);
             double best = 0.0;
             read_bandwidth(pool, buf, 2, &best);  // warm-up
             bw[i] = read_bandwidth(pool, buf, 9, &best);
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
         std::vector<float> y(static_cast<size_t>(max_batch * opt.rows));
 
         for (size_t ti = 0; ti < opt.threads.size(); ++ti) {
-            cpu::ThreadPool pool(opt.threads[ti]);
+            util::ThreadPool pool(opt.threads[ti]);
             for (int batch : opt.batches) {
                 std::vector<double> secs;
                 for (int rep = -copies; rep < opt.reps; ++rep) {  // first pass over the copies: warm-up

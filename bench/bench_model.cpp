@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
 #include "bench_util.h"
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 
@@ -41,7 +41,7 @@ double read_bandwidth(int threads) {
     if (buf.size() != n) {
         buf.assign(n, 1u);
     }
-    cpu::ThreadPool pool(threads);
+    util::ThreadPool pool(threads);
     std::vector<double> runs;
     std::vector<uint64_t> sums(static_cast<size_t>(threads));
     for (int rep = 0; rep < 3; ++rep) {
@@ -95,10 +95,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
-        backend::BackendOptions bo;
+        devices::BackendOptions bo;
         bo.device = device;
         bo.threads = threads;
-        const auto backend = backend::make_backend(bo);
+        const auto backend = devices::make_backend(bo);
         backend::Backend& be = *backend;
         const bool gpu = device != "cpu";
         auto m = model::Model::load(path, be);
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
         std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
         if (gpu) {
             // A decode step reads the weights once (a D2D copy both reads and writes its bytes).
-            const double bw = backend::cuda_copy_bandwidth(0);
+            const double bw = devices::cuda_copy_bandwidth(0);
             std::printf("decode reads %.1f MB/token -> %.1f GB/s; device copy bandwidth %.1f GB/s: %.0f%%\n", per_token / 1e6,
                         per_token * tg_med / 1e9, bw, 100.0 * per_token * tg_med / 1e9 / bw);
         } else {

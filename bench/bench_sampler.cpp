@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_factory.h"
-#include "cpu/cpu_features.h"
+#include "devices/backend_factory.h"
+#include "util/cpu_features.h"
 #include "runtime/sampler.h"
 #include "util/error.h"
 
@@ -60,9 +60,10 @@ SamplingParams params(float temperature, int32_t top_k, float top_p, float min_p
 int rows_on_device(const std::string& device, int n_rows, const std::vector<float>& logits, const std::vector<Case>& cases,
                    int runs) {
     namespace backend = strata::backend;
-    backend::BackendOptions bo;
+    namespace devices = strata::devices;
+    devices::BackendOptions bo;
     bo.device = device;
-    const auto be = backend::make_backend(bo);
+    const auto be = devices::make_backend(bo);
     const int64_t vocab = static_cast<int64_t>(logits.size());
     backend::Buffer rows(be.get(), static_cast<size_t>(n_rows * vocab));
     for (int r = 0; r < n_rows; ++r) {  // each row the same values, rotated
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
         };
         if (!device.empty()) return rows_on_device(device, n_rows, logits, cases, runs);
         std::printf("sampler, %d logits ~ N(0, %.1f), median of %d runs, exp kernels: %s\n", vocab,
-                    static_cast<double>(scale), runs, strata::cpu::isa_name(strata::cpu::best_isa()));
+                    static_cast<double>(scale), runs, strata::util::isa_name(strata::util::best_isa()));
         for (const Case& c : cases) {
             Sampler sampler(c.params, vocab);
             const int batch = 50;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "backend/cpu_backend.h"
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "model/model.h"
 #include "runtime/engine_protocol.h"
 #include "runtime/scheduler.h"
@@ -38,10 +38,10 @@ World& world() {
     static World w = [] {
         World x;
         const auto path = std::filesystem::temp_directory_path() / ("strata-fuzz-engine-" + std::to_string(getpid()) + ".gguf");
-        model::MakeModelOptions o;
+        model_tools::MakeModelOptions o;
         o.type = "q8_0";
         o.layers = 2;
-        model::make_model(o, path);
+        model_tools::make_model(o, path);
         x.be = std::make_unique<backend::CpuBackend>(1);
         x.model = model::Model::load(path, *x.be);
         std::filesystem::remove(path);  // mapped already

@@ -16,11 +16,10 @@
 #include <vector>
 
 #include "backend/row_sampling.h"
-#include "model/weights.h"
+#include "backend/weight.h"
+#include "quant/types.h"
 
 namespace strata::backend {
-
-using model::Weight;
 
 struct RopeParams {
     int64_t n_rot = 0;           // rotated dims per head (<= head_dim); NeoX pairs (i, i + n_rot/2)
@@ -70,6 +69,11 @@ struct AttentionArgs {
     bool f16_ok = false;
 };
 
+// Where each expert of one MoE layer lives when an expert store manages them (VRAM slots, the
+// host-RAM tier, the file): filled by the store, read by the backend's moe. Declared here and
+// defined with the store (docs/design/expert_store_seat.md); no backend accepts one yet.
+struct ExpertPlacement;
+
 // The experts of one MoE layer applied to a batch: out[t] = sum_j w[t][j] * E_{ids[t][j]}(x[t]),
 // E_e(x) = down_e(silu(gate_e x) * up_e x). The one call through which all expert work goes, so
 // a later expert store can decide per expert where it runs. ids and weights are backend memory
@@ -86,6 +90,9 @@ struct MoeArgs {
     int64_t k = 0;
     float* out = nullptr;              // [n_tokens][n_embd], overwritten
     int layer = -1;                    // for statistics / placement decisions
+    // null: every expert resident in this backend's copy of the weights (made at upload). Else the
+    // store's placement of this layer's experts; a backend that cannot honour it throws.
+    const ExpertPlacement* placement = nullptr;
     // Optional, the layer's residual add and the norm after it: residual += the experts' result,
     // then normed = rms_norm(residual) * norm, as add_rms_norm(residual, out, norm, n_tokens,
     // n_embd, eps, normed) would (out is then scratch: a GPU adds the result into the residual
@@ -179,6 +186,9 @@ class Backend {
 public:
     virtual ~Backend() = default;
     virtual const char* name() const = 0;
+    // Whether this backend has the kernels to compute with a matrix of type t (the loader asks
+    // before binding a tensor, so a file loads on exactly the backends that can run it).
+    virtual bool supports(quant::Type t) const = 0;
 
     // Makes the model's weights usable before the first forward: a GPU backend copies them into
     // device memory (Weight::data stays the key it finds them by), the CPU backend reads them in

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
-#include "cpu/cpu_features.h"
+#include "util/cpu_features.h"
 
 namespace strata::backend {
 
@@ -42,11 +42,11 @@ void attention_tile_scalar(const AttentionTileTask& t);
 void attention_tile_avx2(const AttentionTileTask& t);
 void attention_tile_avx512(const AttentionTileTask& t);
 
-inline AttentionTileFn attention_tile_kernel(cpu::Isa isa) {
+inline AttentionTileFn attention_tile_kernel(util::Isa isa) {
     switch (isa) {
-        case cpu::Isa::Avx512: return attention_tile_avx512;
-        case cpu::Isa::Avx2: return attention_tile_avx2;
-        case cpu::Isa::Scalar: break;
+        case util::Isa::Avx512: return attention_tile_avx512;
+        case util::Isa::Avx2: return attention_tile_avx2;
+        case util::Isa::Scalar: break;
     }
     return attention_tile_scalar;
 }

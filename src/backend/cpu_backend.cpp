@@ -41,6 +41,8 @@ const float* f32_data(const Weight& w, int64_t n) {
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), kernels_(cpu::default_kernels()) {}
 
+bool CpuBackend::supports(quant::Type t) const { return cpu::act_format_for(t).has_value(); }
+
 CpuBackend::~CpuBackend() = default;
 
 float* CpuBackend::alloc_floats(size_t n) {
@@ -257,6 +259,7 @@ void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64
 }
 
 void CpuBackend::moe(const MoeArgs& a) {
+    if (a.placement != nullptr) throw Error("the cpu backend cannot run experts placed by an expert store yet");
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
     const int64_t n_pairs = a.n_tokens * a.k;
     // Group the (token, slot) pairs by expert: pairs of expert e are moe_pairs_[offsets[e] ..

@@ -10,7 +10,7 @@
 
 #include "backend/backend.h"
 #include "cpu/matmul.h"
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 
 namespace strata::backend {
 
@@ -24,8 +24,9 @@ public:
     ~CpuBackend() override;
 
     const char* name() const override { return "cpu"; }
+    bool supports(quant::Type t) const override;
     int n_threads() const { return pool_.size(); }
-    cpu::ThreadPool& pool() { return pool_; }
+    util::ThreadPool& pool() { return pool_; }
 
     float* alloc_floats(size_t n) override;
     void free_floats(float* p) override;
@@ -60,7 +61,7 @@ public:
     void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override;
 
 private:
-    cpu::ThreadPool pool_;
+    util::ThreadPool pool_;
     const cpu::KernelSet& kernels_;
     // Scratch reused across calls (the backend is used by one forward at a time).
     std::vector<cpu::Activations> acts_;

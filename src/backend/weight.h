@@ -1,5 +1,6 @@
 // Views of model tensors as the compute code needs them: type, data (in the mmap'd file), shape.
-// A Weight never owns memory; the model keeps the file open for as long as it lives.
+// A Weight never owns memory; the model keeps the file open for as long as it lives. Backends
+// compute with them (backend.h), the model binds them (model/architecture.h).
 #pragma once
 
 #include <array>
@@ -12,7 +13,7 @@ namespace strata::gguf {
 struct TensorInfo;
 }
 
-namespace strata::model {
+namespace strata::backend {
 
 struct Weight {
     const gguf::TensorInfo* info = nullptr;  // null: absent (optional tensor)
@@ -29,4 +30,4 @@ struct Weight {
     const std::string& name() const;
 };
 
-}  // namespace strata::model
+}  // namespace strata::backend

@@ -14,7 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "cli/commands.h"
 #include "model/model.h"
 #include "runtime/engine_protocol.h"
@@ -116,11 +116,11 @@ void read_lines(LineQueue& q) {
 
 int run_engine(EngineArgs& a) {
     std::signal(SIGPIPE, SIG_IGN);
-    backend::BackendOptions bo;
+    devices::BackendOptions bo;
     bo.device = a.device;
     bo.threads = a.threads;
-    if (!a.vram_budget.empty()) bo.vram_budget = backend::parse_byte_size(a.vram_budget);
-    const auto be = backend::make_backend(bo);
+    if (!a.vram_budget.empty()) bo.vram_budget = devices::parse_byte_size(a.vram_budget);
+    const auto be = devices::make_backend(bo);
     const auto t0 = std::chrono::steady_clock::now();
     model::LoadOptions lo;
     auto model = model::Model::load(a.model, *be, lo);

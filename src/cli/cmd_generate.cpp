@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -76,11 +76,11 @@ int run_generate(const GenerateArgs& a) {
     using clock = std::chrono::steady_clock;
     if (a.prompt.empty() == a.tokens.empty()) throw Error("give exactly one of --prompt and --tokens");
     if (a.n_predict < 0) throw Error("-n must not be negative");
-    backend::BackendOptions bo;
+    devices::BackendOptions bo;
     bo.device = a.device;
     bo.threads = a.threads;
-    if (!a.vram_budget.empty()) bo.vram_budget = backend::parse_byte_size(a.vram_budget);
-    const auto be = backend::make_backend(bo);
+    if (!a.vram_budget.empty()) bo.vram_budget = devices::parse_byte_size(a.vram_budget);
+    const auto be = devices::make_backend(bo);
     const auto t_load = clock::now();
     auto model = model::Model::load(a.model, *be);
     const auto& cfg = model->config();

@@ -3,9 +3,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "model/make_model.h"
-#include "model/quant_mix.h"
-#include "model/quantize_model.h"
+#include "model_tools/make_model.h"
+#include "model_tools/quant_mix.h"
+#include "model_tools/quantize_model.h"
 #include "util/error.h"
 #include "util/progress.h"
 
@@ -15,7 +15,7 @@ namespace {
 
 std::string mix_list() {
     std::string s;
-    for (const auto& n : model::quant_mix_names()) s += (s.empty() ? "" : ", ") + n;
+    for (const auto& n : model_tools::quant_mix_names()) s += (s.empty() ? "" : ", ") + n;
     return s;
 }
 
@@ -24,13 +24,13 @@ std::string mix_list() {
 void add_model_tool_commands(CLI::App& app, Runner& run) {
     // make-model
     struct MakeArgs {
-        model::MakeModelOptions o;
+        model_tools::MakeModelOptions o;
         std::string out;
         int64_t layers = 0, embd = 0, heads = 0, kv = 0, head_dim = 0, experts = 0, used = 0, ff = 0, shexp = 0, ctx = 0;
     };
     auto m = std::make_shared<MakeArgs>();
     std::string presets = "Presets (--arch --preset):";
-    for (const auto& p : model::model_presets()) presets += std::string("\n  ") + p.arch + " " + p.name + ": " + p.what;
+    for (const auto& p : model_tools::model_presets()) presets += std::string("\n  ") + p.arch + " " + p.name + ": " + p.what;
     CLI::App* mk = app.add_subcommand("make-model", "Write a random-weight model of a given architecture and geometry");
     mk->footer(presets);
     mk->add_option("OUT", m->out, "output .gguf")->required();
@@ -69,7 +69,7 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
             m->o.ctx = opt(m->ctx);
             Progress prog("make-model " + m->out);
             m->o.progress = [&prog](uint64_t d, uint64_t t, const std::string& name) { prog.update(d, t, name); };
-            const uint64_t params = model::make_model(m->o, m->out);
+            const uint64_t params = model_tools::make_model(m->o, m->out);
             prog.finish("wrote " + std::to_string(params) + " parameters (" + m->o.arch + " " + m->o.preset + ", " + m->o.type + ")");
             return 0;
         };
@@ -89,11 +89,11 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     qz->callback([&run, q] {
         run = [q] {
             Progress prog("quantize " + q->out);
-            model::QuantizeOptions o;
+            model_tools::QuantizeOptions o;
             o.mix = q->type;
             o.threads = q->threads;
             o.progress = [&prog](uint64_t d, uint64_t t, const std::string& name) { prog.update(d, t, name); };
-            const auto r = model::quantize_model(q->in, q->out, o);
+            const auto r = model_tools::quantize_model(q->in, q->out, o);
             char buf[256];
             std::snprintf(buf, sizeof buf, "%zu of %zu tensors re-encoded, %.1f MiB -> %.1f MiB", r.quantized, r.tensors,
                           static_cast<double>(r.bytes_in) / (1 << 20), static_cast<double>(r.bytes_out) / (1 << 20));

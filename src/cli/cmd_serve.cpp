@@ -9,7 +9,7 @@
 #include <memory>
 #include <thread>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "cli/commands.h"
 #include "serve/server.h"
 #include "util/error.h"
@@ -37,9 +37,9 @@ struct ServeArgs {
 int run_serve(ServeArgs& a) {
     if (a.device != "cpu") {
         std::string why;
-        if (!backend::cuda_usable(&why)) throw Error("--device " + a.device + ": " + why);
+        if (!devices::cuda_usable(&why)) throw Error("--device " + a.device + ": " + why);
     }
-    if (!a.vram_budget.empty()) (void)backend::parse_byte_size(a.vram_budget);  // refuse a bad size before starting
+    if (!a.vram_budget.empty()) (void)devices::parse_byte_size(a.vram_budget);  // refuse a bad size before starting
     auto& o = a.o;
     o.api_keys = a.keys;
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);

@@ -21,10 +21,18 @@
 #include <optional>
 #include <vector>
 
-#include "cpu/cpu_features.h"
 #include "quant/types.h"
+#include "util/cpu_features.h"
 
 namespace strata::cpu {
+
+// The instruction-set levels (util/cpu_features.h) are the kernel sets' vocabulary.
+using util::best_isa;
+using util::detected_isa;
+using util::has_avx512_bf16;
+using util::Isa;
+using util::isa_name;
+using util::isa_supported;
 
 enum class ActFormat : uint8_t { F32 = 0, BF16 = 1, Q8_0 = 2, Q8_K = 3 };
 constexpr int kActFormatCount = 4;

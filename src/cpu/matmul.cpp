@@ -65,7 +65,7 @@ size_t WeightMatrix::stride() const {
 }
 
 void Activations::quantize(const KernelSet& ks, ActFormat fmt, const float* x, int64_t n, int64_t batch, int64_t x_stride,
-                           ThreadPool* pool) {
+                           util::ThreadPool* pool) {
     if (n % act_block_elems(fmt) != 0) {
         throw Error("activation row of " + std::to_string(n) + " values is not a whole number of " + act_format_name(fmt) + " blocks");
     }
@@ -87,13 +87,13 @@ void Activations::quantize(const KernelSet& ks, ActFormat fmt, const float* x, i
 }
 
 void Activations::quantize_for(const KernelSet& ks, quant::Type t, const float* x, int64_t n, int64_t batch, int64_t x_stride,
-                               ThreadPool* pool) {
+                               util::ThreadPool* pool) {
     const auto fmt = act_format_for(t);
     if (!fmt) throw Error(std::string("no CPU matmul kernel for weight type ") + quant::type_name(t));
     quantize(ks, *fmt, x, n, batch, x_stride, pool);
 }
 
-void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool* pool, const KernelSet& ks) {
+void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, util::ThreadPool* pool, const KernelSet& ks) {
     const int threads = pool != nullptr ? pool->size() : 1;
     std::vector<Prepared> prep;
     prep.reserve(n_jobs);
@@ -149,7 +149,7 @@ void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool* pool, const K
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t batch, float* y, int64_t y_stride,
-            ThreadPool* pool, const KernelSet& ks) {
+            util::ThreadPool* pool, const KernelSet& ks) {
     thread_local Activations scratch;
     scratch.quantize_for(ks, w.type, x, w.cols, batch, x_stride, pool);
     MatmulJob job;

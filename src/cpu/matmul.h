@@ -1,6 +1,6 @@
 // Matrix x small batch on the CPU: y[b][r] = W_r . x_b, the entry the model calls.
 //
-//   cpu::ThreadPool pool(n_threads);
+//   util::ThreadPool pool(n_threads);
 //   cpu::WeightMatrix w{type, data, rows, cols};           // one GGUF 2-D tensor (or one expert)
 //   cpu::matmul(w, x, cols, batch, y, rows, &pool);         // x: batch x cols f32, y: batch x rows
 //
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "quant/types.h"
 
 namespace strata::cpu {
@@ -42,10 +42,10 @@ public:
     // Converts batch rows of n floats (row b at x + b * x_stride) into fmt with ks's quantiser;
     // rows are spread over the pool when there are several. Reuses its buffer across calls.
     void quantize(const KernelSet& ks, ActFormat fmt, const float* x, int64_t n, int64_t batch, int64_t x_stride,
-                  ThreadPool* pool = nullptr);
+                  util::ThreadPool* pool = nullptr);
     // Same, in the format weight type t needs (throws strata::Error when t has no kernel).
     void quantize_for(const KernelSet& ks, quant::Type t, const float* x, int64_t n, int64_t batch, int64_t x_stride,
-                      ThreadPool* pool = nullptr);
+                      util::ThreadPool* pool = nullptr);
 
     ActFormat format() const { return fmt_; }
     int64_t n() const { return n_; }
@@ -77,12 +77,12 @@ struct MatmulJob {
 
 // Runs all jobs on the pool (null: on the calling thread). Throws strata::Error on a type without
 // a kernel or mismatched shapes/formats.
-void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, ThreadPool* pool, const KernelSet& ks = default_kernels());
+void matmul_jobs(const MatmulJob* jobs, size_t n_jobs, util::ThreadPool* pool, const KernelSet& ks = default_kernels());
 
 // y[b * y_stride + r] = W_r . x_b for b < batch, r < w.rows; x row b at x + b * x_stride floats.
 // Quantises x into a per-thread scratch buffer, then runs one job.
 void matmul(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t batch, float* y, int64_t y_stride,
-            ThreadPool* pool, const KernelSet& ks = default_kernels());
+            util::ThreadPool* pool, const KernelSet& ks = default_kernels());
 
 // Single-threaded tile for callers that schedule work themselves: outs[j][r - row_begin] =
 // W_r . acts[j] for r in [row_begin, row_end), j < n_cols; acts[j] are rows in the weight type's

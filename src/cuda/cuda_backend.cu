@@ -37,7 +37,7 @@ using backend::MatmulArgs;
 using backend::MoeArgs;
 using backend::QkNormRopeArgs;
 using backend::RopeParams;
-using model::Weight;
+using backend::Weight;
 
 void blas_check(cublasStatus_t st, const char* what) {
     if (st != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuBLAS: ") + what + " failed with status " + std::to_string(static_cast<int>(st)));
@@ -124,6 +124,7 @@ public:
     }
 
     const char* name() const override { return "cuda"; }
+    bool supports(quant::Type t) const override { return type_supported(t); }
 
     // ---- recorded forwards (CUDA graphs) ----------------------------------------------------
     // A decode-sized forward (at most graph_max_tokens_ tokens: GEMVs, cuBLAS products on the
@@ -1107,6 +1108,7 @@ bool CudaBackend::moe_grouped(const MoeArgs& a, const float* xg, float* hg, floa
 }
 
 void CudaBackend::moe(const MoeArgs& a) {
+    if (a.placement != nullptr) throw Error("the cuda backend cannot run experts placed by an expert store yet");
     moe_experts(a);
     wrote(a.out, a.n_tokens * a.gate->ne[0]);  // after: x may be out, and its copy was used
 }

@@ -1,4 +1,4 @@
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "cuda/cuda_backend.h"
 #endif
 
-namespace strata::backend {
+namespace strata::devices {
 
 bool cuda_usable(std::string* why) {
 #ifdef STRATA_HAVE_CUDA
@@ -21,8 +21,8 @@ bool cuda_usable(std::string* why) {
 #endif
 }
 
-std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
-    if (o.device == "cpu") return std::make_unique<CpuBackend>(o.threads);
+std::unique_ptr<backend::Backend> make_backend(const BackendOptions& o) {
+    if (o.device == "cpu") return std::make_unique<backend::CpuBackend>(o.threads);
     if (o.device == "cuda" || o.device.starts_with("cuda:")) {
         int index = 0;
         if (o.device.size() > 5) {
@@ -124,4 +124,4 @@ uint64_t parse_byte_size(const std::string& text) {
     return static_cast<uint64_t>(bytes);
 }
 
-}  // namespace strata::backend
+}  // namespace strata::devices

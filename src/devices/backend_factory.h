@@ -1,4 +1,4 @@
-// Picks the compute backend a command runs on: `--device cpu` (every build) or `--device cuda`
+// Picks the compute backend a command runs on (the one module that knows every backend): `--device cpu` (every build) or `--device cuda`
 // (builds with STRATA_CUDA and a visible NVIDIA GPU).
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include "backend/backend.h"
 
-namespace strata::backend {
+namespace strata::devices {
 
 struct BackendOptions {
     std::string device = "cpu";  // "cpu" | "cuda" | "cuda:N"
@@ -19,7 +19,7 @@ struct BackendOptions {
 };
 
 // Throws strata::Error naming the problem: an unknown device, a build without CUDA, no GPU.
-std::unique_ptr<Backend> make_backend(const BackendOptions& o);
+std::unique_ptr<backend::Backend> make_backend(const BackendOptions& o);
 
 // True when this build has the CUDA backend and a GPU is visible; otherwise false and why.
 bool cuda_usable(std::string* why);
@@ -31,4 +31,4 @@ double cuda_copy_bandwidth(int index);
 // "12G", "800M", "1.5G", or plain bytes -> bytes; throws strata::Error on anything else.
 uint64_t parse_byte_size(const std::string& text);
 
-}  // namespace strata::backend
+}  // namespace strata::devices

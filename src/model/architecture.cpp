@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "cpu/kernels.h"
 #include "gguf/gguf.h"
 #include "model/names.h"
 #include "util/error.h"
@@ -142,9 +141,9 @@ Weight WeightBinder::bind(const std::string& name, const std::vector<int64_t>& s
         throw Error(file.path().string() + ": tensor '" + name + "' has shape " + shape_text(got) + ", expected " +
                     shape_text(want));
     const bool is_vector = want.size() == 1;
-    if (is_vector ? t->type != quant::Type::F32 : !cpu::act_format_for(t->type).has_value())
+    if (is_vector ? t->type != quant::Type::F32 : !backend_->supports(t->type))
         throw Error(file.path().string() + ": tensor '" + name + "' has type " + quant::type_name(t->type) +
-                    (is_vector ? ", expected f32" : ", which has no compute kernel"));
+                    (is_vector ? ", expected f32" : std::string(", which the ") + backend_->name() + " backend has no kernel for"));
     Weight w;
     w.info = t;
     w.type = t->type;

@@ -10,12 +10,11 @@
 #include "backend/backend.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "model/weights.h"
 
 namespace strata::model {
 
 // Looks tensors up by name and checks them: present (unless optional), the expected shape
-// (ne0 first, as GGUF lists it), a type the backends can compute with.
+// (ne0 first, as GGUF lists it), a type the backend it binds for can compute with.
 //
 // Without a file it records instead: every tensor an architecture asks for, with its shape, so
 // the model maker writes exactly the tensors the loader will bind (Weights it returns have no
@@ -27,7 +26,8 @@ public:
         std::vector<int64_t> shape;  // ne0 first
         bool required;
     };
-    explicit WeightBinder(const gguf::File& file) : file_(&file) {}
+    // Binds tensors of `file` for `backend` (which must support each matrix's type).
+    WeightBinder(const gguf::File& file, const backend::Backend& backend) : file_(&file), backend_(&backend) {}
     WeightBinder() = default;  // recording
     Weight require(const std::string& name, std::vector<int64_t> shape);
     Weight optional(const std::string& name, std::vector<int64_t> shape);
@@ -38,6 +38,7 @@ public:
 private:
     Weight bind(const std::string& name, const std::vector<int64_t>& shape, bool required);
     const gguf::File* file_ = nullptr;
+    const backend::Backend* backend_ = nullptr;
     uint64_t bytes_ = 0;
     std::vector<Spec> specs_;
     std::vector<Weight> bound_;

@@ -43,7 +43,7 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     m->arch_ = make_architecture(f.architecture());
     m->arch_->load_config(f, m->config_);
     m->config_.rope_freqs_bf16 = opts.rope_freqs_bf16;
-    WeightBinder binder(f);
+    WeightBinder binder(f, backend);
     m->arch_->bind(m->config_, binder);
     m->weight_bytes_ = binder.bound_bytes();
     // f16 caches where the backend offers them, if every attention layer's q, k and v weights are

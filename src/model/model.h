@@ -18,13 +18,15 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
-#include "model/weights.h"
 
 namespace strata::gguf {
 class File;
 }
 
 namespace strata::model {
+
+// Tensor views of the mapped file, as the backends compute with them.
+using backend::Weight;
 
 // Tokens of one forward call. Tokens of a sequence are contiguous and in position order.
 struct Batch {

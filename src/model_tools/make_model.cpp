@@ -1,4 +1,4 @@
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,19 +8,26 @@
 #include <cstring>
 
 #include "convert/tokenizer_meta.h"
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "model/architecture.h"
 #include "model/config_io.h"
-#include "model/quant_mix.h"
+#include "model_tools/quant_mix.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
-namespace strata::model {
+namespace strata::model_tools {
+
+using model::Arch;
+using model::LayerKind;
+using model::ModelConfig;
+using model::WeightBinder;
+using model::make_architecture;
+using model::write_config;
 
 namespace {
 
@@ -344,7 +351,7 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     if (o.init != "auto" && o.init != "blocks" && o.init != "quantize") throw Error("make-model: --init must be auto, blocks or quantize");
 
     w.begin(out);
-    cpu::ThreadPool pool(o.threads);
+    util::ThreadPool pool(o.threads);
     uint64_t done = 0, total = 0;
     for (size_t i = 0; i < plan.size(); ++i) total += w.tensor_bytes(i);
     std::vector<uint8_t> chunk;
@@ -390,4 +397,4 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     return params;
 }
 
-}  // namespace strata::model
+}  // namespace strata::model_tools

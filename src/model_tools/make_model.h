@@ -15,7 +15,7 @@
 
 #include "model/config.h"
 
-namespace strata::model {
+namespace strata::model_tools {
 
 struct MakeModelOptions {
     std::string arch = "qwen3moe";
@@ -41,15 +41,15 @@ struct ModelPreset {
     const char* name;
     const char* arch;
     const char* what;  // "Qwen3-30B-A3B geometry"
-    ModelConfig cfg;   // vocabulary comes from the tokenizer
+    model::ModelConfig cfg;   // vocabulary comes from the tokenizer
 };
 
 const std::vector<ModelPreset>& model_presets();
 
 // Builds the configuration from arch + preset + overrides, checked.
-ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab);
+model::ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab);
 
 // Writes the model; returns the number of parameters.
 uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out);
 
-}  // namespace strata::model
+}  // namespace strata::model_tools

@@ -18,7 +18,7 @@
 
 #include "quant/types.h"
 
-namespace strata::model {
+namespace strata::model_tools {
 
 struct QuantMix {
     std::string name;      // "q4_k_m"
@@ -35,4 +35,4 @@ std::vector<std::string> quant_mix_names();
 quant::Type tensor_type_for(const QuantMix& mix, const std::string& name, const std::vector<int64_t>& shape,
                             int64_t n_layer, bool tied_output, quant::Type src_type);
 
-}  // namespace strata::model
+}  // namespace strata::model_tools

@@ -1,17 +1,17 @@
-#include "model/quantize_model.h"
+#include "model_tools/quantize_model.h"
 
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "model/quant_mix.h"
+#include "model_tools/quant_mix.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "util/error.h"
 
-namespace strata::model {
+namespace strata::model_tools {
 
 QuantizeReport quantize_model(const std::filesystem::path& in, const std::filesystem::path& out, const QuantizeOptions& o) {
     const auto mix = quant_mix_from_name(o.mix);
@@ -50,7 +50,7 @@ QuantizeReport quantize_model(const std::filesystem::path& in, const std::filesy
     rep.tensors = f->tensors().size();
 
     w.begin(out);
-    cpu::ThreadPool pool(o.threads);
+    util::ThreadPool pool(o.threads);
     uint64_t total = 0, done = 0;
     for (size_t i = 0; i < types.size(); ++i) total += w.tensor_bytes(i);
     std::vector<uint8_t> chunk;
@@ -88,4 +88,4 @@ QuantizeReport quantize_model(const std::filesystem::path& in, const std::filesy
     return rep;
 }
 
-}  // namespace strata::model
+}  // namespace strata::model_tools

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-namespace strata::model {
+namespace strata::model_tools {
 
 struct QuantizeOptions {
     std::string mix;  // "q4_k_m", "q8_0", "iq4_xs", ...
@@ -23,4 +23,4 @@ struct QuantizeReport {
 
 QuantizeReport quantize_model(const std::filesystem::path& in, const std::filesystem::path& out, const QuantizeOptions& o);
 
-}  // namespace strata::model
+}  // namespace strata::model_tools

@@ -21,7 +21,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "cpu/cpu_features.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace strata::runtime {
@@ -225,7 +225,7 @@ void for_each_equal(const uint16_t* v, int32_t n, uint16_t value, Fn&& fn) {
 }
 
 // The exp passes, written once as inline loops and compiled twice: for baseline x86-64 (SSE2)
-// and, through the target attribute, for AVX2, picked at run time (cpu::best_isa, so
+// and, through the target attribute, for AVX2, picked at run time (util::best_isa, so
 // STRATA_ISA=scalar selects the baseline). The AVX2 target does not include FMA, so the
 // compiler cannot fuse a multiply-add and both give the same bits: a seed draws the same tokens
 // on every machine (tests/runtime checks the two against each other).
@@ -292,7 +292,7 @@ ExpKernels exp_kernels_for(bool avx2) {
 }
 
 const ExpKernels& exp_kernels() {
-    static const ExpKernels kernels = exp_kernels_for(cpu::best_isa() >= cpu::Isa::Avx2);
+    static const ExpKernels kernels = exp_kernels_for(util::best_isa() >= util::Isa::Avx2);
     return kernels;
 }
 
@@ -631,7 +631,7 @@ private:
 bool detail::run_exp_pass(const float* logits, int32_t n, float max, float inv_t, bool avx2, float* w,
                           uint16_t* bucket) {
 #ifdef STRATA_SAMPLER_AVX2
-    if (avx2 && !cpu::isa_supported(cpu::Isa::Avx2)) return false;
+    if (avx2 && !util::isa_supported(util::Isa::Avx2)) return false;
 #else
     if (avx2) return false;
 #endif

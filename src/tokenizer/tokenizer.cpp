@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
@@ -113,7 +113,7 @@ std::vector<int32_t> Tokenizer::encode_parallel(std::string_view text, int n_thr
     if (n_parts == 1) return encode(text, parse_special);
 
     std::vector<std::vector<int32_t>> parts(n_parts);
-    cpu::ThreadPool pool(std::min<int>(n_threads, static_cast<int>(n_parts)), /*spin_us=*/0);
+    util::ThreadPool pool(std::min<int>(n_threads, static_cast<int>(n_parts)), /*spin_us=*/0);
     pool.parallel_for(static_cast<int64_t>(n_parts), [&](int64_t k, int) {
         const auto i = static_cast<size_t>(k);
         parts[i] = encode(text.substr(cuts[i], cuts[i + 1] - cuts[i]), parse_special);

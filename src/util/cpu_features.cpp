@@ -1,4 +1,4 @@
-#include "cpu/cpu_features.h"
+#include "util/cpu_features.h"
 
 #include <cpuid.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace strata::cpu {
+namespace strata::util {
 
 namespace {
 
@@ -120,4 +120,4 @@ std::optional<Isa> isa_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::util

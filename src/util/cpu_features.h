@@ -12,7 +12,7 @@
 #include <optional>
 #include <string_view>
 
-namespace strata::cpu {
+namespace strata::util {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
@@ -46,4 +46,4 @@ bool has_avx512_bf16();
 const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 std::optional<Isa> isa_from_name(std::string_view name);
 
-}  // namespace strata::cpu
+}  // namespace strata::util

@@ -1,4 +1,4 @@
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 
 #include <chrono>
 
@@ -9,7 +9,7 @@
 #define STRATA_CPU_RELAX() ((void)0)
 #endif
 
-namespace strata::cpu {
+namespace strata::util {
 
 namespace {
 // The pool whose task the current thread is running, to turn nested calls into serial loops.
@@ -139,4 +139,4 @@ void ThreadPool::worker_main(int thread) {
     }
 }
 
-}  // namespace strata::cpu
+}  // namespace strata::util

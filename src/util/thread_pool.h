@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace strata::cpu {
+namespace strata::util {
 
 class ThreadPool {
 public:
@@ -74,4 +74,4 @@ private:
     std::exception_ptr error_;
 };
 
-}  // namespace strata::cpu
+}  // namespace strata::util

@@ -66,9 +66,9 @@ TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
     std::vector<int32_t> pos(static_cast<size_t>(n_q));
     for (int64_t i = 0; i < n_q; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(c.n_ctx - n_q + i);
     const auto qs = test::random_floats(static_cast<size_t>(n_q * c.n_head * c.dk), 3);
-    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
-        if (!cpu::isa_supported(isa)) {
-            std::printf("  (%s not supported here: skipped)\n", cpu::isa_name(isa));
+    for (util::Isa isa : {util::Isa::Scalar, util::Isa::Avx2, util::Isa::Avx512}) {
+        if (!util::isa_supported(isa)) {
+            std::printf("  (%s not supported here: skipped)\n", util::isa_name(isa));
             continue;
         }
         for (int64_t hk = 0; hk < c.n_head_kv; ++hk) {
@@ -101,7 +101,7 @@ TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
                         num += e * e;
                         den += ref[static_cast<size_t>(d)] * ref[static_cast<size_t>(d)];
                     }
-                    EXPECT_LT(std::sqrt(num / den), 1e-5) << cpu::isa_name(isa) << " kv head " << hk << " query " << i << " head " << h;
+                    EXPECT_LT(std::sqrt(num / den), 1e-5) << util::isa_name(isa) << " kv head " << hk << " query " << i << " head " << h;
                 }
             // A query alone gives bit-identical output to the same query inside the tile.
             const int64_t pick = n_q > 1 ? 1 : 0;

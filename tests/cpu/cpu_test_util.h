@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_features.h"
+#include "util/cpu_features.h"
 #include "cpu/kernels.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
@@ -110,13 +110,13 @@ inline std::vector<float> dequant_acts(cpu::ActFormat f, const uint8_t* row, int
 }
 
 // Levels above scalar, with whether this CPU can run them.
-inline std::vector<cpu::Isa> simd_isas() { return {cpu::Isa::Avx2, cpu::Isa::Avx512}; }
+inline std::vector<util::Isa> simd_isas() { return {util::Isa::Avx2, util::Isa::Avx512}; }
 
 #define STRATA_REQUIRE_ISA(isa)                                                                                      \
     do {                                                                                                             \
-        if (!::strata::cpu::isa_supported(isa)) {                                                                    \
-            GTEST_SKIP() << "CPU lacks " << ::strata::cpu::isa_name(isa) << " (has up to "                          \
-                         << ::strata::cpu::isa_name(::strata::cpu::detected_isa()) << "): its kernels were not run";  \
+        if (!::strata::util::isa_supported(isa)) {                                                                    \
+            GTEST_SKIP() << "CPU lacks " << ::strata::util::isa_name(isa) << " (has up to "                          \
+                         << ::strata::util::isa_name(::strata::util::detected_isa()) << "): its kernels were not run";  \
         }                                                                                                            \
     } while (0)
 

@@ -13,7 +13,7 @@ namespace strata::test {
 namespace {
 
 using cpu::ActFormat;
-using cpu::Isa;
+using util::Isa;
 using quant::Type;
 
 constexpr uint32_t kSeeds[] = {1, 2, 3};
@@ -77,7 +77,7 @@ TEST_P(KernelLevel, ActivationQuantisersMatchScalarBytes) {
                 const auto b = quantize_acts(ks, f, x);
                 ASSERT_EQ(a.size(), b.size());
                 EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size()))
-                    << cpu::act_format_name(f) << " n=" << n << " seed=" << seed << " level " << cpu::isa_name(GetParam());
+                    << cpu::act_format_name(f) << " n=" << n << " seed=" << seed << " level " << util::isa_name(GetParam());
             }
         }
     }
@@ -112,7 +112,7 @@ TEST_P(KernelLevel, DotKernelsMatchScalar) {
                         const double bound = 1e-5 * abs_dot(wd, acts_deq[c]) + 1e-30;
                         EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound)
                             << quant::type_name(t) << " n=" << n << " seed=" << seed << " row " << r << " col " << c << " level "
-                            << cpu::isa_name(GetParam());
+                            << util::isa_name(GetParam());
                     }
                 }
             }
@@ -146,7 +146,7 @@ TEST_P(KernelLevel, DotKernelsMatchScalarOnRandomBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, KernelLevel, ::testing::Values(Isa::Avx2, Isa::Avx512),
-                         [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
+                         [](const auto& info) { return std::string(util::isa_name(info.param)); });
 
 // The scalar reference is the dequantised dot product: against dequantize_row(weights) .
 // dequantised activations in double, only f32 rounding differs (bound 1e-5 of sum |w_i a_i|).
@@ -209,29 +209,29 @@ TEST(KernelSets, EveryLevelHasEveryTypeAndQuantiser) {
     const auto types = cpu::supported_weight_types();
     EXPECT_GE(types.size(), 17u);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-        if (!cpu::isa_supported(isa)) continue;
+        if (!util::isa_supported(isa)) continue;
         const auto& ks = cpu::kernel_set(isa);
         EXPECT_EQ(ks.isa, isa);
-        for (Type t : types) EXPECT_NE(ks.dot_for(t), nullptr) << quant::type_name(t) << " at " << cpu::isa_name(isa);
+        for (Type t : types) EXPECT_NE(ks.dot_for(t), nullptr) << quant::type_name(t) << " at " << util::isa_name(isa);
         for (int f = 0; f < cpu::kActFormatCount; ++f) EXPECT_NE(ks.quantize[f], nullptr);
     }
     // Each level really brings its own kernels for the main types.
-    if (cpu::isa_supported(Isa::Avx2)) {
+    if (util::isa_supported(Isa::Avx2)) {
         EXPECT_NE(cpu::kernel_set(Isa::Avx2).dot_for(Type::Q4_K), cpu::kernel_set(Isa::Scalar).dot_for(Type::Q4_K));
     }
-    if (cpu::isa_supported(Isa::Avx512)) {
+    if (util::isa_supported(Isa::Avx512)) {
         for (Type t : {Type::Q4_K, Type::Q8_0, Type::IQ4_XS, Type::IQ3_XXS, Type::F16}) {
             EXPECT_NE(cpu::kernel_set(Isa::Avx512).dot_for(t), cpu::kernel_set(Isa::Avx2).dot_for(t)) << quant::type_name(t);
         }
     }
-    EXPECT_TRUE(cpu::isa_supported(Isa::Scalar));
-    EXPECT_TRUE(cpu::isa_supported(cpu::best_isa()));
-    EXPECT_EQ(cpu::isa_from_name("AVX2"), Isa::Avx2);
-    EXPECT_EQ(cpu::isa_from_name("sse"), std::nullopt);
+    EXPECT_TRUE(util::isa_supported(Isa::Scalar));
+    EXPECT_TRUE(util::isa_supported(util::best_isa()));
+    EXPECT_EQ(util::isa_from_name("AVX2"), Isa::Avx2);
+    EXPECT_EQ(util::isa_from_name("sse"), std::nullopt);
 }
 
 TEST(KernelSets, UnsupportedLevelThrows) {
-    if (cpu::isa_supported(Isa::Avx512)) GTEST_SKIP() << "CPU has AVX-512: nothing unsupported to ask for";
+    if (util::isa_supported(Isa::Avx512)) GTEST_SKIP() << "CPU has AVX-512: nothing unsupported to ask for";
     EXPECT_THROW(cpu::kernel_set(Isa::Avx512), Error);
 }
 

@@ -13,7 +13,7 @@
 namespace strata::test {
 namespace {
 
-using cpu::Isa;
+using util::Isa;
 using quant::Type;
 
 // y_ref[b][r] from the scalar kernel one row and one column at a time.
@@ -44,7 +44,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
     const Type types[] = {Type::Q4_K, Type::Q8_0, Type::IQ3_XXS, Type::F16, Type::Q6_K, Type::IQ4_NL};
     for (int threads : {1, 2, 3}) {
-        cpu::ThreadPool pool(threads);
+        util::ThreadPool pool(threads);
         for (Type t : types) {
             const int64_t cols = quant::type_info(t).block_elems == 1 ? 96 : 512;
             for (int64_t rows : {1, 5, 67}) {
@@ -68,7 +68,7 @@ TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
 // whatever else is in its batch).
 TEST(Matmul, ColumnResultsDoNotDependOnTheBatch) {
     const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16, Type::BF16, Type::F32};
-    cpu::ThreadPool pool(2);
+    util::ThreadPool pool(2);
     for (Type t : types) {
         const int64_t cols = 512, rows = 70;
         const auto data = make_weights(t, rows, cols, 7);
@@ -91,7 +91,7 @@ TEST(Matmul, ColumnResultsDoNotDependOnTheBatch) {
 }
 
 TEST(Matmul, JobsWithRowRangesColumnSubsetsAndStrides) {
-    cpu::ThreadPool pool(2);
+    util::ThreadPool pool(2);
     const int64_t rows = 40, cols = 256, batch = 6;
     const auto a_data = make_weights(Type::Q4_K, rows, cols, 1);
     const auto b_data = make_weights(Type::Q4_K, rows, cols, 2);
@@ -132,7 +132,7 @@ TEST(Matmul, JobsWithRowRangesColumnSubsetsAndStrides) {
 }
 
 TEST(Activations, PoolAndSerialQuantisationAgree) {
-    cpu::ThreadPool pool(3);
+    util::ThreadPool pool(3);
     const int64_t n = 1024, batch = 40;  // large enough to be spread over the pool
     const auto x = random_floats(static_cast<size_t>(n * batch), 11);
     for (auto fmt : {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {

@@ -12,10 +12,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
-#include "model/make_model.h"
-#include "model/quantize_model.h"
+#include "model_tools/make_model.h"
+#include "model_tools/quantize_model.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -33,10 +33,10 @@ class CudaModels : public testing::TestWithParam<std::tuple<std::string, std::st
 
 TEST_P(CudaModels, ForwardMatchesCpu) {
     std::string why;
-    if (!backend::cuda_usable(&why)) GTEST_SKIP() << why;
+    if (!devices::cuda_usable(&why)) GTEST_SKIP() << why;
     const auto [arch, mix] = GetParam();
     test::TempDir dir;
-    MakeModelOptions o;
+    model_tools::MakeModelOptions o;
     o.arch = arch;
     o.type = mix;
     o.layers = 4;
@@ -47,14 +47,14 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     o.experts_used = 4;
     o.init = "quantize";
     const auto path = dir / "m.gguf";
-    make_model(o, path);
+    model_tools::make_model(o, path);
 
     backend::CpuBackend cpu(2);
-    backend::BackendOptions bo;
+    devices::BackendOptions bo;
     bo.device = "cuda";
-    const auto gpu = backend::make_backend(bo);
+    const auto gpu = devices::make_backend(bo);
     bo.cuda_graphs = false;
-    const auto gpu_eager = backend::make_backend(bo);
+    const auto gpu_eager = devices::make_backend(bo);
     auto mc = Model::load(path, cpu);
     auto mg = Model::load(path, *gpu);
     auto me = Model::load(path, *gpu_eager);  // the same kernels launched one by one
@@ -66,9 +66,9 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
     EXPECT_EQ(mc->kv_type(), backend::KvType::F32);
     std::unique_ptr<Model> mr;  // f32 reference on the dequantised weights
     if (mix != "f32") {
-        QuantizeOptions q;
+        model_tools::QuantizeOptions q;
         q.mix = "f32";
-        quantize_model(path, dir / "ref.gguf", q);
+        model_tools::quantize_model(path, dir / "ref.gguf", q);
         mr = Model::load(dir / "ref.gguf", cpu);
     }
     const int64_t n_vocab = mc->config().n_vocab;
@@ -168,7 +168,7 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Made, CudaModels,
-                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"), testing::Values("f32", "q4_k_m", "q8_0")),
+                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"), testing::Values("f32", "q4_k_m", "q8_0", "q4_1", "q5_0")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <numeric>
 #include <random>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
 #include "cpu/kernels.h"
 #include "quant/dequant.h"
@@ -50,7 +50,7 @@ std::vector<int> half_fields(Type t) {
 // block types from random bytes with their scale halves set to random values in [0.002, 0.02].
 struct HostWeight {
     std::vector<uint8_t> bytes;
-    model::Weight w;
+    backend::Weight w;
 };
 HostWeight random_weight(Type t, int64_t ne0, int64_t rows, int64_t n_expert, uint32_t seed) {
     const auto& ti = quant::type_info(t);
@@ -89,12 +89,12 @@ class CudaOps : public testing::Test {
 protected:
     void SetUp() override {
         std::string why;
-        if (!cuda_usable(&why)) GTEST_SKIP() << why;
-        BackendOptions o;
+        if (!devices::cuda_usable(&why)) GTEST_SKIP() << why;
+        devices::BackendOptions o;
         o.device = "cuda";
-        gpu_ = make_backend(o);
+        gpu_ = devices::make_backend(o);
         o.cuda_int8_products = false;
-        gpu_f32_ = make_backend(o);
+        gpu_f32_ = devices::make_backend(o);
         cpu_ = std::make_unique<CpuBackend>(2);
     }
     // Decode products of these types take their input rounded to 8 bits per 32 values (unless
@@ -397,10 +397,10 @@ TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
 // without the 64 MiB copy (fixed: 36 MiB of staging and cuBLAS workspace, the 34 MiB weight), and
 // the product afterwards (its copy made again) equals the one before bit for bit.
 TEST_F(CudaOps, Bf16WeightCopiesGiveTheirMemoryBack) {
-    BackendOptions o;
+    devices::BackendOptions o;
     o.device = "cuda";
     o.vram_budget = uint64_t{300} << 20;
-    const auto b = make_backend(o);
+    const auto b = devices::make_backend(o);
     const int64_t ne0 = 2048, rows = 16384, n = 16;
     kept_.push_back(std::make_unique<HostWeight>(random_weight(Type::Q8_0, ne0, rows, 1, 90)));
     const HostWeight& h = *kept_.back();
@@ -846,9 +846,9 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
     const std::string kept = user_value != nullptr ? user_value : "";
     for (const char* octet_min : {"0", "1000000000"}) {
         setenv("STRATA_CUDA_ATTN_OCTET_MIN", octet_min, 1);
-        BackendOptions o;
+        devices::BackendOptions o;
         o.device = "cuda";
-        forms.push_back(make_backend(o));
+        forms.push_back(devices::make_backend(o));
     }
     if (user_value != nullptr) setenv("STRATA_CUDA_ATTN_OCTET_MIN", kept.c_str(), 1);
     else unsetenv("STRATA_CUDA_ATTN_OCTET_MIN");
@@ -1147,11 +1147,11 @@ TEST_F(CudaOps, BadInputIsRefusedWithAClearError) {
     EXPECT_THROW(gpu_->matmul(p), Error);
     auto odd = random_weight(Type::IQ1_S, 256, 4, 1, 1);
     EXPECT_THROW(gpu_->upload_weights({&odd.w, 1}, {}), Error);
-    BackendOptions o;
+    devices::BackendOptions o;
     o.device = "cuda:99";
-    EXPECT_THROW(make_backend(o), Error);
+    EXPECT_THROW(devices::make_backend(o), Error);
     o.device = "tpu";
-    EXPECT_THROW(make_backend(o), Error);
+    EXPECT_THROW(devices::make_backend(o), Error);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/backend_factory.h"
+#include "devices/backend_factory.h"
 #include "model/model.h"
 #include "test_util.h"
 
@@ -32,10 +32,10 @@ TEST_P(FixtureLogits, MatchesTransformers) {
     const auto dir = test::fixture("hf-tiny/" + arch);
     STRATA_REQUIRE_FIXTURE(dir / (arch + "-bf16.gguf"));
     std::string why;
-    if (device == "cuda" && !backend::cuda_usable(&why)) GTEST_SKIP() << why;
-    backend::BackendOptions bo;
+    if (device == "cuda" && !devices::cuda_usable(&why)) GTEST_SKIP() << why;
+    devices::BackendOptions bo;
     bo.device = device;
-    const auto backend = backend::make_backend(bo);
+    const auto backend = devices::make_backend(bo);
     backend::Backend& be = *backend;
     // These references were computed after model.to(bfloat16), which also rounded the rotary
     // inv_freq buffer: reproduce that to compare the rest of the computation tightly.

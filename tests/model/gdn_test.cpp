@@ -25,8 +25,8 @@ namespace {
 using test::random_floats;
 
 // An f32 weight over host floats: GGUF ne {ne0, ne1}.
-model::Weight f32_weight(const std::vector<float>& v, int64_t ne0, int64_t ne1 = 1) {
-    model::Weight w;
+backend::Weight f32_weight(const std::vector<float>& v, int64_t ne0, int64_t ne1 = 1) {
+    backend::Weight w;
     w.type = quant::Type::F32;
     w.data = reinterpret_cast<const uint8_t*>(v.data());
     w.ne = {ne0, ne1, 1, 1};
@@ -52,7 +52,7 @@ TEST(GdnOps, ConvCarriesStateAcrossSplitCalls) {
     const int64_t channels = 300, kernel = 4, n_tokens = 23;  // 300: more than one channel block
     const auto x = random_floats(static_cast<size_t>(n_tokens * channels), 11);
     const auto w_values = random_floats(static_cast<size_t>(channels * kernel), 12, 0.5f);
-    const model::Weight w = f32_weight(w_values, kernel, channels);
+    const backend::Weight w = f32_weight(w_values, kernel, channels);
     // Reference over the whole sequence, zeros before t = 0.
     std::vector<double> want(static_cast<size_t>(n_tokens * channels));
     for (int64_t t = 0; t < n_tokens; ++t)
@@ -85,7 +85,7 @@ TEST(GdnOps, GatesReadDenseAndCombinedLayouts) {
     std::vector<float> a_neg(a_values.size());
     for (size_t i = 0; i < a_neg.size(); ++i) a_neg[i] = -std::exp(a_values[i]);  // -exp(A_log)
     const auto dt = random_floats(static_cast<size_t>(n_v), 22);
-    const model::Weight wa = f32_weight(a_neg, n_v), wdt = f32_weight(dt, n_v);
+    const backend::Weight wa = f32_weight(a_neg, n_v), wdt = f32_weight(dt, n_v);
     // Logical inputs b[t][h], alpha[t][h]; the 8x outliers of random_floats reach softplus' linear range.
     const auto b = random_floats(static_cast<size_t>(n_tokens * n_v), 23, 3.0f);
     const auto alpha = random_floats(static_cast<size_t>(n_tokens * n_v), 24, 3.0f);
@@ -159,7 +159,7 @@ TEST(GdnOps, GatedRmsNorm) {
     const auto z = random_floats(static_cast<size_t>(rows * dim), 42);
     auto w_values = random_floats(static_cast<size_t>(dim), 43, 0.1f);
     for (float& v : w_values) v += 1.0f;
-    const model::Weight w = f32_weight(w_values, dim);
+    const backend::Weight w = f32_weight(w_values, dim);
     std::vector<float> normed(x.size()), out(x.size());
     be.rms_norm(x.data(), &w, rows, dim, eps, normed.data());
     be.swiglu(z.data(), normed.data(), rows, dim, dim, out.data());
@@ -336,6 +336,7 @@ namespace {
 class ExactProductsBackend final : public Backend {
 public:
     const char* name() const override { return "cpu-exact-products"; }
+    bool supports(quant::Type t) const override { return cpu_.supports(t); }
     float* alloc_floats(size_t n) override { return cpu_.alloc_floats(n); }
     void free_floats(float* p) override { cpu_.free_floats(p); }
     void copy_to_host(const float* src, float* host, size_t n) override { cpu_.copy_to_host(src, host, n); }

@@ -6,10 +6,10 @@
 
 #include "backend/cpu_backend.h"
 #include "gguf/gguf.h"
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "model/model.h"
-#include "model/quant_mix.h"
-#include "model/quantize_model.h"
+#include "model_tools/quant_mix.h"
+#include "model_tools/quantize_model.h"
 #include "test_util.h"
 #include "util/error.h"
 
@@ -47,7 +47,7 @@ class MadeModels : public testing::TestWithParam<std::string> {};
 TEST_P(MadeModels, LoadWithTheirConfigAndQuantiseClose) {
     const std::string arch = GetParam();
     TempDir dir;
-    MakeModelOptions o;
+    model_tools::MakeModelOptions o;
     o.arch = arch;
     o.type = "f32";
     o.layers = 4;
@@ -56,11 +56,11 @@ TEST_P(MadeModels, LoadWithTheirConfigAndQuantiseClose) {
     o.experts = 4;
     o.experts_used = 4;
     const auto f32_path = dir / "m-f32.gguf";
-    make_model(o, f32_path);
+    model_tools::make_model(o, f32_path);
 
     backend::CpuBackend be(1);
     auto m = Model::load(f32_path, be);
-    const ModelConfig want = make_model_config(o, 263);
+    const ModelConfig want = model_tools::make_model_config(o, 263);
     const ModelConfig& got = m->config();
     EXPECT_EQ(got.arch_name, arch);
     EXPECT_EQ(got.n_layer, want.n_layer);
@@ -87,9 +87,9 @@ TEST_P(MadeModels, LoadWithTheirConfigAndQuantiseClose) {
                                                     {"bf16", hybrid ? 0.08 : 0.012}};
     for (const auto& [mix, bound] : mixes) {
         const auto qpath = dir / (std::string("m-") + mix + ".gguf");
-        QuantizeOptions qo;
+        model_tools::QuantizeOptions qo;
         qo.mix = mix;
-        quantize_model(f32_path, qpath, qo);
+        model_tools::quantize_model(f32_path, qpath, qo);
         const double err = rel_l2(run_prompt(qpath, kPrompt), ref);
         std::printf("%s %s: logits rel L2 vs f32 %.4f\n", arch.c_str(), mix, err);
         EXPECT_LT(err, bound) << arch << " " << mix;
@@ -100,9 +100,9 @@ TEST_P(MadeModels, LoadWithTheirConfigAndQuantiseClose) {
     // the activations' 8-bit rounding separates them.
     const auto q4 = dir / "m-q4_k_m.gguf";
     const auto back = dir / "m-q4-deq.gguf";
-    QuantizeOptions to_f32;
+    model_tools::QuantizeOptions to_f32;
     to_f32.mix = "f32";
-    quantize_model(q4, back, to_f32);
+    model_tools::quantize_model(q4, back, to_f32);
     const double err = rel_l2(run_prompt(q4, kPrompt), run_prompt(back, kPrompt));
     std::printf("%s q4_k_m vs its dequantised weights: rel L2 %.5f\n", arch.c_str(), err);
     EXPECT_LT(err, hybrid ? 0.13 : 0.025);
@@ -112,45 +112,45 @@ INSTANTIATE_TEST_SUITE_P(Archs, MadeModels, testing::Values("qwen3moe", "qwen3ne
                          [](const auto& info) { return info.param; });
 
 TEST(QuantMix, RulesFollowTheDocumentedMix) {
-    const auto mix = *quant_mix_from_name("Q4_K_M");
+    const auto mix = *model_tools::quant_mix_from_name("Q4_K_M");
     using quant::Type;
-    EXPECT_EQ(tensor_type_for(mix, "blk.0.attn_norm.weight", {2048}, 48, true, Type::F32), Type::F32);
-    EXPECT_EQ(tensor_type_for(mix, "blk.0.ffn_gate_inp.weight", {2048, 128}, 48, true, Type::F32), Type::F32);
-    EXPECT_EQ(tensor_type_for(mix, "blk.0.ssm_conv1d.weight", {4, 8192}, 48, true, Type::F32), Type::F32);
-    EXPECT_EQ(tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, true, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q4_K);
-    EXPECT_EQ(tensor_type_for(mix, "output.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(tensor_type_for(mix, "blk.0.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(tensor_type_for(mix, "blk.7.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q4_K);
-    EXPECT_EQ(tensor_type_for(mix, "blk.8.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {2048, 768, 128}, 48, true, Type::BF16), Type::Q4_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.attn_norm.weight", {2048}, 48, true, Type::F32), Type::F32);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.ffn_gate_inp.weight", {2048, 128}, 48, true, Type::F32), Type::F32);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.ssm_conv1d.weight", {4, 8192}, 48, true, Type::F32), Type::F32);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, true, Type::BF16), Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q4_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "output.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.7.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q4_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.8.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {2048, 768, 128}, 48, true, Type::BF16), Type::Q4_K);
     // Rows that are not whole 256-blocks fall back.
-    EXPECT_EQ(tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {96, 64, 8}, 48, true, Type::BF16), Type::IQ4_NL);
-    EXPECT_EQ(tensor_type_for(*quant_mix_from_name("iq4_xs"), "blk.1.attn_q.weight", {96, 64}, 4, true, Type::BF16),
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {96, 64, 8}, 48, true, Type::BF16), Type::IQ4_NL);
+    EXPECT_EQ(model_tools::tensor_type_for(*model_tools::quant_mix_from_name("iq4_xs"), "blk.1.attn_q.weight", {96, 64}, 4, true, Type::BF16),
               Type::IQ4_NL);
-    EXPECT_FALSE(quant_mix_from_name("q3_zz").has_value());
+    EXPECT_FALSE(model_tools::quant_mix_from_name("q3_zz").has_value());
 }
 
 TEST(MakeModel, RefusesBadGeometry) {
-    MakeModelOptions o;
+    model_tools::MakeModelOptions o;
     o.heads = 5;
     o.kv_heads = 2;
-    EXPECT_THROW(make_model_config(o, 263), Error);
+    EXPECT_THROW(model_tools::make_model_config(o, 263), Error);
     o = {};
     o.preset = "nope";
-    EXPECT_THROW(make_model_config(o, 263), Error);
+    EXPECT_THROW(model_tools::make_model_config(o, 263), Error);
 }
 
 TEST(Quantize, UnknownMixAndSameFileAreErrors) {
     TempDir dir;
-    MakeModelOptions o;
+    model_tools::MakeModelOptions o;
     o.layers = 1;
-    make_model(o, dir / "a.gguf");
-    QuantizeOptions q;
+    model_tools::make_model(o, dir / "a.gguf");
+    model_tools::QuantizeOptions q;
     q.mix = "q9_k";
-    EXPECT_THROW(quantize_model(dir / "a.gguf", dir / "b.gguf", q), Error);
+    EXPECT_THROW(model_tools::quantize_model(dir / "a.gguf", dir / "b.gguf", q), Error);
     q.mix = "q8_0";
-    EXPECT_THROW(quantize_model(dir / "a.gguf", dir / "a.gguf", q), Error);
+    EXPECT_THROW(model_tools::quantize_model(dir / "a.gguf", dir / "a.gguf", q), Error);
     EXPECT_FALSE(std::filesystem::exists(dir / "b.gguf"));
 }
 

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "test_util.h"
 
 namespace strata::runtime {
@@ -17,11 +17,11 @@ using strata::test::TempDir;
 const std::filesystem::path& tiny_gguf() {
     static TempDir dir;
     static const std::filesystem::path p = [] {
-        model::MakeModelOptions o;
+        model_tools::MakeModelOptions o;
         o.type = "q8_0";
         o.seed = 3;
         const auto path = dir / "tiny.gguf";
-        model::make_model(o, path);
+        model_tools::make_model(o, path);
         return path;
     }();
     return p;

@@ -11,7 +11,7 @@
 
 #include "backend/cpu_backend.h"
 #include "gguf/gguf.h"
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "model/model.h"
 #include "runtime/scheduler.h"
 #include "test_util.h"
@@ -32,12 +32,12 @@ inline TinyModel& tiny_model(const std::string& arch) {
     static std::map<std::string, TinyModel> models;
     auto it = models.find(arch);
     if (it != models.end()) return it->second;
-    model::MakeModelOptions o;
+    model_tools::MakeModelOptions o;
     o.arch = arch;
     o.type = "q8_0";
     o.seed = 11;
     const auto path = dir / (arch + ".gguf");
-    model::make_model(o, path);
+    model_tools::make_model(o, path);
     TinyModel m;
     m.be = std::make_unique<backend::CpuBackend>(2);
     m.model = model::Model::load(path, *m.be);

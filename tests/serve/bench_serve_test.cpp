@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "bench/serve_bench.h"
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "serve/chat_request.h"
 #include "test_util.h"
 
@@ -192,9 +192,9 @@ json read_json(const std::filesystem::path& p) {
 TEST(BenchServe, RunsAgainstARealServerAndTheEngineAlone) {
     strata::test::TempDir dir;
     const auto model = dir / "tiny.gguf";
-    model::MakeModelOptions mo;
+    model_tools::MakeModelOptions mo;
     mo.seed = 7;
-    model::make_model(mo, model);
+    model_tools::make_model(mo, model);
     ServeProcess serve(model);
     ASSERT_FALSE(serve.url().empty()) << "serve did not start:\n" << serve.log();
 

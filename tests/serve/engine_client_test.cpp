@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "model/make_model.h"
+#include "model_tools/make_model.h"
 #include "serve/engine_client.h"
 #include "test_util.h"
 #include "util/error.h"
@@ -25,10 +25,10 @@ using namespace std::chrono_literals;
 const std::filesystem::path& tiny_gguf() {
     static strata::test::TempDir dir;
     static const std::filesystem::path p = [] {
-        model::MakeModelOptions o;
+        model_tools::MakeModelOptions o;
         o.seed = 5;
         const auto path = dir / "tiny.gguf";
-        model::make_model(o, path);
+        model_tools::make_model(o, path);
         return path;
     }();
     return p;

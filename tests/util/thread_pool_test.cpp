@@ -1,4 +1,4 @@
-#include "cpu/thread_pool.h"
+#include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 namespace strata::test {
 namespace {
 
-using cpu::ThreadPool;
+using util::ThreadPool;
 
 TEST(ThreadPool, RunsEveryTaskOnceWithValidThreadIds) {
     for (int threads : {1, 2, 3, 5}) {
