@@ -18,7 +18,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 let server;
 after(stopAll);
 
-for (const kind of ['qwen3', 'qwen35']) test(`claude -p completes a turn against strata serve (${kind} template)`, { timeout: 900000 }, async () => {
+for (const kind of ['qwen3', 'qwen35-eos']) test(`claude -p completes a turn against strata serve (${kind} template)`, { timeout: 900000 }, async () => {
   server = await startServer({ kind, name: 'strata-tiny', args: ['--api-key', 'sk-claude-test'], logName: `claude-code-${kind}` });
   const home = mkdtempSync(join(tmpdir(), 'strata-claude-home-'));
   const env = {

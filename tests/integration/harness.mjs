@@ -17,6 +17,8 @@ mkdirSync(workDir, { recursive: true });
 // constant eos feature (--eos-bias: replies end by themselves after a few tokens, as a chat
 // model's do). `qwen35`: the Qwen3.5 template (the prompt opens <think>; XML tool calls) and no
 // eos feature: it reasons until stopped, which is what thinking budgets are tested on.
+// `qwen35-eos`: the Qwen3.5 template with Qwen3's eos feature, for clients that need a turn to end
+// by itself (Claude Code reports a reply cut at its max_tokens as an error).
 export function model(kind = 'qwen3') {
   const path = join(workDir, `tiny-${kind}.gguf`);
   if (existsSync(path)) return path;
@@ -25,8 +27,8 @@ export function model(kind = 'qwen3') {
   const tmp = `${path}.${process.pid}.tmp`;
   const args = ['make-model', tmp, '--arch', 'qwen3moe', '--preset', 'tiny', '--type', 'q8_0',
     '--tokenizer', tokenizerDir, '--ctx', '65536'];
-  if (kind === 'qwen35') args.push('--chat-template', join(here, '../template/templates/qwen3.5.jinja'));
-  else args.push('--eos-bias', '6');
+  if (kind.startsWith('qwen35')) args.push('--chat-template', join(here, '../template/templates/qwen3.5.jinja'));
+  if (kind !== 'qwen35') args.push('--eos-bias', '6');
   execFileSync(strataBin, args, { stdio: ['ignore', 'ignore', 'inherit'] });
   renameSync(tmp, path);
   return path;
