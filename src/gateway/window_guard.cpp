@@ -80,6 +80,14 @@ Flattened flatten(ApiKind api, const ojson& body) {
         if (!m.is_object()) continue;
         Message out;
         out.role = m.value("role", "user");
+        // A system entry between turns (Claude Code's agent list, Codex's developer notes) is an
+        // instruction, not history: it counts with the system prompt and is never abridged away
+        // (rebuild keeps it; the lane merges every system message into the leading one).
+        if (out.role == "system" || out.role == "developer") {
+            if (!f.conversation.system.empty()) f.conversation.system += "\n\n";
+            f.conversation.system += flatten_content(m.value("content", ojson()));
+            continue;
+        }
         const ojson content = m.contains("content") ? m["content"] : ojson();
         out.text = flatten_content(content);
         if (api == ApiKind::OpenAI && m.contains("tool_calls") && m["tool_calls"].is_array())
@@ -102,17 +110,37 @@ ojson rebuild(ApiKind api, const ojson& body, const Flattened& f, const Assemble
     if (api == ApiKind::OpenAI)
         for (size_t i = 0; i < f.leading_system; ++i) kept.push_back(messages[i]);
     const size_t from = r.first_verbatim < f.source.size() ? f.source[r.first_verbatim] : messages.size();
+    // Anthropic: text appended to the top-level system prompt (a string or text blocks).
+    auto append_system = [&out](const std::string& text) {
+        if (!out.contains("system") || out["system"].is_null()) out["system"] = text;
+        else if (out["system"].is_string()) out["system"] = out["system"].get<std::string>() + "\n\n" + text;
+        else if (out["system"].is_array()) out["system"].push_back(ojson{{"type", "text"}, {"text", text}});
+    };
+    // System entries among the abridged turns stay (flatten counted them with the system prompt):
+    // OpenAI keeps them as messages after the leading ones, Anthropic moves their text into the
+    // system prompt, where the lane would merge them anyway.
+    size_t moved = 0;
+    for (size_t i = f.leading_system; i < from; ++i) {
+        if (!messages[i].is_object()) continue;
+        const std::string role = messages[i].value("role", "");
+        if (role != "system" && role != "developer") continue;
+        if (api == ApiKind::Anthropic) {
+            append_system(flatten_content(messages[i].value("content", ojson())));
+        } else {
+            kept.push_back(messages[i]);
+            ++moved;
+        }
+    }
     for (size_t i = from; i < messages.size(); ++i) kept.push_back(messages[i]);
     if (r.split_message && *r.split_message < f.source.size()) {
         const size_t body_index = f.source[*r.split_message];
-        const size_t kept_index = body_index >= from ? (api == ApiKind::OpenAI ? f.leading_system : 0) + (body_index - from) : SIZE_MAX;
+        const size_t kept_index =
+            body_index >= from ? (api == ApiKind::OpenAI ? f.leading_system : 0) + moved + (body_index - from) : SIZE_MAX;
         if (kept_index < kept.size()) kept[kept_index]["content"] = r.split_text;
     }
     if (!r.history_block.empty()) {
         if (api == ApiKind::Anthropic) {
-            if (!out.contains("system") || out["system"].is_null()) out["system"] = r.history_block;
-            else if (out["system"].is_string()) out["system"] = out["system"].get<std::string>() + "\n\n" + r.history_block;
-            else if (out["system"].is_array()) out["system"].push_back(ojson{{"type", "text"}, {"text", r.history_block}});
+            append_system(r.history_block);
         } else if (f.leading_system > 0) {
             ojson& sys = kept[f.leading_system - 1]["content"];
             if (sys.is_array()) sys.push_back(ojson{{"type", "text"}, {"text", r.history_block}});

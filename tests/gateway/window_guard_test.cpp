@@ -148,6 +148,38 @@ TEST_F(WindowGuardTest, AnthropicConversationKeepsSystemBlocksAndStartsAtAUserTu
     EXPECT_EQ(body["messages"].back()["content"], "Summarise.");
 }
 
+// Claude Code puts a system entry after the first user turn (its agent list); an abridged
+// conversation keeps it as an instruction instead of retrieving or dropping it with the old turns.
+TEST_F(WindowGuardTest, SystemEntriesBetweenTurnsSurviveAbridging) {
+    auto g = guard();
+    ojson anthropic = {{"model", "strata-tiny"}, {"max_tokens", 100}, {"system", "Be brief."}, {"messages", ojson::array()}};
+    ojson& am = anthropic["messages"];
+    am.push_back({{"role", "user"}, {"content", sentences(1, 4)}});
+    am.push_back({{"role", "system"}, {"content", "Agents available: zebra-scout."}});
+    for (int t = 0; t < 40; ++t) {
+        am.push_back({{"role", "assistant"}, {"content", sentences(t + 500, 2)}});
+        am.push_back({{"role", "user"}, {"content", sentences(t + 2, 4)}});
+    }
+    ASSERT_TRUE(g.apply(ApiKind::Anthropic, anthropic, anthropic.dump().size(), *lane_, "k").abridged);
+    EXPECT_LE(lane_tokens(ApiKind::Anthropic, anthropic) + 100, kWindow);
+    ASSERT_TRUE(anthropic["system"].is_string());
+    const std::string system = anthropic["system"];
+    EXPECT_EQ(system.rfind("Be brief.\n\nAgents available: zebra-scout.", 0), 0u) << system.substr(0, 200);
+    for (const auto& m : anthropic["messages"]) EXPECT_NE(m["role"], "system");
+    EXPECT_EQ(anthropic["messages"][0]["role"], "user");
+
+    ojson openai = openai_chat(60);
+    openai["messages"].insert(openai["messages"].begin() + 2, ojson{{"role", "developer"}, {"content", "Answer in French."}});
+    ASSERT_TRUE(g.apply(ApiKind::OpenAI, openai, openai.dump().size(), *lane_, "k2").abridged);
+    EXPECT_LE(lane_tokens(ApiKind::OpenAI, openai) + 64, kWindow);
+    const ojson& om = openai["messages"];
+    EXPECT_EQ(om[0]["role"], "system");
+    ASSERT_GE(om.size(), 3u);
+    EXPECT_EQ(om[1], (ojson{{"role", "developer"}, {"content", "Answer in French."}}));
+    EXPECT_EQ(om[2]["role"], "user");
+    EXPECT_EQ(om.back()["content"], "What is the pantry code?");
+}
+
 TEST_F(WindowGuardTest, OneHugeMessageKeepsHeadAndTailAndFits) {
     auto g = guard();
     const std::string paste = "HEAD-MARKER " + sentences(1, 1200) + "The boiler key hangs by the north door. " + sentences(2, 1200) + " Where does the boiler key hang?";
