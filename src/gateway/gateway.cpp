@@ -192,7 +192,7 @@ void Gateway::route() {
     // Keys are checked before a body is read (httplib reads it before the handler runs), so an
     // unauthenticated client cannot make the gateway hold max_body_mib per connection.
     h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (req.path == "/health" || req.path == "/api/hello") return httplib::Server::HandlerResponse::Unhandled;
+        if (req.path == "/" || req.path == "/health" || req.path == "/api/hello") return httplib::Server::HandlerResponse::Unhandled;
         if ((req.path == "/metrics" || req.path == "/concurrency") && trusted_peer(req)) return httplib::Server::HandlerResponse::Unhandled;
         if (!limiter_.auth_required() || authenticate(req, res, serve::api_of_path(req.path))) return httplib::Server::HandlerResponse::Unhandled;
         return httplib::Server::HandlerResponse::Handled;
@@ -213,6 +213,7 @@ void Gateway::route() {
         if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) metrics(res);
     });
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    h.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata gateway"})", "application/json"); });
     serve::install_api_error_handlers(h, config_.limits.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics" || req.path == "/concurrency") return;

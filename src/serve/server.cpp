@@ -145,7 +145,7 @@ void Server::route() {
         const bool anthropic = is_anthropic_path(req.path);
         const std::string rid = "req_" + random_id(24);
         res.set_header(anthropic ? "request-id" : "x-request-id", rid);
-        const bool open = req.path == "/health" || req.path == "/metrics" || req.path == "/api/hello";
+        const bool open = req.path == "/" || req.path == "/health" || req.path == "/metrics" || req.path == "/api/hello";
         if (!open && !authorized(req)) {
             Call call;
             call.api = anthropic ? ApiKind::Anthropic : ApiKind::OpenAI;
@@ -179,6 +179,9 @@ void Server::route() {
     });
     // Claude Code's warm-up probe.
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    // Clients probe the root for reachability (Claude Code sends HEAD / at start): answered
+    // without a key, saying nothing but what this is.
+    h.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata"})", "application/json"); });
     install_api_error_handlers(h, options_.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics") return;

@@ -235,4 +235,7 @@ test('authentication: x-api-key or Bearer; 401 in Anthropic shape', async (t) =>
   assert.equal((await byKey.messages.create({ model, max_tokens: 2, messages: hello })).role, 'assistant');
   const byToken = new Anthropic({ baseURL: keyed.base, authToken: 'sk-ant-test', apiKey: null, maxRetries: 0 });
   assert.equal((await byToken.messages.create({ model, max_tokens: 2, messages: hello })).role, 'assistant');
+  // The reachability probes Claude Code sends before a key is involved are answered without one.
+  for (const path of ['/', '/api/hello']) assert.equal((await fetch(keyed.base + path, { method: 'HEAD' })).status, 200, path);
+  assert.equal((await fetch(keyed.base + '/v1/models')).status, 401);
 });

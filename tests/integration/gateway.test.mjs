@@ -94,6 +94,7 @@ test('models: the lane ids and aliases with the lane window; keys and unknown mo
     (e) => e.status === 401 && e.error?.code === 'invalid_api_key');
   await assert.rejects(anthropic('sk-wrong').messages.create({ model: 'strata-tiny', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e.status === 401 && e.error?.error?.type === 'authentication_error');
+  for (const path of ['/', '/api/hello']) assert.equal((await fetch(gw.base + path, { method: "HEAD" })).status, 200, path);
   await assert.rejects(openai().chat.completions.create({ model: 'gpt-17', messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e.status === 404 && /gpt-17/.test(e.message));
   await assert.rejects(anthropic().messages.create({ model: 'claude-none', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
