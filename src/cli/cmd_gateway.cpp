@@ -25,7 +25,7 @@ namespace strata::cli {
 namespace {
 
 struct GatewayArgs {
-    std::string config_path, upstream, listen, keys_path, store = "default";
+    std::string config_path, upstream, upstream_key, listen, keys_path, store = "default";
     std::vector<std::string> api_keys;
     bool debug_endpoints = false, no_long_context = false;
     int lane_wait_s = -1;
@@ -46,12 +46,14 @@ int run_gateway(GatewayArgs& a) {
     gateway::GatewayConfig c;
     if (!a.config_path.empty()) {
         if (!a.upstream.empty()) throw Error("give either --config or --upstream, not both");
+        if (!a.upstream_key.empty()) throw Error("--upstream-key goes with --upstream; in a config, give upstream_key in the lane's entry");
         c = gateway::load_gateway_config(a.config_path);
     } else {
         if (a.upstream.empty()) throw Error("no lanes: give --upstream URL (a running `strata serve`) or --config FILE");
         gateway::LaneConfig lane;
         lane.name = "default";
         lane.upstream = a.upstream;
+        lane.upstream_key = a.upstream_key;
         lane.models = {"*"};
         c.lanes.push_back(lane);
     }
@@ -103,6 +105,7 @@ void add_gateway_command(CLI::App& app, Runner& run) {
     CLI::App* cmd = app.add_subcommand("gateway", "the network-facing gateway: lanes, keys, limits, 1M-token conversations (docs/gateway.md)");
     cmd->add_option("--config", a->config_path, "TOML config: listen, TLS, lanes, keys, limits, long context (examples/gateway.toml)")->check(CLI::ExistingFile);
     cmd->add_option("--upstream", a->upstream, "quick start: one lane, a running `strata serve` at this http:// URL; every model id goes there");
+    cmd->add_option("--upstream-key", a->upstream_key, "the key the --upstream lane itself expects (its --api-key), sent as x-api-key");
     cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (default 127.0.0.1:8090; 0.0.0.0:PORT to face the network)");
     cmd->add_option("--api-key", a->api_keys, "accepted key (repeatable; also STRATA_API_KEY); kept only as a digest");
     cmd->add_option("--key-name", a->key_name, "the name --api-key keys go by in logs, /concurrency and the lane")->capture_default_str();

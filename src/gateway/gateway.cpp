@@ -364,6 +364,15 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
     if (report.thinking_clamped || report.thinking_disabled) res.set_header("x-strata-thinking", report.thinking_disabled ? "disabled" : "clamped");
     if (const std::string ra = call->header("Retry-After"); !ra.empty()) res.set_header("Retry-After", ra);
     const int status = call->status();
+    // The lane refused the gateway's own credentials: the client's key is fine (it passed here),
+    // so a 401 would mislead; the operator's lane key is what is wrong.
+    if (status == 401 || status == 403) {
+        call->cancel();
+        --target->in_flight;
+        return fail(ApiError(502, "the lane '" + target->name() + "' refused the gateway (HTTP " + std::to_string(status) +
+                                      "): give the lane's key as upstream_key in its [[lanes]] entry (--upstream-key with --upstream)"),
+                    "error");
+    }
     const std::string type = call->header("Content-Type");
     if (!flight->stream || status != 200 || type.rfind("text/event-stream", 0) != 0) {
         std::string whole;

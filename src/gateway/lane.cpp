@@ -188,6 +188,11 @@ void Lane::fetch_model() {
     cli.set_connection_timeout(std::chrono::seconds(2));
     cli.set_read_timeout(std::chrono::seconds(30));
     auto models = cli.Get("/v1/models", lane_headers(config_));
+    if (models && (models->status == 401 || models->status == 403)) {
+        log_line("lane " + config_.name + ": /v1/models answered " + std::to_string(models->status) +
+                 ": the lane wants a key; give it as upstream_key in the lane's [[lanes]] entry (--upstream-key for --upstream)");
+        return;
+    }
     if (!models || models->status != 200) {
         log_line("lane " + config_.name + ": /v1/models failed; no window guard until it answers (asked again every 5 s)");
         return;

@@ -294,6 +294,26 @@ test('quick start: --upstream to a running lane, --api-key, and a request while 
   await quick.stop();
 });
 
+test('quick start in front of a keyed lane: --upstream-key, and without it a 502 naming the lane key', async () => {
+  const lane = await startServer({ args: ['--api-key', 'sk-lane'], logName: 'gw-keyed-lane' });
+  const body = JSON.stringify({ model: 'strata-tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  const post = (base) => fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { authorization: 'Bearer sk-client', 'content-type': 'application/json' }, body });
+  const bare = await startGateway(['--upstream', lane.base, '--listen', '127.0.0.1:0', '--api-key', 'sk-client', '--store', '', '--lane-wait', '3'], { logName: 'gw-bare' });
+  const refused = await post(bare.base);
+  assert.equal(refused.status, 502);
+  const err = await refused.json();
+  assert.match(err.error.message, /lane 'default' refused the gateway \(HTTP 401\).*upstream_key/);
+  await bare.stop();
+  const keyed = await startGateway(['--upstream', lane.base, '--upstream-key', 'sk-lane', '--listen', '127.0.0.1:0', '--api-key', 'sk-client', '--store', '', '--lane-wait', '3'], { logName: 'gw-keyed' });
+  const client = new OpenAI({ baseURL: `${keyed.base}/v1`, apiKey: 'sk-client', maxRetries: 0 });
+  await waitFor('the keyed lane\'s model list', async () => (await client.models.list()).data.length > 0);
+  assert.deepEqual((await client.models.list()).data.map((m) => m.id), ['strata-tiny']);
+  const ok = await post(keyed.base);
+  assert.equal(ok.status, 200);
+  await keyed.stop();
+  await lane.stop();
+});
+
 test('a dead lane\'s requests go to its fallback lane', async () => {
   const cfg = join(workDir, `gateway-fallback-${process.pid}.toml`);
   // Nothing listens on port 1: the "dead" lane never comes up; "live" is the main gateway.
