@@ -290,6 +290,7 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
     if (body.contains("tools")) tools = static_cast<int64_t>(body["tools"].dump().size()) / 3;  // a rough share; the exact count below corrects it
     int64_t budget = prompt_room - tools - 16 * 4 - 64;
     const ojson original = body;
+    int64_t smallest = report.prompt_tokens_in;  // the fewest prompt tokens reached (0: never counted)
     for (int attempt = 0; attempt < 5 && budget > 0; ++attempt) {
         AssembleOptions options;
         options.budget_tokens = budget;
@@ -313,6 +314,7 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         ojson candidate = r.abridged ? rebuild(api, original, flat, r) : original;
         if (output > reserve) set_output(api, candidate, reserve);
         const int64_t n = exact_tokens(api, candidate, *lane.counter, limits_);
+        smallest = smallest > 0 ? std::min(smallest, n) : n;
         if (n <= prompt_room) {
             body = std::move(candidate);
             report.abridged = r.abridged;
@@ -327,8 +329,11 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         }
         budget -= (n - prompt_room) + 32 + budget / 20;  // the template and joins cost more than counted: shrink and retry
     }
-    throw ApiError(400, "the conversation cannot be fitted into the lane's window of " + std::to_string(window) +
-                            " tokens (what must stay verbatim — system prompt, tools and the latest turn's head and tail — is too large)",
+    // Worded as the lane (and Anthropic's API) word it: clients such as Claude Code match
+    // "prompt is too long" to compact the conversation themselves.
+    const ApiError too_long = serve::prompt_too_long(smallest > 0 ? smallest : prompt_room + 1, prompt_room);
+    throw ApiError(400, std::string(too_long.what()) + " (abridged as far as it goes: the system prompt, tools and the latest turn's head and tail stay verbatim; the lane's window is " +
+                            std::to_string(window) + " tokens with room kept for the answer)",
                    "messages");
 }
 

@@ -180,6 +180,23 @@ TEST_F(WindowGuardTest, SystemEntriesBetweenTurnsSurviveAbridging) {
     EXPECT_EQ(om.back()["content"], "What is the pantry code?");
 }
 
+// What must stay verbatim does not fit: the error is worded as the lane's own (Claude Code
+// compacts a conversation when it reads "prompt is too long").
+TEST_F(WindowGuardTest, AConversationThatCannotBeAbridgedIsAPromptTooLongError) {
+    auto g = guard();
+    ojson body = openai_chat(30);
+    body["messages"][0]["content"] = sentences(77, 200);  // a system prompt far beyond the window
+    try {
+        g.apply(ApiKind::OpenAI, body, body.dump().size(), *lane_, "k");
+        FAIL() << "an oversized system prompt was accepted";
+    } catch (const serve::ApiError& e) {
+        EXPECT_EQ(e.status, 400);
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind("prompt is too long: ", 0), 0u) << what;
+        EXPECT_NE(what.find(" maximum"), std::string::npos) << what;
+    }
+}
+
 TEST_F(WindowGuardTest, OneHugeMessageKeepsHeadAndTailAndFits) {
     auto g = guard();
     const std::string paste = "HEAD-MARKER " + sentences(1, 1200) + "The boiler key hangs by the north door. " + sentences(2, 1200) + " Where does the boiler key hang?";
