@@ -16,11 +16,7 @@ class JsonGrammar;
 struct Request {
     std::string id;                       // unique among the requests in flight
     std::vector<int32_t> prompt;          // token ids, at least one
-    SamplingParams sampling;
-    int32_t max_tokens = -1;              // completion tokens; -1: until the context is full
-    std::vector<std::string> stop;        // stop strings (not included in the output)
-    std::vector<int32_t> stop_token_ids;  // extra ids that end generation (besides eos/eot)
-    bool ignore_eos = false;              // keep going past eos/eot (benchmarks)
+    SamplingParams sampling;              // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
     std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
 };
 
