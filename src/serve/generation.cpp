@@ -66,12 +66,13 @@ void Generation::submit_phase(const std::string& prompt_text, const std::vector<
         clamped_by_context_ = max_tokens >= 0;
         max_tokens = std::max<int64_t>(room, 0);
     }
-    ojson cmd = spec_.submit;
+    runtime::SamplingParams sampling = spec_.sampling;
+    sampling.max_tokens = static_cast<int32_t>(max_tokens);  // at most the context's room
+    sampling.stop = spec_.stop;
+    if (stop_at_think_end) sampling.stop.push_back(kThinkEnd);
+    ojson cmd = runtime::to_json(sampling);
+    if (!spec_.response_format.is_null()) cmd["response_format"] = spec_.response_format;
     cmd["prompt"] = std::move(ids);
-    cmd["max_tokens"] = max_tokens;
-    std::vector<std::string> stop = spec_.stop;
-    if (stop_at_think_end) stop.push_back(kThinkEnd);
-    if (!stop.empty()) cmd["stop"] = stop;
     phase_id_ = id_ + (phase_ == 2 ? "/answer" : "");
     engine_done_ = false;
     // The handler holds the mailbox, not this object: events of a request that is being torn

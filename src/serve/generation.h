@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/sampling_params.h"
 #include "serve/output_parser.h"
 
 namespace strata::tokenizer {
@@ -39,7 +40,10 @@ class EngineClient;
 struct GenerationSpec {
     std::string prompt_text;      // the rendered prompt (continuations are built on it)
     std::vector<int32_t> prompt;  // its tokens
-    nlohmann::ordered_json submit = nlohmann::ordered_json::object();  // sampling, stop, logprobs, response_format
+    // The knobs and logprobs of every engine request of this choice; max_tokens and stop are set
+    // for each (runtime::to_json writes the submit command).
+    runtime::SamplingParams sampling;
+    nlohmann::ordered_json response_format;  // engine form ({"type":"json_schema","schema":...}); null: none
     int64_t max_tokens = -1;      // completion tokens in all (reasoning included); -1: to the context
     std::optional<int64_t> thinking_budget;
     std::vector<std::string> stop;  // the client's stop strings

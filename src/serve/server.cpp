@@ -59,6 +59,7 @@ Server::~Server() {
 void Server::start() {
     if (options_.model_name.empty()) options_.model_name = std::filesystem::path(options_.model_path).stem().string();
     model_ = std::make_unique<ServedModel>(options_.model_path, options_.model_name);
+    options_.limits.n_vocab = model_->tokenizer().n_vocab();  // logit_bias ids outside it: a 400 at parse time
     try {
         model_info_gguf_ = model_->metadata_gguf();
     } catch (const std::exception& e) {
