@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/usage.h"
 
 namespace strata::runtime {
 
@@ -18,12 +19,6 @@ struct Request {
     std::vector<int32_t> prompt;          // token ids, at least one
     SamplingParams sampling;              // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
     std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
-};
-
-struct Usage {
-    int64_t prompt_tokens = 0;
-    int64_t cached_tokens = 0;  // prompt tokens whose KV (and recurrent state) came from the prefix cache
-    int64_t completion_tokens = 0;
 };
 
 // One generated token as reported to the client.

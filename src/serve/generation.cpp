@@ -1,6 +1,7 @@
 #include "serve/generation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "serve/engine_client.h"
 #include "tokenizer/tokenizer.h"
@@ -11,8 +12,31 @@ using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
 constexpr const char* kThinkEnd = "</think>";
+
+TokenLogprobs token_logprobs(const json& entry) {
+    TokenLogprobs t;
+    if (const auto it = entry.find("bytes"); it != entry.end() && it->is_array())
+        for (const auto& b : *it) t.bytes += static_cast<char>(b.get<int>());
+    const auto lp = entry.find("logprob");
+    t.logprob = lp != entry.end() && lp->is_number() ? lp->get<double>() : std::numeric_limits<double>::quiet_NaN();
+    return t;
 }
+
+// The engine's logprobs entries: {"token", "logprob", "bytes", "top": [{"token", "logprob", "bytes"}]}.
+std::vector<TokenLogprobs> logprobs_of(const json& entries) {
+    std::vector<TokenLogprobs> out;
+    if (!entries.is_array()) return out;
+    for (const auto& e : entries) {
+        TokenLogprobs t = token_logprobs(e);
+        for (const auto& alt : e.value("top", json::array())) t.top.push_back(token_logprobs(alt));
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+}  // namespace
 
 void Mailbox::push(int slot, json event) {
     {
@@ -111,7 +135,7 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
         if (was_reasoning || in_reasoning_) usage_.reasoning_tokens += n;
         out.kind = GenerationEvent::Kind::Output;
         out.tokens = n;
-        if (event.contains("logprobs")) out.logprobs = event["logprobs"];
+        if (event.contains("logprobs")) out.logprobs = logprobs_of(event["logprobs"]);
         return out;
     }
     if (kind == "error") {

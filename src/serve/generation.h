@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/sampling_params.h"
+#include "runtime/usage.h"
 #include "serve/output_parser.h"
 
 namespace strata::tokenizer {
@@ -53,15 +54,22 @@ struct GenerationSpec {
     std::string forced_suffix;  // text that closes it when the engine's document is complete
 };
 
-struct Usage {
-    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+using Usage = runtime::Usage;  // one for the engine's count and both APIs' reports
+
+// One generated token's log-probability as the engine reported it (docs/protocol.md, `tokens`).
+struct TokenLogprobs {
+    std::string bytes;               // the token's raw bytes (a token can be part of a character)
+    double logprob = 0;              // NaN where the engine wrote null (-inf)
+    std::vector<TokenLogprobs> top;  // the alternatives asked for, most likely first (none of their own)
 };
 
 struct GenerationEvent {
     enum class Kind { Output, Done, Failed };
     Kind kind = Kind::Output;
     std::vector<OutputEvent> outputs;    // parsed events (possibly none; Done may carry the last ones)
-    nlohmann::json logprobs;             // Output: the engine's logprobs entries for these tokens (or null)
+    // Output: the tokens' logprobs when the request asked for them (possibly none: a tokens event
+    // that only releases held-back text); nullopt otherwise.
+    std::optional<std::vector<TokenLogprobs>> logprobs;
     int64_t tokens = 0;                  // Output: tokens these events came from
     // Done: "stop", "length", "cancelled", "context" (max_tokens was cut by the context window)
     std::string finish_reason;

@@ -218,6 +218,7 @@ std::shared_ptr<Server::Call> Server::begin_call(const httplib::Request& req, co
 void Server::run_generations(Call& call, bool start) {
     call.ticket = admit(call);
     call.group = std::make_unique<GenerationGroup>();
+    call.choice_usage.assign(call.prepared.choices.size(), Usage{});
     for (size_t i = 0; i < call.prepared.choices.size(); ++i)
         call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i), call.prepared.choices[i],
                         model_->max_context());
