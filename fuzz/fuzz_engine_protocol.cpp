@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (p.command->op != runtime::Command::Op::Submit) return 0;
     runtime::Request r = std::move(p.command->request);
     // Keep each run short: a few tokens.
-    if (r.max_tokens < 0 || r.max_tokens > 4) r.max_tokens = 4;
+    if (r.sampling.max_tokens < 0 || r.sampling.max_tokens > 4) r.sampling.max_tokens = 4;
     CountingSink sink;
     try {
         w.sched->submit(std::move(r), &sink);

@@ -428,6 +428,7 @@ class EngineTarget : public Target {
 public:
     EngineTarget(const std::string& model_path, std::vector<std::string> argv, Endpoint endpoint)
         : model_(model_path, std::filesystem::path(model_path).stem().string()), engine_(std::move(argv)), endpoint_(endpoint) {
+        limits_.n_vocab = model_.tokenizer().n_vocab();  // as strata serve: logit_bias ids outside it are refused at parse time
         engine_.start();
         const json ready = engine_.ready_info();
         if (ready.contains("limits") && ready["limits"].contains("max_context")) model_.set_max_context(ready["limits"]["max_context"].get<int64_t>());
@@ -497,7 +498,8 @@ private:
     // The submit `strata serve` makes of this body (server.cpp's completion(), ServedModel::prepare
     // and Generation::submit_phase for chat).
     ojson submit_command(const ojson& body) const {
-        ojson cmd;
+        runtime::SamplingParams sampling;
+        ojson response_format;
         std::vector<int32_t> prompt;
         int64_t max_tokens = -1;
         std::vector<std::string> stop;
@@ -505,22 +507,25 @@ private:
             const serve::ChatRequest c = serve::parse_openai_chat(body, limits_);
             serve::PreparedChat prepared = model_.prepare(c);
             serve::GenerationSpec& spec = prepared.choices.at(0);
-            cmd = std::move(spec.submit);
+            sampling = std::move(spec.sampling);
+            response_format = std::move(spec.response_format);
             prompt = std::move(spec.prompt);
             max_tokens = spec.max_tokens;
             stop = spec.stop;
         } else {
             const serve::CompletionRequest c = serve::parse_openai_completion(body, limits_);
-            cmd = c.sampling;
+            sampling = c.sampling;
             prompt = model_.tokenizer().encode(c.prompt_text, true);
             max_tokens = c.max_tokens;
             stop = c.stop;
         }
         const int64_t room = model_.max_context() - static_cast<int64_t>(prompt.size());
         if (max_tokens < 0 || max_tokens > room) max_tokens = std::max<int64_t>(room, 0);
+        sampling.max_tokens = static_cast<int32_t>(max_tokens);
+        sampling.stop = std::move(stop);
+        ojson cmd = runtime::to_json(sampling);
+        if (!response_format.is_null()) cmd["response_format"] = std::move(response_format);
         cmd["prompt"] = std::move(prompt);
-        cmd["max_tokens"] = max_tokens;
-        if (!stop.empty()) cmd["stop"] = stop;
         return cmd;
     }
 

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "runtime/json_constraint.h"
-#include "runtime/stop_strings.h"
+#include "runtime/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -16,8 +16,6 @@ using json = nlohmann::ordered_json;
 namespace {
 
 constexpr size_t kMaxIdBytes = 256;
-constexpr size_t kMaxLogitBias = 1024;
-constexpr size_t kMaxStopTokenIds = 64;
 
 const json* field(const json& j, const char* name) {
     const auto it = j.find(name);
@@ -31,27 +29,9 @@ std::string get_string(const json& j, const char* name) {
     return f->get<std::string>();
 }
 
-double get_number(const json& j, const char* name, double def) {
-    const json* f = field(j, name);
-    if (f == nullptr) return def;
-    if (!f->is_number()) throw Error(std::string("'") + name + "' must be a number");
-    const double v = f->get<double>();
-    if (!std::isfinite(v)) throw Error(std::string("'") + name + "' must be finite");
-    return v;
-}
-
 // An integer JSON value as int64 (huge unsigned values saturate, so range checks still refuse them).
 int64_t as_int64(const json& v) {
     return v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
-}
-
-int64_t get_int(const json& j, const char* name, int64_t def, int64_t lo, int64_t hi) {
-    const json* f = field(j, name);
-    if (f == nullptr) return def;
-    if (!f->is_number_integer()) throw Error(std::string("'") + name + "' must be an integer");
-    const int64_t v = as_int64(*f);
-    if (v < lo || v > hi) throw Error(std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return v;
 }
 
 bool get_bool(const json& j, const char* name, bool def) {
@@ -94,55 +74,8 @@ Request parse_submit(const json& j, Scheduler& sched) {
         if (t.size() > 8 * max_prompt + 1024) throw Error("'text' is longer than the context can hold");
         r.prompt = tok.encode(t, get_bool(j, "parse_special", true));
     }
-    r.max_tokens = static_cast<int32_t>(get_int(j, "max_tokens", -1, -1, INT32_MAX));
-
-    SamplingParams& p = r.sampling;
-    p.temperature = static_cast<float>(get_number(j, "temperature", 1.0));
-    p.top_k = static_cast<int32_t>(get_int(j, "top_k", 0, -1, INT32_MAX));
-    if (p.top_k < 0) p.top_k = 0;  // -1: off, as in vLLM
-    p.top_p = static_cast<float>(get_number(j, "top_p", 1.0));
-    p.min_p = static_cast<float>(get_number(j, "min_p", 0.0));
-    p.repetition_penalty = static_cast<float>(get_number(j, "repetition_penalty", 1.0));
-    p.presence_penalty = static_cast<float>(get_number(j, "presence_penalty", 0.0));
-    p.frequency_penalty = static_cast<float>(get_number(j, "frequency_penalty", 0.0));
-    if (const json* f = field(j, "seed")) {
-        if (!f->is_number_integer()) throw Error("'seed' must be an integer");
-        p.seed = f->is_number_unsigned() ? f->get<uint64_t>() : static_cast<uint64_t>(f->get<int64_t>());
-    }
-    p.logprobs = get_bool(j, "logprobs", false);
-    p.top_logprobs = static_cast<int32_t>(get_int(j, "top_logprobs", 0, 0, 20));
-    if (const json* f = field(j, "logit_bias")) {
-        if (!f->is_object()) throw Error("'logit_bias' must be an object of token id -> bias");
-        if (f->size() > kMaxLogitBias) throw Error("'logit_bias' has more than " + std::to_string(kMaxLogitBias) + " entries");
-        for (const auto& [k, v] : f->items()) {
-            size_t used = 0;
-            long long id = -1;
-            try {
-                id = std::stoll(k, &used);
-            } catch (const std::exception&) {
-                used = 0;
-            }
-            if (used != k.size() || k.empty()) throw Error("'logit_bias' key '" + k.substr(0, 32) + "' is not a token id");
-            if (!v.is_number() || !std::isfinite(v.get<double>())) throw Error("'logit_bias' values must be finite numbers");
-            if (id < 0 || id >= tok.n_vocab()) throw Error("logit_bias token id " + k + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) + ")");
-            p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(v.get<double>()));
-        }
-    }
-    if (const json* f = field(j, "stop")) {
-        if (f->is_string()) {
-            r.stop.push_back(f->get<std::string>());
-        } else if (f->is_array()) {
-            for (const json& e : *f) {
-                if (!e.is_string()) throw Error("'stop' must be a string or an array of strings");
-                r.stop.push_back(e.get<std::string>());
-            }
-        } else {
-            throw Error("'stop' must be a string or an array of strings");
-        }
-    }
-    StopStringMatcher::validate(r.stop);
-    r.stop_token_ids = get_ids(j, "stop_token_ids", kMaxStopTokenIds, tok.n_vocab());
-    r.ignore_eos = get_bool(j, "ignore_eos", false);
+    // The sampling fields, max_tokens, stops, logprobs: one reader and one check (sampling_params.h).
+    r.sampling = sampling_from_json(j, tok.n_vocab());
     if (const json* f = field(j, "response_format")) {
         if (!f->is_object()) throw Error("'response_format' must be an object");
         const std::string type = get_string(*f, "type");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "runtime/usage.h"
 
 namespace strata::runtime {
 
@@ -16,18 +17,8 @@ class JsonGrammar;
 struct Request {
     std::string id;                       // unique among the requests in flight
     std::vector<int32_t> prompt;          // token ids, at least one
-    SamplingParams sampling;
-    int32_t max_tokens = -1;              // completion tokens; -1: until the context is full
-    std::vector<std::string> stop;        // stop strings (not included in the output)
-    std::vector<int32_t> stop_token_ids;  // extra ids that end generation (besides eos/eot)
-    bool ignore_eos = false;              // keep going past eos/eot (benchmarks)
+    SamplingParams sampling;              // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
     std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
-};
-
-struct Usage {
-    int64_t prompt_tokens = 0;
-    int64_t cached_tokens = 0;  // prompt tokens whose KV (and recurrent state) came from the prefix cache
-    int64_t completion_tokens = 0;
 };
 
 // One generated token as reported to the client.

@@ -32,12 +32,6 @@ constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr float kNegInf = -kPosInf;
 constexpr float kMaxFinite = std::numeric_limits<float>::max();
 
-std::string number(double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
 // exp(x) for x <= 0 (logits minus their maximum, over T), within 1.5 ulp of exp. Written out so
 // the exp passes vectorise (no libm call in the loop): Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2/2, and the degree-6 minimax polynomial for exp(r) from Cephes' expf. Only +, -, *
@@ -646,29 +640,6 @@ int32_t TokenMask::count_allowed(int32_t n_vocab) const {
     const int32_t tail = n_vocab % 64;
     if (tail != 0 && full < words.size()) count += std::popcount(words[full] & ((uint64_t{1} << tail) - 1));
     return count;
-}
-
-void SamplingParams::validate(int32_t n_vocab) const {
-    if (n_vocab <= 0) throw Error("sampling: the vocabulary is empty");
-    if (!(temperature >= 0.0f) || !std::isfinite(temperature))
-        throw Error("temperature must be a finite number >= 0 (got " + number(temperature) + ")");
-    if (top_k < 0) throw Error("top_k must be >= 0, 0 turning it off (got " + std::to_string(top_k) + ")");
-    if (!(top_p > 0.0f && top_p <= 1.0f)) throw Error("top_p must be in (0, 1] (got " + number(top_p) + ")");
-    if (!(min_p >= 0.0f && min_p <= 1.0f)) throw Error("min_p must be in [0, 1] (got " + number(min_p) + ")");
-    if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
-        throw Error("repetition_penalty must be a finite number > 0, 1 turning it off (got " + number(repetition_penalty) + ")");
-    if (!(std::fabs(presence_penalty) <= kMaxAbsPenalty))
-        throw Error("presence_penalty must be in [-2, 2] (got " + number(presence_penalty) + ")");
-    if (!(std::fabs(frequency_penalty) <= kMaxAbsPenalty))
-        throw Error("frequency_penalty must be in [-2, 2] (got " + number(frequency_penalty) + ")");
-    for (const auto& [id, bias] : logit_bias) {
-        if (id < 0 || id >= n_vocab)
-            throw Error("logit_bias token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(n_vocab) + ")");
-        if (!(std::fabs(bias) <= kMaxAbsLogitBias))
-            throw Error("logit_bias value for token id " + std::to_string(id) + " must be in [-100, 100] (got " + number(bias) + ")");
-    }
-    if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs)
-        throw Error("top_logprobs must be in [0, 20] (got " + std::to_string(top_logprobs) + ")");
 }
 
 Sampler::Sampler(SamplingParams params, int32_t n_vocab) : params_(std::move(params)), n_vocab_(n_vocab) {

@@ -32,37 +32,10 @@
 
 #include "backend/row_sampling.h"
 #include "runtime/rng.h"
+#include "runtime/sampling_params.h"
 #include "runtime/token_mask.h"
 
 namespace strata::runtime {
-
-struct SamplingParams {
-    float temperature = 1.0f;          // 0 (or < 1e-5): greedy (argmax, ties to the lower id)
-    int32_t top_k = 0;                 // 0: off
-    float top_p = 1.0f;                // 1: off
-    float min_p = 0.0f;                // 0: off; keep tokens with p >= min_p * p_max
-    float repetition_penalty = 1.0f;   // 1: off; CTRL-style over prompt + generated tokens: logit>0 ? logit/r : logit*r
-    float presence_penalty = 0.0f;     // OpenAI semantics, over generated tokens only: logit -= presence * (count>0)
-    float frequency_penalty = 0.0f;    //   ... logit -= frequency * count
-    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of that id (repeated ids: summed, then added)
-    std::optional<uint64_t> seed;      // same seed + same logits => same tokens, whatever else the engine runs
-    int32_t top_logprobs = 0;          // 0..20 alternatives to report with each token
-    bool logprobs = false;             // report the chosen token's logprob
-
-    static constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy
-    static constexpr int32_t kMaxTopLogprobs = 20;
-    static constexpr float kMaxAbsPenalty = 2.0f;     // presence/frequency range, as OpenAI's API
-    static constexpr float kMaxAbsLogitBias = 100.0f;  // logit_bias value range, as OpenAI's API
-
-    bool greedy() const { return temperature < kGreedyTemperature; }
-    bool wants_logprobs() const { return logprobs || top_logprobs > 0; }
-    bool has_penalties() const {
-        return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-    }
-
-    // Throws strata::Error naming the field in the client's terms ("top_p must be in (0, 1]").
-    void validate(int32_t n_vocab) const;
-};
 
 struct TokenLogprob {
     int32_t token;

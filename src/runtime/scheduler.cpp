@@ -23,7 +23,7 @@ const char* finish_reason_name(FinishReason r) {
 
 struct Scheduler::Sequence {
     Sequence(Request r, EventSink* s, const tokenizer::Tokenizer& tok)
-        : req(std::move(r)), sink(s), sampler(req.sampling, tok.n_vocab()), decoder(tok), stops(req.stop) {}
+        : req(std::move(r)), sink(s), sampler(req.sampling, tok.n_vocab()), decoder(tok), stops(req.sampling.stop) {}
 
     Request req;
     EventSink* sink;
@@ -83,13 +83,10 @@ void Scheduler::submit(Request req, EventSink* sink) {
     if (req.prompt.empty()) throw Error("prompt must contain at least one token");
     for (int32_t t : req.prompt)
         if (!tok_.valid(t)) throw Error("prompt token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok_.n_vocab()) + ")");
-    for (int32_t t : req.stop_token_ids)
-        if (!tok_.valid(t)) throw Error("stop token id " + std::to_string(t) + " is outside the vocabulary");
     if (static_cast<int64_t>(req.prompt.size()) >= opts_.max_context)
         throw Error("prompt of " + std::to_string(req.prompt.size()) + " tokens leaves no room in the context of " +
                     std::to_string(opts_.max_context) + " tokens");
-    req.sampling.validate(tok_.n_vocab());
-    StopStringMatcher::validate(req.stop);
+    req.sampling.validate(tok_.n_vocab());  // knobs, stop strings, stop token ids
     auto s = std::make_unique<Sequence>(std::move(req), sink, tok_);
     s->tokens = s->req.prompt;
     s->n_prompt = static_cast<int64_t>(s->tokens.size());
@@ -472,8 +469,8 @@ void Scheduler::sample_next(Sequence& s, Outcome o) {
     ++s.usage.completion_tokens;
     ++stats_.generated_tokens;
 
-    const bool is_end = (!s.req.ignore_eos && (t == tok_.eos() || t == tok_.eot())) ||
-                        std::find(s.req.stop_token_ids.begin(), s.req.stop_token_ids.end(), t) != s.req.stop_token_ids.end();
+    const bool is_end = (!s.req.sampling.ignore_eos && (t == tok_.eos() || t == tok_.eot())) ||
+                        std::find(s.req.sampling.stop_token_ids.begin(), s.req.sampling.stop_token_ids.end(), t) != s.req.sampling.stop_token_ids.end();
     if (is_end) {
         finish(s, FinishReason::Stop, tok_.token_bytes(t));
         return;
@@ -486,14 +483,14 @@ void Scheduler::sample_next(Sequence& s, Outcome o) {
     emit(s, {std::move(g)}, m.emit);
     if (m.stopped) {
         s.stop_matched = true;
-        finish(s, FinishReason::Stop, s.req.stop[static_cast<size_t>(m.which)]);
+        finish(s, FinishReason::Stop, s.req.sampling.stop[static_cast<size_t>(m.which)]);
         return;
     }
     if (s.constraint && s.constraint->must_end()) {
         finish(s, FinishReason::Stop, "");
         return;
     }
-    if ((s.req.max_tokens >= 0 && s.usage.completion_tokens >= s.req.max_tokens) ||
+    if ((s.req.sampling.max_tokens >= 0 && s.usage.completion_tokens >= s.req.sampling.max_tokens) ||
         static_cast<int64_t>(s.tokens.size()) >= opts_.max_context) {
         finish(s, FinishReason::Length, "");
         return;

@@ -1,6 +1,7 @@
 // Anthropic answers: /v1/messages, whole or streamed as named server-sent events in the order
 // clients check (message_start, content blocks, message_delta with cumulative usage,
-// message_stop; ping while nothing else is sent). docs/api.md has the shapes.
+// message_stop; ping while nothing else is sent). docs/api.md has the shapes. Only translation
+// lives here: Server::collect and Server::stream (call_events.cpp) drive the generations.
 #include <httplib.h>
 
 #include "serve/api_shapes.h"
@@ -32,8 +33,8 @@ json tool_input(const std::string& arguments_json) {
     return json::object();
 }
 
-json usage_json(const Usage& u, int64_t prompt_tokens) {
-    return {{"input_tokens", prompt_tokens - u.cached_tokens},
+json usage_json(const Usage& u) {
+    return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
             {"cache_creation_input_tokens", 0},
             {"cache_read_input_tokens", u.cached_tokens},
             {"output_tokens", u.completion_tokens}};
@@ -41,46 +42,32 @@ json usage_json(const Usage& u, int64_t prompt_tokens) {
 
 }  // namespace
 
-
 void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res) {
     const std::string id = "msg_" + call->request_id.substr(4);
+    // max_tokens 0 (cache pre-warming): nothing was started, the answer is empty.
     const bool nothing_to_generate = call->chat.max_tokens == 0;
 
     if (!call->chat.stream) {
         ParsedOutput parsed;
         std::vector<std::string> call_ids;
         std::string finish = "length", stop_sequence;
-        Usage usage;
-        usage.prompt_tokens = call->prepared.prompt_tokens;
-        while (!nothing_to_generate && !call->group->finished()) {
-            auto e = call->group->next(kPoll);
-            // Checked at every event too: a client that left stops its work now.
-            if (call->gone()) {
-                call->group->cancel();
-                metrics_.count_request("anthropic", "cancelled");
-                res.status = 499;
-                return;
-            }
-            if (!e) continue;
-            auto& ev = e->second;
-            call->note_tokens(metrics_, ev.tokens);
-            for (const auto& o : ev.outputs) {
-                if (o.kind == OutputEvent::Kind::ToolCallBegin) call_ids.push_back("toolu_" + random_id(24));
-                parsed.add(o);
-            }
-            if (ev.kind == GenerationEvent::Kind::Failed) {
-                call->group->cancel();
-                metrics_.count_request("anthropic", "error");
-                throw ApiError(500, "generation failed: " + ev.error);
-            }
-            if (ev.kind == GenerationEvent::Kind::Done) {
-                finish = ev.finish_reason;
-                stop_sequence = ev.stop_sequence;
-                usage = ev.usage;
-            }
+        Usage usage = call->usage();
+        if (nothing_to_generate) {
+            call_finished(*call, usage);
+        } else {
+            const bool answered = collect(*call, res, [&](const CallEvent& e) {
+                for (const auto& o : e.outputs) {
+                    if (o.kind == OutputEvent::Kind::ToolCallBegin) call_ids.push_back("toolu_" + random_id(24));
+                    parsed.add(o);
+                }
+                if (e.kind == GenerationEvent::Kind::Done) {
+                    finish = e.finish_reason;
+                    stop_sequence = e.stop_sequence;
+                }
+                if (e.last) usage = e.total;
+            });
+            if (!answered) return;
         }
-        metrics_.e2e.observe(call->seconds_since_arrival());
-        metrics_.cached_prompt_tokens += static_cast<uint64_t>(usage.cached_tokens);
         json content = json::array();
         if (!parsed.reasoning.empty())
             content.push_back({{"type", "thinking"}, {"thinking", parsed.reasoning}, {"signature", sign_thinking(parsed.reasoning)}});
@@ -100,148 +87,117 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                                        {"content", content},
                                        {"stop_reason", reason},
                                        {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)},
-                                       {"usage", usage_json(usage, call->prepared.prompt_tokens)}}),
+                                       {"usage", usage_json(usage)}}),
                         "application/json");
         return;
     }
 
     // Streamed. Blocks open lazily: the first reasoning text opens a thinking block, answer text
     // a text block, each call a tool_use block; a new kind closes the open block (a thinking
-    // block gets its signature_delta first).
+    // block gets its signature_delta first). What one event says goes out in one write.
     struct Stream {
-        bool started = false, finished = false;
         int index = -1;        // the open block's index, -1: none
         std::string open;      // "thinking", "text", "tool_use" or ""
         std::string thinking;  // the open thinking block's text (for its signature)
         bool any_tool = false;
+        std::string out;       // this event's SSE, not yet written
         std::chrono::steady_clock::time_point last_write;
+
+        void close_block(const Server& server) {
+            if (open.empty()) return;
+            if (open == "thinking")
+                out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
+                                                   {"delta", {{"type", "signature_delta"}, {"signature", server.sign_thinking(thinking)}}}});
+            out += sse("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
+            open.clear();
+            thinking.clear();
+        }
+        void open_block(const Server& server, const std::string& kind, json block) {
+            close_block(server);
+            ++index;
+            open = kind;
+            out += sse("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}});
+        }
+        void delta(json d) { out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(d)}}); }
+        bool flush(SseOut& sink) {
+            if (out.empty()) return true;
+            last_write = std::chrono::steady_clock::now();
+            const bool ok = sink.write(out);
+            out.clear();
+            return ok;
+        }
     };
     auto st = std::make_shared<Stream>();
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, call, st, id, nothing_to_generate](size_t, httplib::DataSink& sink) {
-            std::string out;
-            auto close_block = [&] {
-                if (st->open.empty()) return;
-                if (st->open == "thinking")
-                    out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index},
-                                                       {"delta", {{"type", "signature_delta"}, {"signature", sign_thinking(st->thinking)}}}});
-                out += sse("content_block_stop", {{"type", "content_block_stop"}, {"index", st->index}});
-                st->open.clear();
-                st->thinking.clear();
-            };
-            auto open_block = [&](const std::string& kind, json block) {
-                close_block();
-                ++st->index;
-                st->open = kind;
-                out += sse("content_block_start", {{"type", "content_block_start"}, {"index", st->index}, {"content_block", std::move(block)}});
-            };
-            auto flush = [&] {
-                if (out.empty()) return true;
-                st->last_write = std::chrono::steady_clock::now();
-                const bool ok = sink.write(out.data(), out.size());
-                out.clear();
-                return ok;
-            };
-            auto finish = [&](const std::string& reason_in, const std::string& stop_sequence, const Usage& usage) {
-                close_block();
-                const char* reason = stop_reason(reason_in, st->any_tool, !stop_sequence.empty());
-                metrics_.count_request("anthropic", reason);
-                metrics_.e2e.observe(call->seconds_since_arrival());
-                metrics_.cached_prompt_tokens += static_cast<uint64_t>(usage.cached_tokens);
-                out += sse("message_delta", {{"type", "message_delta"},
-                                             {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)}}},
-                                             {"usage", usage_json(usage, call->prepared.prompt_tokens)}});
-                out += sse("message_stop", {{"type", "message_stop"}});
-                st->finished = true;
-            };
-
-            if (!st->started) {
-                st->started = true;
-                Usage start;
-                out += sse("message_start", {{"type", "message_start"},
-                                             {"message", {{"id", id},
-                                                          {"type", "message"},
-                                                          {"role", "assistant"},
-                                                          {"model", call->model},
-                                                          {"content", json::array()},
-                                                          {"stop_reason", nullptr},
-                                                          {"stop_sequence", nullptr},
-                                                          {"usage", usage_json(start, call->prepared.prompt_tokens)}}}});
-                if (nothing_to_generate) {
-                    Usage none;
-                    finish("length", "", none);
-                }
-                if (!flush()) return false;
+    // The stream's end: the open block closed, the stop reason and the cumulative usage.
+    auto finish = [this, st](const std::string& reason_in, const std::string& stop_sequence, const Usage& usage, SseOut& out) {
+        st->close_block(*this);
+        const char* reason = stop_reason(reason_in, st->any_tool, !stop_sequence.empty());
+        metrics_.count_request("anthropic", reason);
+        st->out += sse("message_delta", {{"type", "message_delta"},
+                                         {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)}}},
+                                         {"usage", usage_json(usage)}});
+        st->out += sse("message_stop", {{"type", "message_stop"}});
+        out.finish();
+    };
+    StreamTranslator t;
+    t.begin = [this, call, st, id, nothing_to_generate, finish](SseOut& out) {
+        st->out += sse("message_start", {{"type", "message_start"},
+                                         {"message", {{"id", id},
+                                                      {"type", "message"},
+                                                      {"role", "assistant"},
+                                                      {"model", call->model},
+                                                      {"content", json::array()},
+                                                      {"stop_reason", nullptr},
+                                                      {"stop_sequence", nullptr},
+                                                      {"usage", usage_json(call->usage())}}}});
+        if (nothing_to_generate) {
+            call_finished(*call, call->usage());
+            finish("length", "", call->usage(), out);
+        }
+        return st->flush(out);
+    };
+    // Keep the connection visibly alive during a long prefill or a long silence.
+    t.idle = [st](SseOut& out) {
+        if (std::chrono::steady_clock::now() - st->last_write < kPingEvery) return true;
+        st->out += sse("ping", {{"type", "ping"}});
+        return st->flush(out);
+    };
+    t.event = [this, st, finish](const CallEvent& e, SseOut& out) {
+        for (const auto& o : e.outputs) {
+            switch (o.kind) {
+                case OutputEvent::Kind::Reasoning:
+                    if (o.text.empty()) break;
+                    if (st->open != "thinking") st->open_block(*this, "thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+                    st->thinking += o.text;
+                    st->delta({{"type", "thinking_delta"}, {"thinking", o.text}});
+                    break;
+                case OutputEvent::Kind::Content:
+                    if (o.text.empty()) break;
+                    if (st->open != "text") st->open_block(*this, "text", {{"type", "text"}, {"text", ""}});
+                    st->delta({{"type", "text_delta"}, {"text", o.text}});
+                    break;
+                case OutputEvent::Kind::ToolCallBegin:
+                    st->any_tool = true;
+                    st->open_block(*this, "tool_use", {{"type", "tool_use"}, {"id", "toolu_" + random_id(24)}, {"name", o.name}, {"input", json::object()}});
+                    break;
+                case OutputEvent::Kind::ToolCallArguments:
+                    if (o.text.empty()) break;
+                    st->delta({{"type", "input_json_delta"}, {"partial_json", o.text}});
+                    break;
+                case OutputEvent::Kind::ToolCallEnd:
+                    st->close_block(*this);
+                    if (!o.complete && !o.text.empty()) {
+                        // The call broke off after its start: its raw text follows as text.
+                        st->open_block(*this, "text", {{"type", "text"}, {"text", ""}});
+                        st->delta({{"type", "text_delta"}, {"text", o.text}});
+                    }
+                    break;
             }
-            if (st->finished) {
-                sink.done();
-                return true;
-            }
-            if (call->gone()) return false;
-            auto e = call->group->next(kPoll);
-            if (!e) {
-                // Keep the connection visibly alive during a long prefill or a long silence.
-                if (std::chrono::steady_clock::now() - st->last_write >= kPingEvery) {
-                    out += sse("ping", {{"type", "ping"}});
-                    return flush();
-                }
-                return true;
-            }
-            auto& ev = e->second;
-            call->note_tokens(metrics_, ev.tokens);
-            for (const auto& o : ev.outputs) {
-                switch (o.kind) {
-                    case OutputEvent::Kind::Reasoning:
-                        if (o.text.empty()) break;
-                        if (st->open != "thinking") open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
-                        st->thinking += o.text;
-                        out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index},
-                                                           {"delta", {{"type", "thinking_delta"}, {"thinking", o.text}}}});
-                        break;
-                    case OutputEvent::Kind::Content:
-                        if (o.text.empty()) break;
-                        if (st->open != "text") open_block("text", {{"type", "text"}, {"text", ""}});
-                        out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index},
-                                                           {"delta", {{"type", "text_delta"}, {"text", o.text}}}});
-                        break;
-                    case OutputEvent::Kind::ToolCallBegin:
-                        st->any_tool = true;
-                        open_block("tool_use", {{"type", "tool_use"}, {"id", "toolu_" + random_id(24)}, {"name", o.name}, {"input", json::object()}});
-                        break;
-                    case OutputEvent::Kind::ToolCallArguments:
-                        if (o.text.empty()) break;
-                        out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index},
-                                                           {"delta", {{"type", "input_json_delta"}, {"partial_json", o.text}}}});
-                        break;
-                    case OutputEvent::Kind::ToolCallEnd:
-                        close_block();
-                        if (!o.complete && !o.text.empty()) {
-                            // The call broke off after its start: its raw text follows as text.
-                            open_block("text", {{"type", "text"}, {"text", ""}});
-                            out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", st->index},
-                                                               {"delta", {{"type", "text_delta"}, {"text", o.text}}}});
-                        }
-                        break;
-                }
-            }
-            if (ev.kind == GenerationEvent::Kind::Failed) {
-                metrics_.count_request("anthropic", "error");
-                out += sse("error", {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", "generation failed: " + ev.error}}}});
-                flush();
-                call->group->cancel();
-                st->finished = true;
-                sink.done();
-                return true;
-            }
-            if (ev.kind == GenerationEvent::Kind::Done) finish(ev.finish_reason, ev.stop_sequence, ev.usage);
-            if (!flush()) return false;
-            if (st->finished) sink.done();
-            return true;
-        },
-        [this, call, st](bool) { end_stream(*call, st->finished); });
+        }
+        if (e.kind == GenerationEvent::Kind::Done) finish(e.finish_reason, e.stop_sequence, e.total, out);
+        return st->flush(out);
+    };
+    stream(call, res, std::move(t));
 }
 
 }  // namespace strata::serve

@@ -2,6 +2,7 @@
 
 #include <stb/stb_image.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -9,21 +10,26 @@ namespace strata::serve {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& message) { throw ApiError(400, message, param); }
+// The field readers are the engine's (runtime/json_fields.h): one wording for both. Their
+// FieldError, and bad()'s, become a 400 naming the field where a body's parse returns
+// (as_api_errors).
+using runtime::fields::need_bool;
+using runtime::fields::need_int;
+using runtime::fields::need_number;
+using runtime::fields::need_object;
+using runtime::fields::type_name;
 
-std::string type_name(const ojson& v) {
-    if (v.is_null()) return "null";
-    if (v.is_boolean()) return "a boolean";
-    if (v.is_number()) return "a number";
-    if (v.is_string()) return "a string";
-    if (v.is_array()) return "an array";
-    return "an object";
-}
+[[noreturn]] void bad(const std::string& param, const std::string& message) { runtime::fields::fail(param, message); }
 
-const ojson* field(const ojson& obj, const char* key) {
-    auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) return nullptr;
-    return &*it;
+const ojson* field(const ojson& obj, const char* key) { return runtime::fields::find(obj, key); }
+
+template <class Read>
+auto as_api_errors(Read read) -> decltype(read()) {
+    try {
+        return read();
+    } catch (const runtime::FieldError& e) {
+        throw ApiError(400, e.what(), e.param);
+    }
 }
 
 std::string need_string(const ojson& v, const std::string& param, const RequestLimits& limits) {
@@ -35,43 +41,11 @@ std::string need_string(const ojson& v, const std::string& param, const RequestL
     return s;
 }
 
-bool need_bool(const ojson& v, const std::string& param) {
-    if (!v.is_boolean()) bad(param, param + ": expected a boolean, got " + type_name(v));
-    return v.get<bool>();
-}
-
-double need_number(const ojson& v, const std::string& param, double lo, double hi) {
-    if (!v.is_number()) bad(param, param + ": expected a number, got " + type_name(v));
-    const double x = v.get<double>();
-    if (!std::isfinite(x) || x < lo || x > hi)
-        bad(param, param + ": " + v.dump() + " is out of range [" + ojson(lo).dump() + ", " + ojson(hi).dump() + "]");
-    return x;
-}
-
-int64_t need_int(const ojson& v, const std::string& param, int64_t lo, int64_t hi) {
-    if (v.is_number_float()) {
-        const double x = v.get<double>();
-        // x < 2^63 as well: double(INT64_MAX) rounds up to 2^63, which does not fit in an int64_t.
-        if (std::isfinite(x) && x == std::floor(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi) && x < 0x1p63)
-            return static_cast<int64_t>(x);
-    }
-    if (!v.is_number_integer()) bad(param, param + ": expected an integer, got " + type_name(v) + (v.is_number() ? " " + v.dump() : ""));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        bad(param, param + ": " + v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) bad(param, param + ": " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    return x;
-}
-
 // Whether a parse event opens a container past `max_depth` levels. `depth` counts the containers
 // already open, so a container opened at depth max_depth is one too many (checking values instead
 // would let empty containers through).
 bool opens_too_deep(int depth, ojson::parse_event_t event, int max_depth) {
     return (event == ojson::parse_event_t::object_start || event == ojson::parse_event_t::array_start) && depth >= max_depth;
-}
-
-void need_object(const ojson& v, const std::string& param) {
-    if (!v.is_object()) bad(param, param + ": expected an object, got " + type_name(v));
 }
 
 void need_array(const ojson& v, const std::string& param, int64_t max_items) {
@@ -96,39 +70,14 @@ std::vector<std::string> read_stop(const ojson& v, const std::string& param, con
     return out;
 }
 
-// Sampling fields shared by both APIs, copied into the engine's submit form after checking.
-void read_common_sampling(const ojson& body, ojson& sampling, const RequestLimits& limits, bool anthropic) {
-    if (auto* v = field(body, "temperature")) sampling["temperature"] = need_number(*v, "temperature", 0, anthropic ? 1 : 2);
-    if (auto* v = field(body, "top_p")) {
-        const double p = need_number(*v, "top_p", 0, 1);
-        sampling["top_p"] = p <= 0 ? 1e-6 : p;  // top_p 0 means "only the most likely token"
-    }
-    if (auto* v = field(body, "top_k")) sampling["top_k"] = need_int(*v, "top_k", -1, 1 << 20);
-    if (auto* v = field(body, "min_p")) sampling["min_p"] = need_number(*v, "min_p", 0, 1);
-    if (auto* v = field(body, "seed")) sampling["seed"] = need_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-    if (auto* v = field(body, "presence_penalty")) sampling["presence_penalty"] = need_number(*v, "presence_penalty", -2, 2);
-    if (auto* v = field(body, "frequency_penalty")) sampling["frequency_penalty"] = need_number(*v, "frequency_penalty", -2, 2);
-    if (auto* v = field(body, "repetition_penalty")) {
-        const double r = need_number(*v, "repetition_penalty", 0, 10);
-        if (r <= 0) bad("repetition_penalty", "repetition_penalty: must be > 0");
-        sampling["repetition_penalty"] = r;
-    }
-    // An extension (vLLM's too): generate past end-of-sequence, so benchmarks get exact lengths.
-    if (auto* v = field(body, "ignore_eos")) sampling["ignore_eos"] = need_bool(*v, "ignore_eos");
-    if (auto* v = field(body, "logit_bias")) {
-        need_object(*v, "logit_bias");
-        if (static_cast<int64_t>(v->size()) > limits.max_logit_bias)
-            bad("logit_bias", "logit_bias: more than " + std::to_string(limits.max_logit_bias) + " entries");
-        ojson bias = ojson::object();
-        for (const auto& [key, val] : v->items()) {
-            char* end = nullptr;
-            const long id = std::strtol(key.c_str(), &end, 10);
-            if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max())
-                bad("logit_bias", "logit_bias: key \"" + key + "\" is not a token id");
-            bias[key] = need_number(val, "logit_bias." + key, -100, 100);
-        }
-        sampling["logit_bias"] = bias;
-    }
+// The sampling knobs both APIs share with the engine's submit (runtime::kSamplingKnobs), read
+// and checked by the engine's own reader. Anthropic's API takes temperature up to 1.
+void read_common_sampling(const ojson& body, runtime::SamplingParams& sampling, const RequestLimits& limits, bool anthropic) {
+    runtime::SamplingReadOptions options;
+    options.max_temperature = anthropic ? 1.0 : runtime::kMaxTemperature;
+    options.max_logit_bias = static_cast<size_t>(std::clamp<int64_t>(limits.max_logit_bias, 0, runtime::SamplingParams::kMaxLogitBias));
+    options.n_vocab = limits.n_vocab;
+    runtime::read_sampling_knobs(body, sampling, options);
 }
 
 ToolDef read_tool_common(const ojson& name, const ojson* description, const ojson* schema, const std::string& param,
@@ -221,7 +170,7 @@ std::string openai_content_text(const ojson& content, const std::string& param, 
 
 }  // namespace
 
-ChatRequest parse_openai_chat(const ojson& body, const RequestLimits& limits) {
+static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limits) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     ChatRequest r;
     r.api = ApiKind::OpenAI;
@@ -411,8 +360,8 @@ void check_anthropic_image(const ojson& block, const std::string& p, const Reque
 
 }  // namespace
 
-ChatRequest parse_anthropic_messages(const ojson& body, const RequestLimits& limits, ThinkingVerifier verify,
-                                     const void* verify_context, bool count_tokens_only) {
+static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimits& limits, ThinkingVerifier verify,
+                                    const void* verify_context, bool count_tokens_only) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     ChatRequest r;
     r.api = ApiKind::Anthropic;
@@ -608,7 +557,7 @@ ChatRequest parse_anthropic_messages(const ojson& body, const RequestLimits& lim
 // ---------------------------------------------------------------------------------------------
 // Legacy completions
 
-CompletionRequest parse_openai_completion(const ojson& body, const RequestLimits& limits) {
+static CompletionRequest read_openai_completion(const ojson& body, const RequestLimits& limits) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     CompletionRequest r;
     if (auto* v = field(body, "model")) r.model = need_string(*v, "model", limits);
@@ -641,6 +590,19 @@ CompletionRequest parse_openai_completion(const ojson& body, const RequestLimits
     if (auto* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<int64_t>() == 1))
         bad("best_of", "best_of: only 1 is supported");
     return r;
+}
+
+ChatRequest parse_openai_chat(const ojson& body, const RequestLimits& limits) {
+    return as_api_errors([&] { return read_openai_chat(body, limits); });
+}
+
+ChatRequest parse_anthropic_messages(const ojson& body, const RequestLimits& limits, ThinkingVerifier verify,
+                                     const void* verify_context, bool count_tokens_only) {
+    return as_api_errors([&] { return read_anthropic_messages(body, limits, verify, verify_context, count_tokens_only); });
+}
+
+CompletionRequest parse_openai_completion(const ojson& body, const RequestLimits& limits) {
+    return as_api_errors([&] { return read_openai_completion(body, limits); });
 }
 
 // ---------------------------------------------------------------------------------------------

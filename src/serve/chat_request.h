@@ -12,6 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/sampling_params.h"
+#include "runtime/stop_strings.h"
+
 namespace strata::serve {
 
 using ojson = nlohmann::ordered_json;
@@ -31,11 +34,12 @@ public:
 struct RequestLimits {
     int64_t max_messages = 4096;
     int64_t max_tools = 512;
-    int64_t max_stop = 16;
-    int64_t max_stop_bytes = 256;
+    int64_t max_stop = runtime::StopStringMatcher::kMaxStops;
+    int64_t max_stop_bytes = runtime::StopStringMatcher::kMaxStopBytes;
     int64_t max_n = 16;
-    int64_t max_logit_bias = 1024;
+    int64_t max_logit_bias = runtime::SamplingParams::kMaxLogitBias;  // more than the engine's is not allowed
     int64_t max_text_bytes = 16ll << 20;  // one string (message text, tool schema text, ...)
+    int64_t n_vocab = 0;                  // logit_bias ids must be below it; 0: not known here (the engine checks)
 };
 
 struct ToolDef {
@@ -62,7 +66,9 @@ struct ChatRequest {
     std::optional<int64_t> thinking_budget;
 
     int64_t max_tokens = -1;  // -1: up to the context
-    ojson sampling = ojson::object();  // engine submit fields: temperature, top_p, top_k, min_p, seed, penalties, logit_bias, ignore_eos
+    // The knobs the body set (runtime::kSamplingKnobs: temperature, top_p, top_k, min_p, seed,
+    // penalties, ignore_eos, logit_bias); logprobs, max_tokens and stop are this API's own fields.
+    runtime::SamplingParams sampling;
     std::vector<std::string> stop;
     ojson response_format;  // engine form: {"type":"json_object"} / {"type":"json_schema","schema":...}; null: none
     bool logprobs = false;
@@ -73,7 +79,8 @@ struct ChatRequest {
     bool has_images = false;     // validated image parts were present
 };
 
-// Parses and validates a body. Throws ApiError (status 400) naming the field and the problem.
+// Parses and validates a body. Throws ApiError (status 400, 413 for an oversized string) naming the
+// field and the problem.
 // `verify_thinking(text, signature)`: checks signatures of thinking blocks sent back (Anthropic).
 ChatRequest parse_openai_chat(const ojson& body, const RequestLimits& limits);
 using ThinkingVerifier = bool (*)(const void* context, const std::string& thinking, const std::string& signature);
@@ -88,7 +95,7 @@ struct CompletionRequest {
     bool prompt_is_tokens = false;
     bool echo = false;
     int64_t max_tokens = 16;
-    ojson sampling = ojson::object();
+    runtime::SamplingParams sampling;  // as ChatRequest::sampling
     std::vector<std::string> stop;
     int logprobs = -1;  // -1: none; 0..5: the legacy `logprobs` count
     int n = 1;

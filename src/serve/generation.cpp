@@ -1,6 +1,7 @@
 #include "serve/generation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "serve/engine_client.h"
 #include "tokenizer/tokenizer.h"
@@ -11,8 +12,31 @@ using nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
 namespace {
+
 constexpr const char* kThinkEnd = "</think>";
+
+TokenLogprobs token_logprobs(const json& entry) {
+    TokenLogprobs t;
+    if (const auto it = entry.find("bytes"); it != entry.end() && it->is_array())
+        for (const auto& b : *it) t.bytes += static_cast<char>(b.get<int>());
+    const auto lp = entry.find("logprob");
+    t.logprob = lp != entry.end() && lp->is_number() ? lp->get<double>() : std::numeric_limits<double>::quiet_NaN();
+    return t;
 }
+
+// The engine's logprobs entries: {"token", "logprob", "bytes", "top": [{"token", "logprob", "bytes"}]}.
+std::vector<TokenLogprobs> logprobs_of(const json& entries) {
+    std::vector<TokenLogprobs> out;
+    if (!entries.is_array()) return out;
+    for (const auto& e : entries) {
+        TokenLogprobs t = token_logprobs(e);
+        for (const auto& alt : e.value("top", json::array())) t.top.push_back(token_logprobs(alt));
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+}  // namespace
 
 void Mailbox::push(int slot, json event) {
     {
@@ -66,12 +90,13 @@ void Generation::submit_phase(const std::string& prompt_text, const std::vector<
         clamped_by_context_ = max_tokens >= 0;
         max_tokens = std::max<int64_t>(room, 0);
     }
-    ojson cmd = spec_.submit;
+    runtime::SamplingParams sampling = spec_.sampling;
+    sampling.max_tokens = static_cast<int32_t>(max_tokens);  // at most the context's room
+    sampling.stop = spec_.stop;
+    if (stop_at_think_end) sampling.stop.push_back(kThinkEnd);
+    ojson cmd = runtime::to_json(sampling);
+    if (!spec_.response_format.is_null()) cmd["response_format"] = spec_.response_format;
     cmd["prompt"] = std::move(ids);
-    cmd["max_tokens"] = max_tokens;
-    std::vector<std::string> stop = spec_.stop;
-    if (stop_at_think_end) stop.push_back(kThinkEnd);
-    if (!stop.empty()) cmd["stop"] = stop;
     phase_id_ = id_ + (phase_ == 2 ? "/answer" : "");
     engine_done_ = false;
     // The handler holds the mailbox, not this object: events of a request that is being torn
@@ -110,7 +135,7 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
         if (was_reasoning || in_reasoning_) usage_.reasoning_tokens += n;
         out.kind = GenerationEvent::Kind::Output;
         out.tokens = n;
-        if (event.contains("logprobs")) out.logprobs = event["logprobs"];
+        if (event.contains("logprobs")) out.logprobs = logprobs_of(event["logprobs"]);
         return out;
     }
     if (kind == "error") {

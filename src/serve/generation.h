@@ -26,6 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/sampling_params.h"
+#include "runtime/usage.h"
 #include "serve/output_parser.h"
 
 namespace strata::tokenizer {
@@ -39,7 +41,10 @@ class EngineClient;
 struct GenerationSpec {
     std::string prompt_text;      // the rendered prompt (continuations are built on it)
     std::vector<int32_t> prompt;  // its tokens
-    nlohmann::ordered_json submit = nlohmann::ordered_json::object();  // sampling, stop, logprobs, response_format
+    // The knobs and logprobs of every engine request of this choice; max_tokens and stop are set
+    // for each (runtime::to_json writes the submit command).
+    runtime::SamplingParams sampling;
+    nlohmann::ordered_json response_format;  // engine form ({"type":"json_schema","schema":...}); null: none
     int64_t max_tokens = -1;      // completion tokens in all (reasoning included); -1: to the context
     std::optional<int64_t> thinking_budget;
     std::vector<std::string> stop;  // the client's stop strings
@@ -49,15 +54,22 @@ struct GenerationSpec {
     std::string forced_suffix;  // text that closes it when the engine's document is complete
 };
 
-struct Usage {
-    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;
+using Usage = runtime::Usage;  // one for the engine's count and both APIs' reports
+
+// One generated token's log-probability as the engine reported it (docs/protocol.md, `tokens`).
+struct TokenLogprobs {
+    std::string bytes;               // the token's raw bytes (a token can be part of a character)
+    double logprob = 0;              // NaN where the engine wrote null (-inf)
+    std::vector<TokenLogprobs> top;  // the alternatives asked for, most likely first (none of their own)
 };
 
 struct GenerationEvent {
     enum class Kind { Output, Done, Failed };
     Kind kind = Kind::Output;
     std::vector<OutputEvent> outputs;    // parsed events (possibly none; Done may carry the last ones)
-    nlohmann::json logprobs;             // Output: the engine's logprobs entries for these tokens (or null)
+    // Output: the tokens' logprobs when the request asked for them (possibly none: a tokens event
+    // that only releases held-back text); nullopt otherwise.
+    std::optional<std::vector<TokenLogprobs>> logprobs;
     int64_t tokens = 0;                  // Output: tokens these events came from
     // Done: "stop", "length", "cancelled", "context" (max_tokens was cut by the context window)
     std::string finish_reason;

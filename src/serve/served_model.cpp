@@ -169,7 +169,7 @@ PreparedChat ServedModel::prepare(const ChatRequest& r) const {
         if (spec.format == OutputFormat::Qwen3Hermes) {
             spec.forced_prefix = "<tool_call>\n";
             spec.forced_suffix = "\n</tool_call>";
-            spec.submit["response_format"] = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
+            spec.response_format = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
         } else {
             // XML calls: the name is forced by the opening; the parameters are the model's own.
             spec.forced_prefix = r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
@@ -183,17 +183,17 @@ PreparedChat ServedModel::prepare(const ChatRequest& r) const {
                 throw ApiError(400, std::string("response_format.json_schema.schema: ") + e.what(), "response_format");
             }
         }
-        spec.submit["response_format"] = r.response_format;
+        spec.response_format = r.response_format;
     }
 
     spec.prompt = tokenizer_->encode(spec.prompt_text, true);
     const auto n = static_cast<int64_t>(spec.prompt.size());
     if (n >= max_context_) throw prompt_too_long(n, max_context_ - 1);
 
-    for (const auto& [k, v] : r.sampling.items()) spec.submit[k] = v;
+    spec.sampling = r.sampling;
     if (r.logprobs) {
-        spec.submit["logprobs"] = true;
-        spec.submit["top_logprobs"] = r.top_logprobs;
+        spec.sampling.logprobs = true;
+        spec.sampling.top_logprobs = r.top_logprobs;
     }
     spec.max_tokens = r.max_tokens;
     spec.stop = r.stop;
@@ -218,10 +218,10 @@ PreparedChat ServedModel::prepare_completion(const CompletionRequest& c) const {
     spec.format = OutputFormat::Plain;
     spec.parser.parse_thinking = false;
     spec.parser.parse_tools = false;
-    spec.submit = c.sampling;
+    spec.sampling = c.sampling;
     if (c.logprobs >= 0) {
-        spec.submit["logprobs"] = true;
-        spec.submit["top_logprobs"] = c.logprobs;
+        spec.sampling.logprobs = true;
+        spec.sampling.top_logprobs = c.logprobs;
     }
     spec.max_tokens = c.max_tokens;
     spec.stop = c.stop;
@@ -234,7 +234,7 @@ PreparedChat ServedModel::fan_out(GenerationSpec spec, int n) {
     for (int i = 0; i < n; ++i) {
         GenerationSpec s = spec;
         // Choice i samples with seed + i: repeatable, and different from its siblings.
-        if (i > 0 && s.submit.contains("seed")) s.submit["seed"] = s.submit["seed"].get<int64_t>() + i;
+        if (i > 0 && s.sampling.seed) *s.sampling.seed += static_cast<uint64_t>(i);
         out.choices.push_back(std::move(s));
     }
     return out;

@@ -59,6 +59,7 @@ Server::~Server() {
 void Server::start() {
     if (options_.model_name.empty()) options_.model_name = std::filesystem::path(options_.model_path).stem().string();
     model_ = std::make_unique<ServedModel>(options_.model_path, options_.model_name);
+    options_.limits.n_vocab = model_->tokenizer().n_vocab();  // logit_bias ids outside it: a 400 at parse time
     try {
         model_info_gguf_ = model_->metadata_gguf();
     } catch (const std::exception& e) {
@@ -220,6 +221,7 @@ std::shared_ptr<Server::Call> Server::begin_call(const httplib::Request& req, co
 void Server::run_generations(Call& call, bool start) {
     call.ticket = admit(call);
     call.group = std::make_unique<GenerationGroup>();
+    call.choice_usage.assign(call.prepared.choices.size(), Usage{});
     for (size_t i = 0; i < call.prepared.choices.size(); ++i)
         call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i), call.prepared.choices[i],
                         model_->max_context());

@@ -5,16 +5,19 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/usage.h"
 #include "serve/admission.h"
 #include "serve/chat_request.h"
 #include "serve/metrics.h"
 
 namespace httplib {
 class Server;
+class DataSink;
 struct Request;
 struct Response;
 }  // namespace httplib
@@ -24,6 +27,8 @@ namespace strata::serve {
 class EngineClient;
 class ServedModel;
 class GenerationGroup;
+struct CallEvent;
+struct StreamTranslator;
 
 struct ServeOptions {
     std::string model_path;
@@ -86,7 +91,22 @@ private:
     // Answers a request that failed before its answer began, in its API's shape.
     void fail_call(const Call& call, httplib::Response& res, const ApiError& e);
 
-    // OpenAI and Anthropic answers, streamed or whole (openai_routes.cpp, anthropic_routes.cpp).
+    // The one loop over a call's generations (call_events.cpp). next_event waits up to kPoll for
+    // the next event of a choice, watching the client: Gone (its work is cancelled), Idle, or Event
+    // (a Failed one has cancelled the rest). It keeps the call's usage and latency metrics.
+    enum class Wait { Event, Idle, Gone };
+    Wait next_event(Call& call, CallEvent& out);
+    // Whole answers: every event until all choices are done goes to on_event. False when the
+    // client left (answered 499); a failed generation throws ApiError 500.
+    bool collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event);
+    // Streamed answers: the translator's SSE, then its end (a failed generation ends it with the
+    // API's stream error).
+    void stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTranslator translator);
+    // A call whose choices are all done: its end-to-end latency and cached prompt tokens.
+    void call_finished(const Call& call, const runtime::Usage& usage);
+
+    // OpenAI and Anthropic answers, streamed or whole (openai_routes.cpp, anthropic_routes.cpp):
+    // translations of CallEvents into each API's shapes.
     void answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res);
     void answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res);
     void answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res);

@@ -1,9 +1,13 @@
-// One HTTP request being answered by the Server (shared by server.cpp and the API route files).
+// One HTTP request being answered by the Server (shared by server.cpp, call_events.cpp and the API
+// route files), and what its answer is made of: CallEvents, which Server::collect (whole answers)
+// and Server::stream (SSE), both in call_events.cpp, hand to the route files' translators.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "serve/connection.h"
 #include "serve/generation.h"
@@ -29,6 +33,20 @@ struct Server::Call {
     PreparedChat prepared;
     std::unique_ptr<GenerationGroup> group;
     Admission::Ticket ticket;
+    std::vector<Usage> choice_usage;  // each choice's, from its Done event (zeros until then)
+
+    // What both APIs report: the prompt once, the first choice's cached tokens, the completion and
+    // reasoning tokens of every choice.
+    Usage usage() const {
+        Usage total;
+        total.prompt_tokens = prepared.prompt_tokens;
+        if (!choice_usage.empty()) total.cached_tokens = choice_usage[0].cached_tokens;
+        for (const Usage& u : choice_usage) {
+            total.completion_tokens += u.completion_tokens;
+            total.reasoning_tokens += u.reasoning_tokens;
+        }
+        return total;
+    }
 
     // Latency bookkeeping (metrics).
     bool saw_token = false;
@@ -50,6 +68,38 @@ struct Server::Call {
     double seconds_since_arrival() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count();
     }
+};
+
+// One event of a call's generations as the API translators see it: what one choice produced (its
+// text, reasoning and tool-call deltas and logprobs; at its Done the finish reason, stop sequence
+// and usage) and whether it was the call's last. Failed events and a client that left are handled
+// by collect / stream, never by a translator.
+struct CallEvent : GenerationEvent {
+    size_t choice = 0;
+    bool last = false;  // the Done of the call's last choice; `total` is then Call::usage()
+    Usage total;
+};
+
+// Where a stream translator writes: each write() is one chunk on the wire (false: the client is
+// gone); finish() says the stream's last bytes are written, so it ends after this step.
+class SseOut {
+public:
+    SseOut(httplib::DataSink& sink, bool& finished) : sink_(sink), finished_(finished) {}
+    bool write(const std::string& text);
+    void finish() { finished_ = true; }
+
+private:
+    httplib::DataSink& sink_;
+    bool& finished_;
+};
+
+// A streamed answer in its API's wire format. begin: the first bytes (role chunks, the echoed
+// prompt, message_start); event: one CallEvent; idle: nothing came within kPoll (pings). Each
+// returns false when a write failed.
+struct StreamTranslator {
+    std::function<bool(SseOut&)> begin;
+    std::function<bool(const CallEvent&, SseOut&)> event;
+    std::function<bool(SseOut&)> idle = [](SseOut&) { return true; };
 };
 
 // n random characters from [A-Za-z0-9] (ids of requests, messages, tool calls).

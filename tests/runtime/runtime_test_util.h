@@ -99,8 +99,8 @@ inline Request greedy_request(const std::string& id, std::vector<int32_t> prompt
     r.id = id;
     r.prompt = std::move(prompt);
     r.sampling.temperature = 0;
-    r.max_tokens = max_tokens;
-    r.ignore_eos = true;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
     return r;
 }
 

@@ -76,7 +76,7 @@ TEST_P(PerArch, BatchInvariantGreedyAndSeededSampling) {
         EXPECT_EQ(a.reason, FinishReason::Length);
         EXPECT_EQ(a.tokens, b.tokens) << (greedy ? "greedy" : "seeded sampling");
         EXPECT_EQ(a.text, b.text);
-        EXPECT_EQ(static_cast<int>(b.tokens.size()), reqs[5].max_tokens);
+        EXPECT_EQ(static_cast<int>(b.tokens.size()), reqs[5].sampling.max_tokens);
         for (const auto& [id, o] : sink.out) {
             EXPECT_TRUE(o.done) << id;
             EXPECT_EQ(o.events_after_done, 0) << id;
@@ -140,7 +140,7 @@ TEST_P(PerArch, SamplingFromRowSummariesEqualsSamplingWholeRows) {
     reqs[5].sampling.logprobs = true;
     reqs[6].sampling.temperature = 0;  // argmax-only, in a batch that samples
     reqs[7].grammar = JsonGrammar::any_json_object();
-    reqs[7].ignore_eos = false;
+    reqs[7].sampling.ignore_eos = false;
     auto& m = tiny_model(GetParam());
     std::map<std::string, test::Outcome> out[2];
     SchedulerStats stats[2];
@@ -334,7 +334,7 @@ TEST(Scheduler, StopStringSplitAcrossTokensEndsTheOutputBeforeIt) {
     ASSERT_GE(stop.size(), 3u);
     Request r = base;
     r.id = "stopped";
-    r.stop = {"\x01never", stop};
+    r.sampling.stop = {"\x01never", stop};
     Scheduler s(*m.model, *m.tok, small_options());
     RecordingSink sink;
     s.submit(r, &sink);
@@ -353,7 +353,7 @@ TEST(Scheduler, FinishReasonsAndUsage) {
     // Whatever the model says first becomes a stop token: finishes with "stop" after one token.
     const auto first = run_alone("qwen3moe", {greedy_request("x", make_prompt(8, 4), 3)}, small_options()).at("x");
     Request r = greedy_request("stop-id", make_prompt(8, 4), 50);
-    r.stop_token_ids = {first.tokens[0]};
+    r.sampling.stop_token_ids = {first.tokens[0]};
     s.submit(r, &sink);
     s.submit(greedy_request("len", make_prompt(8, 4), 7), &sink);
     run_until_idle(s);
@@ -412,7 +412,7 @@ TEST(Scheduler, ConstrainedOutputIsValidJson) {
         "required": ["name", "n", "ok", "tags"]})");
     for (int i = 0; i < 6; ++i) {
         Request r = greedy_request("j" + std::to_string(i), make_prompt(12, static_cast<uint32_t>(i)), 400);
-        r.ignore_eos = false;
+        r.sampling.ignore_eos = false;
         r.sampling.temperature = 1.0f;
         r.sampling.seed = static_cast<uint64_t>(i);
         r.grammar = i % 2 == 0 ? JsonGrammar::from_schema(schema) : JsonGrammar::any_json_object();

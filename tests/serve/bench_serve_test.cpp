@@ -125,9 +125,9 @@ TEST(BenchServe, RequestsAreDistinctAndReproducible) {
 
 TEST(BenchServe, IgnoreEosReachesTheEngineSubmit) {
     const auto body = serve::ojson::parse(R"({"messages":[{"role":"user","content":"hi"}],"ignore_eos":true})");
-    EXPECT_EQ(serve::parse_openai_chat(body, {}).sampling["ignore_eos"], true);
+    EXPECT_EQ(serve::parse_openai_chat(body, {}).sampling.ignore_eos, true);
     const auto completion = serve::ojson::parse(R"({"prompt":"hi","ignore_eos":false})");
-    EXPECT_EQ(serve::parse_openai_completion(completion, {}).sampling["ignore_eos"], false);
+    EXPECT_EQ(serve::parse_openai_completion(completion, {}).sampling.ignore_eos, false);
     try {
         serve::parse_openai_chat(serve::ojson::parse(R"({"messages":[{"role":"user","content":"hi"}],"ignore_eos":1})"), {});
         FAIL() << "a number was accepted as ignore_eos";

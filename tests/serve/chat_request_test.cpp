@@ -32,6 +32,12 @@ testing::AssertionResult same_json(const ojson& got, const std::string& expected
            << "got " << got.dump() << "\nexpected " << json::parse(expected).dump();
 }
 
+// `got` samples as the engine's submit fields `expected` say (runtime::sampling_from_json).
+testing::AssertionResult same_sampling(const runtime::SamplingParams& got, const std::string& expected) {
+    if (got == runtime::sampling_from_json(ojson::parse(expected), INT32_MAX)) return testing::AssertionSuccess();
+    return testing::AssertionFailure() << "got " << runtime::to_json(got).dump() << "\nexpected " << expected;
+}
+
 // `fn` throws an ApiError with `status` and `param` whose message contains `named`.
 testing::AssertionResult fails_with(const std::function<void()>& fn, int status, const std::string& param,
                                     const std::string& named) {
@@ -167,7 +173,7 @@ TEST(OpenAIChat, MinimalBodyKeepsDefaults) {
     EXPECT_FALSE(r.thinking.has_value());
     EXPECT_FALSE(r.thinking_budget.has_value());
     EXPECT_EQ(r.max_tokens, -1);
-    EXPECT_TRUE(r.sampling.empty());
+    EXPECT_TRUE(r.sampling == runtime::SamplingParams{});
     EXPECT_TRUE(r.stop.empty());
     EXPECT_TRUE(r.response_format.is_null());
     EXPECT_EQ(r.n, 1);
@@ -250,16 +256,16 @@ TEST(OpenAIChat, SamplingFields) {
     const ChatRequest r = chat(R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
         "presence_penalty": -1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1, "logit_bias": {"15": -100, "7": 5.5}})");
     EXPECT_TRUE(
-        same_json(r.sampling, R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
+        same_sampling(r.sampling, R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
         "presence_penalty": -1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1, "logit_bias": {"15": -100.0, "7": 5.5}})"));
     // top_p 0 means "the most likely token only": kept just above zero for the sampler.
-    EXPECT_DOUBLE_EQ(chat(R"({"top_p": 0})").sampling["top_p"].get<double>(), 1e-6);
+    EXPECT_FLOAT_EQ(chat(R"({"top_p": 0})").sampling.top_p, 1e-6f);
     // A whole-number float is an integer; the ends of the ranges are inside.
-    EXPECT_EQ(chat(R"({"top_k": 8.0, "temperature": 2})").sampling["top_k"], 8);
-    EXPECT_EQ(chat(R"({"seed": 9223372036854775807})").sampling["seed"].get<int64_t>(), INT64_MAX);
-    EXPECT_EQ(chat(R"({"seed": -9223372036854775808})").sampling["seed"].get<int64_t>(), INT64_MIN);
+    EXPECT_EQ(chat(R"({"top_k": 8.0, "temperature": 2})").sampling.top_k, 8);
+    EXPECT_EQ(static_cast<int64_t>(chat(R"({"seed": 9223372036854775807})").sampling.seed.value()), INT64_MAX);
+    EXPECT_EQ(static_cast<int64_t>(chat(R"({"seed": -9223372036854775808})").sampling.seed.value()), INT64_MIN);
     // null is the same as absent.
-    EXPECT_TRUE(chat(R"({"temperature": null, "stop": null, "tools": null})").sampling.empty());
+    EXPECT_TRUE(chat(R"({"temperature": null, "stop": null, "tools": null})").sampling == runtime::SamplingParams{});
 }
 
 TEST(OpenAIChat, LimitsAndOutputOptions) {
@@ -755,7 +761,7 @@ TEST(AnthropicMessages, SamplingAndOptions) {
     const ChatRequest r = anthropic(
         R"({"temperature": 1, "top_p": 0.8, "top_k": 5, "stop_sequences": ["</answer>"], "stream": true,
         "metadata": {"user_id": "u1"}})");
-    EXPECT_TRUE(same_json(r.sampling, R"({"temperature": 1.0, "top_p": 0.8, "top_k": 5})"));
+    EXPECT_TRUE(same_sampling(r.sampling, R"({"temperature": 1.0, "top_p": 0.8, "top_k": 5})"));
     EXPECT_EQ(r.stop, std::vector<std::string>{"</answer>"});
     EXPECT_TRUE(r.stream);
 }
@@ -1057,7 +1063,7 @@ TEST(OpenAICompletion, PromptShapesAndFields) {
     EXPECT_TRUE(full.stream);
     EXPECT_TRUE(full.include_usage);
     EXPECT_EQ(full.stop, std::vector<std::string>{"\n"});
-    EXPECT_TRUE(same_json(full.sampling, R"({"temperature": 1.5, "seed": 9})"));
+    EXPECT_TRUE(same_sampling(full.sampling, R"({"temperature": 1.5, "seed": 9})"));
 }
 
 TEST(OpenAICompletion, RejectsBadInput) {
@@ -1159,7 +1165,7 @@ TEST(ParseJsonBody, FeedsTheParsers) {
         parse_json_body(R"({"messages": [{"role": "user", "content": "caf\u00e9"}], "temperature": 0.25})"),
         {});
     EXPECT_EQ(r.messages[0]["content"], "caf\xc3\xa9");
-    EXPECT_DOUBLE_EQ(r.sampling["temperature"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.25);
     EXPECT_TRUE(fails_with(
         [] {
             parse_openai_chat(
