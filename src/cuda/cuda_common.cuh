@@ -165,9 +165,6 @@ void set_weight_prefetch(bool on);
 // (blocks of every pair for the same rows run together, so pairs sharing an expert share its
 // reads in L2), 0 rows-major always, 1 pairs-major always.
 void set_moe_order(int order);
-// Batch GEMVs with 8-bit inputs decode each weight chunk once for all their inputs (true, the
-// default) or once per input (false: the earlier form, for A/B runs).
-void set_gemv_decode_once(bool on);
 // f32-input GEMVs of few wide rows (the router) take a block a row (true, the default) or a warp
 // a row like every other matrix (false, for A/B runs).
 void set_gemv_block_per_row(bool on);
