@@ -91,7 +91,6 @@ public:
         init_quant_tables();
         set_weight_prefetch(o.weight_prefetch);
         set_moe_order(o.moe_order);
-        set_gemv_block_per_row(o.gemv_block_per_row);
         set_moe_rows_per_warp(static_cast<int>(o.moe_gate_rows), static_cast<int>(o.moe_down_rows));
         set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
         set_iq3_shared_tables(o.iq3_shared_tables);

@@ -25,7 +25,6 @@ struct CudaOptions {
     bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
     bool half_kv = true;            // f16 KV caches for models with quantised attention weights
     bool weight_prefetch = true;    // products ask L2 for their weight rows ahead (sm_90+)
-    bool gemv_block_per_row = true;  // f32-input GEMVs of few wide rows (the router) take a block a row
     int moe_order = -1;             // experts' grids pairs-major for calls of several tokens
                                     // (-1), never (0) or always (1): cuda::set_moe_order
     int64_t attention_octet_min = 48;  // decode attention splits of this many positions or more

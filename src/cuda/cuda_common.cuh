@@ -165,9 +165,6 @@ void set_weight_prefetch(bool on);
 // (blocks of every pair for the same rows run together, so pairs sharing an expert share its
 // reads in L2), 0 rows-major always, 1 pairs-major always.
 void set_moe_order(int order);
-// f32-input GEMVs of few wide rows (the router) take a block a row (true, the default) or a warp
-// a row like every other matrix (false, for A/B runs).
-void set_gemv_block_per_row(bool on);
 // Rows per warp of the experts' gate/up and down kernels (1, 2 or 4; 0: chosen by shape, the
 // default), for A/B runs.
 void set_moe_rows_per_warp(int gate_up, int down);
