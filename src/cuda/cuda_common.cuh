@@ -239,12 +239,10 @@ void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const floa
 // The same with the input rounded to 8 bits (every matrix's type q8_supported).
 void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
 // Q4_K matrices then Q6_K ones (attention's q and k, then v on the layers where Q4_K_M files
-// keep v at 6 bits) in one launch, 8-bit input; _fit says whether ws can go this way (on, the
-// order, and the type boundary on a block boundary of the launch's shape).
+// keep v at 6 bits) in one launch, 8-bit input; _fit says whether ws can go this way (the order,
+// and the type boundary on a block boundary of the launch's shape).
 bool gemv1_two_types_fit(const DeviceMatrix* ws, int count);
 void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
-// Whether gemv1_two_types_fit may say yes (true, the default; false for A/B runs).
-void set_gemv_two_types(bool on);
 // Whether one-input products copy their block's weight rows into shared memory before waiting on
 // the kernel before (true, the default; false: ask L2 for them instead, for A/B runs).
 void set_gemv_stage(bool on);
