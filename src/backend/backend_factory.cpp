@@ -45,7 +45,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // STRATA_CUDA_MOE_GATE_ROWS=N / STRATA_CUDA_MOE_DOWN_ROWS=N (the experts' kernels' rows
         // per warp: 1, 2 or 4; unset: chosen by shape), STRATA_CUDA_GEMV_ROWS=N and
         // STRATA_CUDA_GEMV_WARPS=N (one-input GEMVs: rows per warp 1, 2 or 4; warps per row 1 or 2),
-        // STRATA_CUDA_IQ3_SHARED=0 (IQ3_XXS dequantising reads its tables through L1),
         // STRATA_CUDA_GEMV_STAGE=0 (one-input GEMVs ask L2 for their rows instead of copying them
         // into shared memory before the wait).
         const auto env_is = [](const char* name, const char* value) {
@@ -62,7 +61,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
         co.bf16_weight_cache = !env_is("STRATA_CUDA_BF16_CACHE", "0");
-        co.iq3_shared_tables = !env_is("STRATA_CUDA_IQ3_SHARED", "0");
         co.gemv_stage = !env_is("STRATA_CUDA_GEMV_STAGE", "0");
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;

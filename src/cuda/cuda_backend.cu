@@ -93,7 +93,6 @@ public:
         set_moe_order(o.moe_order);
         set_moe_rows_per_warp(static_cast<int>(o.moe_gate_rows), static_cast<int>(o.moe_down_rows));
         set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
-        set_iq3_shared_tables(o.iq3_shared_tables);
         set_gemv_stage(o.gemv_stage);
         grow_stage(size_t{4} << 20);
         // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.

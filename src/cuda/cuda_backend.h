@@ -33,7 +33,6 @@ struct CudaOptions {
                                       // least (batches: that times the tokens, up to 16)
     int64_t moe_gate_rows = 0, moe_down_rows = 0;  // experts' rows per warp (1, 2, 4; 0: by shape)
     int64_t gemv_rows = 0, gemv_warps = 1;  // one-input GEMVs' rows per warp (0: by shape) and warps per row
-    bool iq3_shared_tables = true;  // IQ3_XXS dequantising reads its tables from shared memory
     bool gemv_stage = true;         // one-input GEMVs copy their rows to shared memory before the wait
 };
 // A backend on GPU `index`.

@@ -171,9 +171,6 @@ void set_moe_rows_per_warp(int gate_up, int down);
 // The one-input GEMVs' shape: rows per warp (1, 2 or 4) and, with one row a warp, warps per
 // row (1 or 2); rows 0: chosen by shape (the default), for A/B runs.
 void set_gemv1_shape(int rows_per_warp, int warps_per_row);
-// IQ3_XXS weights dequantised for cuBLAS read their grid and sign tables from shared memory
-// (true, the default) or through L1 like every other kernel (false, for A/B runs).
-void set_iq3_shared_tables(bool on);
 // True when the products below take weights of this type.
 bool type_supported(quant::Type t);
 
