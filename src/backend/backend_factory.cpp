@@ -38,7 +38,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
         // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
         // STRATA_CUDA_MOE_PAIR_MAJOR=0|1,
-        // STRATA_CUDA_BF16_CACHE=0 (dense weights dequantised for every product of 9+ tokens),
         // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
         // STRATA_CUDA_ATTN_SPLIT_MIN=N (positions a decode attention split covers at least),
         // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp),
@@ -60,7 +59,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.chunked_delta_rule = !env_is("STRATA_CUDA_GDN_CHUNKED", "0");
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
-        co.bf16_weight_cache = !env_is("STRATA_CUDA_BF16_CACHE", "0");
         co.gemv_stage = !env_is("STRATA_CUDA_GEMV_STAGE", "0");
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
         if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;

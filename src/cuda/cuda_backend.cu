@@ -67,7 +67,6 @@ public:
         : times_(o.times),
           graphs_enabled_(o.graphs),
           graph_max_tokens_(o.graph_max_tokens),
-          bf16_cache_enabled_(o.bf16_weight_cache),
           int8_products_(o.int8_products),
           chunked_delta_rule_(o.chunked_delta_rule),
           half_kv_(o.half_kv),
@@ -687,8 +686,9 @@ private:
     // The bf16 copy of a dense quantised weight for products of 9+ tokens, made on first use
     // while the budget has room (nullptr otherwise: the caller dequantises into scratch). The
     // copies are spare memory: any allocation that would not fit gives them all back first.
+    // Against dequantising for every call (H200, 30B-A3B Q4_K_M): batch 16 1,333 -> 1,437 t/s,
+    // batch 32 1,565 -> 1,699, pp512 13,297 -> 13,633.
     const void* cached_bf16(const DeviceMatrix& w) {
-        if (!bf16_cache_enabled_) return nullptr;
         if (const auto it = bf16_cache_.find(w.data); it != bf16_cache_.end()) return it->second.ptr;
         const size_t bytes = static_cast<size_t>(w.rows) * static_cast<size_t>(w.ne0) * 2;
         if (used_ + bytes > budget_) return nullptr;
@@ -971,7 +971,6 @@ private:
     bool graphs_enabled_ = true;
     const int64_t graph_max_tokens_;
     void* blas_workspace_ = nullptr;
-    const bool bf16_cache_enabled_;
     std::unordered_map<const uint8_t*, DevBuf> bf16_cache_;  // by the weight's device address
     uint64_t bf16_cache_bytes_ = 0;
     const bool int8_products_;

@@ -17,7 +17,6 @@ struct CudaOptions {
     uint64_t vram_budget = 0;       // 0: the free memory less 1 GiB
     bool graphs = true;             // record decode-sized forwards as CUDA graphs and replay them
     int64_t graph_max_tokens = 32;  // largest forward recorded (cuBLAS products included)
-    bool bf16_weight_cache = true;  // dense weights' bf16 copies kept in spare VRAM for 9+ tokens
     bool times = false;             // report where replayed forwards' time went, at close
     bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
     bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
