@@ -36,7 +36,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
         // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
-        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
+        // STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
         // STRATA_CUDA_MOE_PAIR_MAJOR=0|1,
         // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
         // STRATA_CUDA_ATTN_SPLIT_MIN=N (positions a decode attention split covers at least),
@@ -56,7 +56,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& o) {
         co.dependent_launch = !env_is("STRATA_CUDA_PDL", "0");
         co.times = env_is("STRATA_CUDA_TIMES", "1");
         co.int8_products = o.cuda_int8_products && !env_is("STRATA_CUDA_Q8", "0");
-        co.chunked_delta_rule = !env_is("STRATA_CUDA_GDN_CHUNKED", "0");
         co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
         co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
         co.gemv_stage = !env_is("STRATA_CUDA_GEMV_STAGE", "0");

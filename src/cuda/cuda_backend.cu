@@ -68,7 +68,6 @@ public:
           graphs_enabled_(o.graphs),
           graph_max_tokens_(o.graph_max_tokens),
           int8_products_(o.int8_products),
-          chunked_delta_rule_(o.chunked_delta_rule),
           half_kv_(o.half_kv),
           attention_octet_min_(o.attention_octet_min),
           attention_split_min_(o.attention_split_min) {
@@ -651,7 +650,7 @@ public:
         d.scale = a.scale;
         // The chunked form where the caller asks for it (prefill) and the run is long enough for
         // its three kernels to beat the token-by-token one.
-        const bool chunked = chunked_delta_rule_ && a.chunk_size > 0 && a.n_tokens >= kDeltaChunkedMinTokens && cuda::delta_rule_chunkable(d);
+        const bool chunked = a.chunk_size > 0 && a.n_tokens >= kDeltaChunkedMinTokens && cuda::delta_rule_chunkable(d);
         float* work = chunked ? static_cast<float*>(scratch(kDeltaChunks, cuda::delta_rule_chunked_scratch_floats(d) * sizeof(float))) : nullptr;
         sign(kOpDeltaRule, d.q, d.k, d.v, d.q_stride, d.k_stride, d.v_stride, d.g, d.beta, d.state, d.out, d.n_tokens, d.n_v_heads,
              d.n_k_heads, d.d_k, d.d_v, d.tiled, d.scale, work);
@@ -974,7 +973,6 @@ private:
     std::unordered_map<const uint8_t*, DevBuf> bf16_cache_;  // by the weight's device address
     uint64_t bf16_cache_bytes_ = 0;
     const bool int8_products_;
-    const bool chunked_delta_rule_;
     const int64_t attention_octet_min_;
     const int64_t attention_split_min_;
     const bool half_kv_;

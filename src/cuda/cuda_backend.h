@@ -21,7 +21,6 @@ struct CudaOptions {
     bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
     bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
                                     // their input rounded to 8 bits per 32 values (as the CPU does)
-    bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
     bool half_kv = true;            // f16 KV caches for models with quantised attention weights
     bool weight_prefetch = true;    // products ask L2 for their weight rows ahead (sm_90+)
     int moe_order = -1;             // experts' grids pairs-major for calls of several tokens
