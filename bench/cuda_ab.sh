@@ -7,6 +7,7 @@
 # e.g. bench/cuda_ab.sh q30.gguf build/bench/bench_model 2 \
 #        "STRATA_CUDA_GEMV_STAGE=0 STRATA_CUDA_GEMV_STAGE=1" \
 #        "-p 16 -n 64 -d 0" "-p 16 -n 32 -d 0 -b 2"
+# (the knobs: docs/cuda.md, "Knobs")
 set -euo pipefail
 M=${1:?model file}
 B=${2:?bench_model binary}

@@ -4,7 +4,7 @@
 // only after the stream has been synchronised. Products: a GEMV for up to kGemvMaxCols input
 // rows (decode), else the weight dequantised to bf16 (f32 for float weights) and cuBLAS. MoE
 // decode reads the routed expert ids on the device; large batches group pairs by expert.
-// Forwards of up to graph_max_tokens_ tokens are recorded as CUDA graphs and replayed.
+// Forwards of up to tuning_.graph_max_tokens tokens are recorded as CUDA graphs and replayed.
 #include "cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -63,18 +63,11 @@ using quant::is_float_type;
 
 class CudaBackend final : public backend::Backend {
 public:
-    CudaBackend(int index, const CudaOptions& o)
-        : times_(o.times),
-          graphs_enabled_(o.graphs),
-          graph_max_tokens_(o.graph_max_tokens),
-          int8_products_(o.int8_products),
-          half_kv_(o.half_kv),
-          attention_octet_min_(o.attention_octet_min),
-          attention_split_min_(o.attention_split_min) {
+    CudaBackend(int index, const CudaOptions& o) : tuning_(o.tuning) {
         const uint64_t budget = o.vram_budget;
         STRATA_CUDA_CHECK(cudaSetDevice(index));
         // Process-wide; only code compiled for sm_90+ carries the kernels' wait.
-        allow_dependent_launch(o.dependent_launch && kernel_code_version() >= 90);
+        allow_dependent_launch(tuning_.dependent_launch && kernel_code_version() >= 90);
         STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         blas_check(cublasCreate(&blas_), "create");
         blas_check(cublasSetStream(blas_, stream_), "set stream");
@@ -87,11 +80,7 @@ public:
         if (budget_ > free_b)
             throw Error("--vram-budget " + mib(budget_) + " is more than the " + mib(free_b) + " free on GPU " + std::to_string(index));
         init_quant_tables();
-        set_weight_prefetch(o.weight_prefetch);
-        set_moe_order(o.moe_order);
-        set_moe_rows_per_warp(static_cast<int>(o.moe_gate_rows), static_cast<int>(o.moe_down_rows));
-        set_gemv1_shape(static_cast<int>(o.gemv_rows), static_cast<int>(o.gemv_warps));
-        set_gemv_stage(o.gemv_stage);
+        set_weight_prefetch(tuning_.weight_prefetch);
         grow_stage(size_t{4} << 20);
         // A workspace of our own, so recorded forwards' cuBLAS calls use fixed memory.
         reserve(kBlasWorkspaceBytes, "the cuBLAS workspace");
@@ -101,7 +90,7 @@ public:
     }
 
     ~CudaBackend() override {
-        if (times_) report_times();
+        if (tuning_.times) report_times();
         if (mode_ == Mode::Capture) abandon();
         cudaStreamSynchronize(stream_);
         for (auto& [n, list] : graphs_)
@@ -120,7 +109,7 @@ public:
     const char* name() const override { return "cuda"; }
 
     // ---- recorded forwards (CUDA graphs) ----------------------------------------------------
-    // A decode-sized forward (at most graph_max_tokens_ tokens: GEMVs, cuBLAS products on the
+    // A decode-sized forward (at most tuning_.graph_max_tokens tokens: GEMVs, cuBLAS products on the
     // stream and the device-side MoE path, nothing that waits for the host) is captured into a
     // graph and launched; later
     // forwards of the same size first run their ops in replay mode, which only stages the host
@@ -130,7 +119,7 @@ public:
     // forward is declined and runs eagerly, and the next one is captured anew.
     void forward_begin(int64_t n_tokens, bool may_replay) override {
         act_src_ = nullptr;
-        if (times_) walk_start_ = std::chrono::steady_clock::now();
+        if (tuning_.times) walk_start_ = std::chrono::steady_clock::now();
         if (mode_ == Mode::Capture) abandon();  // a forward that threw half way
         mode_ = Mode::Eager;
         sync();
@@ -140,7 +129,7 @@ public:
         deferred_.clear();
         fwd_tokens_ = n_tokens;
         mode_ = Mode::Eager;
-        if (!graphs_enabled_ || !may_replay || n_tokens > graph_max_tokens_ || eager_sizes_.contains(n_tokens)) return;
+        if (!tuning_.graphs || !may_replay || n_tokens > tuning_.graph_max_tokens || eager_sizes_.contains(n_tokens)) return;
         if (!graphs_[n_tokens].empty() && !missed_[n_tokens]) {
             mode_ = Mode::Replay;
             return;
@@ -191,7 +180,7 @@ public:
         for (const HostCopy& c : deferred_)
             STRATA_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
         sync();
-        if (times_ && mode == Mode::Replay) {
+        if (tuning_.times && mode == Mode::Replay) {
             const auto done = std::chrono::steady_clock::now();
             walk_us_.push_back(std::chrono::duration<double, std::micro>(walked - walk_start_).count());
             run_us_.push_back(std::chrono::duration<double, std::micro>(done - walked).count());
@@ -375,7 +364,7 @@ public:
             const bool batchable = p.n_tokens == 1 && p.w->ne[0] % 32 == 0;
             size_t j = batchable ? run_end(i + 1, p.w->type) : i + 1;
             // GEMVs of these weights take the input rounded to 8 bits (batchable implies the width).
-            const bool int8_ok = int8_products_ && q8_supported(p.w->type) && p.w->ne[0] % 32 == 0;
+            const bool int8_ok = tuning_.int8_products && q8_supported(p.w->type) && p.w->ne[0] % 32 == 0;
             const bool int8 = batchable && int8_ok;
             // Then matrices of a second type on the same input may join the launch (q and k of
             // Q4_K with v of Q6_K: gemv1_two_types).
@@ -383,7 +372,7 @@ public:
             if (const size_t j2 = int8 && j < products.size() ? run_end(j, products[j].w->type) : j; j2 > j) {
                 DeviceMatrix ws[kGemvBatchMax];
                 for (size_t k = i; k < j2; ++k) ws[k - i] = matrix(*products[k].w);
-                if (gemv1_two_types_fit(ws, static_cast<int>(j2 - i))) {
+                if (gemv1_two_types_fit(ws, static_cast<int>(j2 - i), tuning_)) {
                     two_types = true;
                     j = j2;
                 }
@@ -406,9 +395,9 @@ public:
                     sign(kOpProduct, ws[k - i].data, p.x, ys[k - i], int8, two_types);
                 }
                 if (launching()) {
-                    if (two_types) gemv1_two_types(ws, ys, static_cast<int>(j - i), xq, stream_);
-                    else if (int8) gemv1_multi(ws, ys, static_cast<int>(j - i), xq, stream_);
-                    else gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, stream_);
+                    if (two_types) gemv1_two_types(ws, ys, static_cast<int>(j - i), xq, tuning_, stream_);
+                    else if (int8) gemv1_multi(ws, ys, static_cast<int>(j - i), xq, tuning_, stream_);
+                    else gemv1_multi(ws, ys, static_cast<int>(j - i), p.x, tuning_, stream_);
                 }
             }
             for (size_t k = i; k < j; ++k) wrote(products[k].y, products[k].n_tokens * products[k].w->ne[1]);
@@ -589,7 +578,7 @@ public:
             cuda::attention_tiled(d, dt, static_cast<int64_t>(tiles.size()), stream_);
             return;
         }
-        const int64_t splits = attention_splits(d, n_sm_, attention_split_min_);
+        const int64_t splits = attention_splits(d, n_sm_, tuning_.attention_split_min);
         d.partial = static_cast<float*>(scratch(kAttnPartial, attention_partial_floats(d, splits) * sizeof(float)));
         // Decode: the output also rounded to 8 bits for the output projection that reads it.
         const int64_t out_dim = a.n_head * a.head_dim_v;
@@ -597,10 +586,10 @@ public:
         if (q8 != nullptr) d.q8 = *q8;
         // The walk's form is part of the signature: a recorded graph keeps the kernel it captured.
         sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
-             splits, d.partial, d.q8.q, attention_octets(d, splits, attention_octet_min_));
+             splits, d.partial, d.q8.q, attention_octets(d, splits, tuning_.attention_octet_min));
         if (q8 != nullptr) remember_act(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
-        cuda::attention(d, splits, max_shared_, attention_octet_min_, stream_);
+        cuda::attention(d, splits, max_shared_, tuning_.attention_octet_min, stream_);
     }
     void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                             float* weights) override {
@@ -626,7 +615,7 @@ public:
     // f16 caches for quantised models: half the memory, and decode attention at depth reads half
     // the bytes; the attention kernels already round k and v to f16 for such models' prefill.
     backend::KvType kv_type(bool quantised_attention) const override {
-        return half_kv_ && quantised_attention ? backend::KvType::F16 : backend::KvType::F32;
+        return !tuning_.f32_kv && quantised_attention ? backend::KvType::F16 : backend::KvType::F32;
     }
     void delta_rule(const DeltaRuleArgs& a) override {
         DeltaRule d;
@@ -839,7 +828,7 @@ private:
         sign(kOpProduct, w.data, x, x_stride, n, y, y_stride);
         if (!launching()) return;
         if (n <= kGemvMaxCols) {
-            gemv(w, x, x_stride, n, y, y_stride, stream_);
+            gemv(w, x, x_stride, n, y, y_stride, tuning_, stream_);
             return;
         }
         const float one = 1.0f, zero = 0.0f;
@@ -933,7 +922,7 @@ private:
     static constexpr int64_t kQ8OutMaxRows = 32;  // the device-side MoE path's tokens (256 pairs / 8)
     // A copy for rows a kernel is about to write (null when decode products would not use one).
     const ActQ8* q8_out(int64_t rows, int64_t dim) {
-        if (!int8_products_ || rows > kQ8OutMaxRows || dim % 32 != 0) return nullptr;
+        if (!tuning_.int8_products || rows > kQ8OutMaxRows || dim % 32 != 0) return nullptr;
         act_ = act_q8_in(scratch(kActX, act_q8_bytes(rows, dim)), rows, dim);
         return &act_;
     }
@@ -964,18 +953,12 @@ private:
         mode_ = Mode::Abandoned;
     }
 
-    const bool times_;
+    const CudaTuning tuning_;  // the knobs (cuda_tuning.h)
     std::chrono::steady_clock::time_point walk_start_;
     std::vector<double> walk_us_, run_us_;
-    bool graphs_enabled_ = true;
-    const int64_t graph_max_tokens_;
     void* blas_workspace_ = nullptr;
     std::unordered_map<const uint8_t*, DevBuf> bf16_cache_;  // by the weight's device address
     uint64_t bf16_cache_bytes_ = 0;
-    const bool int8_products_;
-    const int64_t attention_octet_min_;
-    const int64_t attention_split_min_;
-    const bool half_kv_;
     ActQ8 act_{};                      // the 8-bit copy in kActX (act_q8_for)
     const float* act_src_ = nullptr;   // the rows it was made from (null: none valid)
     int64_t act_rows_ = 0, act_n_ = 0;
@@ -1111,7 +1094,7 @@ void CudaBackend::moe_experts(const MoeArgs& a) {
     float* outp = static_cast<float*>(scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
     if (n_pairs <= kMoeIndexedPairs) {
         float* hidden = static_cast<float*>(scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
-        const bool int8 = int8_products_ && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 &&
+        const bool int8 = tuning_.int8_products && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 &&
                           n_ff % 32 == 0;
         ActQ8 xq{}, hq{};
         if (int8) {
@@ -1134,12 +1117,12 @@ void CudaBackend::moe_experts(const MoeArgs& a) {
         }
         DeviceMatrix gate = expert(*a.gate, 0), up = expert(*a.up, 0), down = expert(*a.down, 0);
         if (int8) {
-            moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, stream_, &down);
+            moe_gate_up(gate, up, xq, n_pairs, a.k, a.ids, hidden, tuning_, stream_, &down);
             quantize_act_q8(hidden, n_pairs, n_ff, n_ff, hq, stream_);
-            moe_down(down, hq, n_pairs, a.k, a.ids, outp, stream_);
+            moe_down(down, hq, n_pairs, a.k, a.ids, outp, tuning_, stream_);
         } else {
-            moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, stream_, &down);
-            moe_down(down, hidden, n_pairs, a.k, a.ids, outp, stream_);
+            moe_gate_up(gate, up, a.x, n_pairs, a.k, a.ids, hidden, tuning_, stream_, &down);
+            moe_down(down, hidden, n_pairs, a.k, a.ids, outp, tuning_, stream_);
         }
         if (fuse) {
             moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps, a.normed,

@@ -21,25 +21,6 @@ void init_quant_tables() {
 // set_weight_prefetch's switch, per device.
 __constant__ int c_weight_prefetch = 1;
 
-// set_moe_order's setting: -1 pair-major expert grids when the call has more than one token, 0
-// never, 1 always (process-wide, for A/B runs).
-static int g_moe_order = -1;
-void set_moe_order(int order) { g_moe_order = order; }
-static bool g_gemv_stage = true;
-void set_gemv_stage(bool on) { g_gemv_stage = on; }
-// set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
-static int g_gemv_rows_per_warp = 0, g_gemv_warps_per_row = 1;
-void set_gemv1_shape(int rows_per_warp, int warps_per_row) {
-    g_gemv_rows_per_warp = rows_per_warp;
-    g_gemv_warps_per_row = warps_per_row;
-}
-// set_moe_rows_per_warp's settings (0: by shape; process-wide, for A/B runs).
-static int g_moe_gate_rows = 0, g_moe_down_rows = 0;
-void set_moe_rows_per_warp(int gate_up, int down) {
-    g_moe_gate_rows = gate_up;
-    g_moe_down_rows = down;
-}
-
 void set_weight_prefetch(bool on) {
     const int v = on ? 1 : 0;
     STRATA_CUDA_CHECK(cudaMemcpyToSymbol(c_weight_prefetch, &v, sizeof(v)));
@@ -293,8 +274,12 @@ struct GemvShape {
 // With 8-bit inputs (a quarter of the input traffic) half as many rows per warp, and two warps
 // per row for rows of 4,096+ values: A/B on the H200, 30B-A3B decode 304 -> 317 t/s (Q4_K_M) and
 // 295 -> 302 (IQ3_XXS), against one row per warp everywhere 314 / 294.
-GemvShape gemv_shape(int64_t rows, int chunks, bool int8_input) {
-    if (g_gemv_rows_per_warp > 0) return {g_gemv_rows_per_warp, g_gemv_rows_per_warp > 1 ? 1 : g_gemv_warps_per_row};
+// CudaTuning's gemv_rows / gemv_warps force one shape for A/B runs.
+GemvShape gemv_shape(int64_t rows, int chunks, bool int8_input, const CudaTuning& t) {
+    if (t.gemv_rows > 0) {
+        const int rows_per_warp = static_cast<int>(t.gemv_rows);
+        return {rows_per_warp, rows_per_warp > 1 ? 1 : static_cast<int>(t.gemv_warps)};
+    }
     if (int8_input) {
         if (rows >= 4096) return {2, 1};
         if (rows >= 1024 && chunks < 128) return {1, 1};
@@ -543,13 +528,14 @@ void check_aligned(const void* out) {
 
 }  // namespace
 
-void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride, cudaStream_t s) {
+void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride, const CudaTuning& t,
+          cudaStream_t s) {
     check_type(w);
     if (n < 1 || n > kGemvMaxCols) throw Error("gemv: batch of " + std::to_string(n) + " rows");
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0 || x_stride % 8 != 0) throw Error("gemv: input rows must be 32-byte aligned");
     if (n == 1 && w.ne0 % 32 == 0) {
         float* const ys[1] = {y};
-        gemv1_multi(&w, ys, 1, x, s);
+        gemv1_multi(&w, ys, 1, x, t, s);
         return;
     }
     const int groups = static_cast<int>(w.ne0 / 8);
@@ -604,7 +590,7 @@ struct GemvPlan {
     int rows_a = 0, total = 0, chunks = 0;
     GemvShape shape{};
 };
-GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool int8_input) {
+GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool int8_input, const CudaTuning& t) {
     if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
     GemvPlan p;
     p.b.first_b = count;
@@ -626,16 +612,17 @@ GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool in
     p.b.count = count;
     p.b.row_bytes = ws[0].row_bytes;
     p.chunks = static_cast<int>(ws[0].ne0 / 32);
-    p.shape = gemv_shape(p.total, p.chunks, int8_input);
+    p.shape = gemv_shape(p.total, p.chunks, int8_input, t);
     return p;
 }
 int gemv_block_rows(const GemvShape& sh) { return kWarps / sh.warps_per_row * sh.rows_per_warp; }
 
 // Shared memory for a one-input product's block rows copied in ahead of its wait (gemv1_rows),
-// or 0 where they are read from global memory: switched off, before sm_90, rows that break the
-// copy engine's 16-byte rule, or more than the 48 KiB a launch gets without opting in.
-size_t gemv1_stage_bytes(const GemvPlan& p) {
-    if (!g_gemv_stage || !dependent_launch()) return 0;
+// or 0 where they are read from global memory: switched off (gemv_stage), before sm_90, rows
+// that break the copy engine's 16-byte rule, or more than the 48 KiB a launch gets without
+// opting in.
+size_t gemv1_stage_bytes(const GemvPlan& p, const CudaTuning& t) {
+    if (!t.gemv_stage || !dependent_launch()) return 0;
     const size_t rb = std::max(p.b.row_bytes, p.b.first_b < p.b.count ? p.b.row_bytes_b : 0);
     if (p.b.row_bytes % 16 != 0 || (p.b.first_b < p.b.count && p.b.row_bytes_b % 16 != 0)) return 0;
     for (int i = 0; i < p.b.count; ++i)
@@ -645,11 +632,11 @@ size_t gemv1_stage_bytes(const GemvPlan& p) {
 }
 
 template <class X>
-void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
-    const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>);
+void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, const CudaTuning& t, cudaStream_t s) {
+    const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>, t);
     if (p.b.first_b != count) throw Error("gemv1_multi: matrices differ in type");
     const unsigned blocks = blocks_for(p.total, gemv_block_rows(p.shape));
-    const size_t stage = gemv1_stage_bytes(p);
+    const size_t stage = gemv1_stage_bytes(p, t);
     with_input_dequantizer<X>(ws[0].type, [&]<class Dq>() {
         with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
             launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, stage, s, p.b, p.chunks, x, stage > 0);
@@ -687,18 +674,18 @@ void quantize_act_q8(const float* x, int64_t rows, int64_t n, int64_t x_stride, 
     STRATA_CUDA_LAUNCHED();
 }
 
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s) {
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, const CudaTuning& t, cudaStream_t s) {
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
-    gemv1_launch<const float*>(ws, ys, count, x, s);
+    gemv1_launch<const float*>(ws, ys, count, x, t, s);
 }
 
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
-    gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), s);
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s) {
+    gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), t, s);
 }
 
 // A/B on the H200 against a launch per type, Q4_K_M files: batch-1 decode 374.4 -> 384.6 t/s
 // (30B-A3B), 257.8 -> 264.8 (80B-A3B).
-bool gemv1_two_types_fit(const DeviceMatrix* ws, int count) {
+bool gemv1_two_types_fit(const DeviceMatrix* ws, int count, const CudaTuning& t) {
     if (count < 2 || count > kGemvBatchMax || ws[0].type != quant::Type::Q4_K) return false;
     int first_b = count, rows_a = 0, total = 0;
     for (int i = 0; i < count; ++i) {
@@ -709,16 +696,16 @@ bool gemv1_two_types_fit(const DeviceMatrix* ws, int count) {
         if (i < first_b) rows_a += static_cast<int>(ws[i].rows);
     }
     if (first_b == count) return false;
-    const GemvShape sh = gemv_shape(total, static_cast<int>(ws[0].ne0 / 32), true);
+    const GemvShape sh = gemv_shape(total, static_cast<int>(ws[0].ne0 / 32), true, t);
     return rows_a % gemv_block_rows(sh) == 0;
 }
 
-void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
-    if (!gemv1_two_types_fit(ws, count)) throw Error("gemv1_two_types: needs Q4_K matrices then Q6_K ones, split on a block");
-    const GemvPlan p = gemv1_plan(ws, ys, count, true);
+void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s) {
+    if (!gemv1_two_types_fit(ws, count, t)) throw Error("gemv1_two_types: needs Q4_K matrices then Q6_K ones, split on a block");
+    const GemvPlan p = gemv1_plan(ws, ys, count, true, t);
     const int block_rows = gemv_block_rows(p.shape);
     const unsigned blocks = blocks_for(p.total, block_rows), b_block = static_cast<unsigned>(p.rows_a / block_rows);
-    const size_t stage = gemv1_stage_bytes(p);
+    const size_t stage = gemv1_stage_bytes(p, t);
     with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
         launch_kernel(gemv1_two_types_kernel<DqQ4_K, DqQ6_K, kRows, kWpr, Q8Row>, blocks, kWarps * 32, stage, s, p.b, p.chunks,
                       q8_row(x), b_block, stage > 0);
@@ -778,7 +765,8 @@ void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_
 
 namespace {
 
-bool moe_pair_major(int64_t n_pairs, int64_t k) { return g_moe_order < 0 ? n_pairs > k : g_moe_order == 1; }
+// order: CudaTuning::moe_pair_major (-1: pairs-major for calls of more than one token).
+bool moe_pair_major(int64_t n_pairs, int64_t k, int order) { return order < 0 ? n_pairs > k : order == 1; }
 dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
     const auto pairs = static_cast<unsigned>(n_pairs);
     return pair_major ? dim3(pairs, row_blocks) : dim3(row_blocks, pairs);
@@ -786,13 +774,14 @@ dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
 
 template <class X>
 void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k,
-                        const int32_t* ids, float* hidden, const DeviceMatrix* down, cudaStream_t s) {
+                        const int32_t* ids, float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s) {
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(gate.ne0 / 8);
-    const int rpw = g_moe_gate_rows > 0 ? g_moe_gate_rows : moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const bool pair_major = moe_pair_major(n_pairs, k);
+    const int rpw = t.moe_gate_rows > 0 ? static_cast<int>(t.moe_gate_rows)
+                                        : moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const bool pair_major = moe_pair_major(n_pairs, k, t.moe_pair_major);
     const dim3 grid = moe_grid(blocks_for(gate.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(gate.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
@@ -807,12 +796,13 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
 
 template <class X>
 void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-                     cudaStream_t s) {
+                     const CudaTuning& t, cudaStream_t s) {
     check_type(down);
     if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
-    const int rpw = g_moe_down_rows > 0 ? g_moe_down_rows : moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const bool pair_major = moe_pair_major(n_pairs, k);
+    const int rpw = t.moe_down_rows > 0 ? static_cast<int>(t.moe_down_rows)
+                                        : moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const bool pair_major = moe_pair_major(n_pairs, k, t.moe_pair_major);
     const dim3 grid = moe_grid(blocks_for(down.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
@@ -826,20 +816,20 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
 }  // namespace
 
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, s);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, t, s);
 }
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, s);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, t, s);
 }
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s) {
-    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, s);
+              const CudaTuning& t, cudaStream_t s) {
+    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, t, s);
 }
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s) {
-    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, s);
+              const CudaTuning& t, cudaStream_t s) {
+    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, t, s);
 }
 
 }  // namespace strata::cuda
