@@ -26,6 +26,8 @@ namespace strata::cuda {
     } while (0)
 // After a kernel launch: a bad configuration shows up here, not at the next sync.
 #define STRATA_CUDA_LAUNCHED() STRATA_CUDA_CHECK(cudaGetLastError())
+// Waits for the work queued on s so far.
+inline void sync_stream(cudaStream_t s) { STRATA_CUDA_CHECK(cudaStreamSynchronize(s)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
