@@ -5,8 +5,9 @@
 # the aggregate t/s of a `-b N` run (N > 1), else its tg t/s, or with AB_FIGURE=pp its pp t/s.
 #   bench/cuda_ab.sh MODEL.gguf BENCH ROUNDS "SETTING ..." "ARGS" ["ARGS" ...]
 # e.g. bench/cuda_ab.sh q30.gguf build/bench/bench_model 2 \
-#        "STRATA_CUDA_GEMV_DECODE_ONCE=0 STRATA_CUDA_GEMV_DECODE_ONCE=1" \
-#        "-p 16 -n 32 -d 0 -b 4" "-p 16 -n 32 -d 0 -b 8"
+#        "STRATA_CUDA_GEMV_STAGE=0 STRATA_CUDA_GEMV_STAGE=1" \
+#        "-p 16 -n 64 -d 0" "-p 16 -n 32 -d 0 -b 2"
+# (the knobs: docs/cuda.md, "Knobs")
 set -euo pipefail
 M=${1:?model file}
 B=${2:?bench_model binary}

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "cuda/cuda_tuning.h"
 
 namespace strata::cuda {
 
@@ -14,30 +15,8 @@ namespace strata::cuda {
 bool device_available(std::string* why);
 
 struct CudaOptions {
-    uint64_t vram_budget = 0;       // 0: the free memory less 1 GiB
-    bool graphs = true;             // record decode-sized forwards as CUDA graphs and replay them
-    int64_t graph_max_tokens = 32;  // largest forward recorded (cuBLAS products included)
-    bool bf16_weight_cache = true;  // dense weights' bf16 copies kept in spare VRAM for 9+ tokens
-    bool times = false;             // report where replayed forwards' time went, at close
-    bool dependent_launch = true;   // programmatic dependent launch where the GPU has it (sm_90+)
-    bool int8_products = true;      // decode products of Q4_K/Q5_K/Q6_K/Q8_0/IQ3_XXS weights take
-                                    // their input rounded to 8 bits per 32 values (as the CPU does)
-    bool chunked_delta_rule = true; // prefill runs of Gated DeltaNet layers take the chunked form
-    bool half_kv = true;            // f16 KV caches for models with quantised attention weights
-    bool weight_prefetch = true;    // products ask L2 for their weight rows ahead (sm_90+)
-    bool gemv_decode_once = true;   // batch GEMVs decode a weight chunk once for all inputs
-    bool gemv_block_per_row = true;  // f32-input GEMVs of few wide rows (the router) take a block a row
-    int moe_order = -1;             // experts' grids pairs-major for calls of several tokens
-                                    // (-1), never (0) or always (1): cuda::set_moe_order
-    int64_t attention_octet_min = 48;  // decode attention splits of this many positions or more
-                                       // walk 8 positions a warp at a time (cuda::attention)
-    int64_t attention_split_min = 4;  // positions a one-token decode attention split covers at
-                                      // least (batches: that times the tokens, up to 16)
-    int64_t moe_gate_rows = 0, moe_down_rows = 0;  // experts' rows per warp (1, 2, 4; 0: by shape)
-    int64_t gemv_rows = 0, gemv_warps = 1;  // one-input GEMVs' rows per warp (0: by shape) and warps per row
-    bool iq3_shared_tables = true;  // IQ3_XXS dequantising reads its tables from shared memory
-    bool gemv_two_types = true;     // one-input GEMVs of Q4_K then Q6_K matrices share a launch
-    bool gemv_stage = true;         // one-input GEMVs copy their rows to shared memory before the wait
+    uint64_t vram_budget = 0;  // --vram-budget; 0: the free memory less 1 GiB
+    CudaTuning tuning;         // the STRATA_CUDA_* knobs (cuda_tuning.h)
 };
 // A backend on GPU `index`.
 std::unique_ptr<backend::Backend> make_cuda_backend(int index, const CudaOptions& o);

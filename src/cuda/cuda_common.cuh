@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backend/row_sampling.h"
+#include "cuda/cuda_tuning.h"
 #include "quant/types.h"
 #include "util/error.h"
 
@@ -25,6 +26,8 @@ namespace strata::cuda {
     } while (0)
 // After a kernel launch: a bad configuration shows up here, not at the next sync.
 #define STRATA_CUDA_LAUNCHED() STRATA_CUDA_CHECK(cudaGetLastError())
+// Waits for the work queued on s so far.
+inline void sync_stream(cudaStream_t s) { STRATA_CUDA_CHECK(cudaStreamSynchronize(s)); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -159,27 +162,15 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
 // Copies the i-quant and IQ4 tables into device memory; once per process and device.
 void init_quant_tables();
 // Whether the products ask L2 for their weight rows ahead of their loads (prefetch_l2), on the
-// current device; on by default, off with STRATA_CUDA_PREFETCH=0 (for A/B runs).
+// current device (CudaTuning::weight_prefetch). A constant the kernels read, so it is set per
+// device, by each backend when it is made.
 void set_weight_prefetch(bool on);
-// The experts' kernels' grid order: -1 (default) pairs-major when a call has more than one token
-// (blocks of every pair for the same rows run together, so pairs sharing an expert share its
-// reads in L2), 0 rows-major always, 1 pairs-major always.
-void set_moe_order(int order);
-// Batch GEMVs with 8-bit inputs decode each weight chunk once for all their inputs (true, the
-// default) or once per input (false: the earlier form, for A/B runs).
-void set_gemv_decode_once(bool on);
-// f32-input GEMVs of few wide rows (the router) take a block a row (true, the default) or a warp
-// a row like every other matrix (false, for A/B runs).
-void set_gemv_block_per_row(bool on);
-// Rows per warp of the experts' gate/up and down kernels (1, 2 or 4; 0: chosen by shape, the
-// default), for A/B runs.
-void set_moe_rows_per_warp(int gate_up, int down);
-// The one-input GEMVs' shape: rows per warp (1, 2 or 4) and, with one row a warp, warps per
-// row (1 or 2); rows 0: chosen by shape (the default), for A/B runs.
-void set_gemv1_shape(int rows_per_warp, int warps_per_row);
-// IQ3_XXS weights dequantised for cuBLAS read their grid and sign tables from shared memory
-// (true, the default) or through L1 like every other kernel (false, for A/B runs).
-void set_iq3_shared_tables(bool on);
+// The launchers below that take a CudaTuning read these of its knobs: the one-input GEMVs
+// gemv_rows, gemv_warps (their shape; 0 rows: by shape) and gemv_stage; the experts' kernels
+// moe_pair_major (their grid order: by default pairs-major when a call has more than one token,
+// so the blocks of every pair for the same rows run together and pairs sharing an expert share
+// its reads in L2), moe_gate_rows and moe_down_rows (rows per warp; 0: by shape).
+
 // True when the products below take weights of this type.
 bool type_supported(quant::Type t);
 
@@ -224,7 +215,7 @@ bool q8_supported(quant::Type t);
 // one warp per weight row, the weight read once for all n inputs.
 inline constexpr int kGemvMaxCols = 8;
 void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
-          cudaStream_t s);
+          const CudaTuning& t, cudaStream_t s);
 // The same with n rows of 8-bit inputs (x: n rows of w.ne0 values; the type q8_supported).
 void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_stride, cudaStream_t s);
 
@@ -241,19 +232,14 @@ struct GemvBatch {
     size_t row_bytes_b;  // matrices [first_b, count)
     __device__ __forceinline__ size_t row_bytes_of(int m) const { return m < first_b ? row_bytes : row_bytes_b; }
 };
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s);
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, const CudaTuning& t, cudaStream_t s);
 // The same with the input rounded to 8 bits (every matrix's type q8_supported).
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s);
 // Q4_K matrices then Q6_K ones (attention's q and k, then v on the layers where Q4_K_M files
-// keep v at 6 bits) in one launch, 8-bit input; _fit says whether ws can go this way (on, the
-// order, and the type boundary on a block boundary of the launch's shape).
-bool gemv1_two_types_fit(const DeviceMatrix* ws, int count);
-void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s);
-// Whether gemv1_two_types_fit may say yes (true, the default; false for A/B runs).
-void set_gemv_two_types(bool on);
-// Whether one-input products copy their block's weight rows into shared memory before waiting on
-// the kernel before (true, the default; false: ask L2 for them instead, for A/B runs).
-void set_gemv_stage(bool on);
+// keep v at 6 bits) in one launch, 8-bit input; _fit says whether ws can go this way (the order,
+// and the type boundary on a block boundary of the launch's shape).
+bool gemv1_two_types_fit(const DeviceMatrix* ws, int count, const CudaTuning& t);
+void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s);
 
 // out[r][0..ne0) = the dequantised rows ids[r] of w, as float or bf16 (dense for cuBLAS).
 void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, float* out, cudaStream_t s);
@@ -267,15 +253,15 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
 // gate/up/down hold every expert: expert e's rows start at e * rows. moe_gate_up's `down` (the
 // one to come, or null) is asked of L2 for the pairs' experts while gate and up are multiplied.
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s);
+              const CudaTuning& t, cudaStream_t s);
 // The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
 // rows of a multiple of 32 values).
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down = nullptr);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s);
+              const CudaTuning& t, cudaStream_t s);
 
 // ---- element-wise and small ops (cuda_ops.cu) ---------------------------------------------
 
@@ -401,7 +387,7 @@ struct Attention {
                              // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
 };
 // Splits of a decode attention: enough blocks to fill the GPU twice, each split at least
-// split_min positions for one token (4 by default: CudaOptions::attention_split_min), longer for
+// split_min positions for one token (4 by default: CudaTuning::attention_split_min), longer for
 // batches (split_min * n_tokens, up to 16), a power of two.
 int64_t attention_splits(const Attention& a, int n_sm, int64_t split_min);
 size_t attention_partial_floats(const Attention& a, int64_t splits);

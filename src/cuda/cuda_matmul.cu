@@ -21,34 +21,6 @@ void init_quant_tables() {
 // set_weight_prefetch's switch, per device.
 __constant__ int c_weight_prefetch = 1;
 
-// set_moe_order's setting: -1 pair-major expert grids when the call has more than one token, 0
-// never, 1 always (process-wide, for A/B runs).
-static int g_moe_order = -1;
-void set_moe_order(int order) { g_moe_order = order; }
-// set_gemv_decode_once's setting (process-wide, for A/B runs).
-static bool g_gemv_decode_once = true;
-void set_gemv_decode_once(bool on) { g_gemv_decode_once = on; }
-static bool g_gemv_block_per_row = true;
-void set_gemv_block_per_row(bool on) { g_gemv_block_per_row = on; }
-static bool g_gemv_two_types = true;
-void set_gemv_two_types(bool on) { g_gemv_two_types = on; }
-static bool g_gemv_stage = true;
-void set_gemv_stage(bool on) { g_gemv_stage = on; }
-static bool g_iq3_shared_tables = true;
-void set_iq3_shared_tables(bool on) { g_iq3_shared_tables = on; }
-// set_gemv1_shape's settings (0: by shape; process-wide, for A/B runs).
-static int g_gemv_rows_per_warp = 0, g_gemv_warps_per_row = 1;
-void set_gemv1_shape(int rows_per_warp, int warps_per_row) {
-    g_gemv_rows_per_warp = rows_per_warp;
-    g_gemv_warps_per_row = warps_per_row;
-}
-// set_moe_rows_per_warp's settings (0: by shape; process-wide, for A/B runs).
-static int g_moe_gate_rows = 0, g_moe_down_rows = 0;
-void set_moe_rows_per_warp(int gate_up, int down) {
-    g_moe_gate_rows = gate_up;
-    g_moe_down_rows = down;
-}
-
 void set_weight_prefetch(bool on) {
     const int v = on ? 1 : 0;
     STRATA_CUDA_CHECK(cudaMemcpyToSymbol(c_weight_prefetch, &v, sizeof(v)));
@@ -63,7 +35,9 @@ bool type_supported(quant::Type t) {
 namespace {
 
 constexpr int kWarps = 4;  // weight rows per 128-thread block
-// f32-input GEMVs of fewer rows than this take a block a row (gemv_kernel's kWpr).
+// f32-input GEMVs of fewer rows than this take a block a row (gemv_kernel's kWpr). A/B on the
+// H200, 30B-A3B Q4_K_M, the router's 128 rows a block a row against a warp a row: batch 4 801 ->
+// 827 t/s aggregate, batch 8 958 -> 994, batch 1 unchanged.
 constexpr int64_t kGemvBlockPerRowBelow = 1024;
 
 // Rows [lo, hi) of a matrix asked of L2 by one thread (prefetch_l2): the products call it for
@@ -131,9 +105,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
 
 // y[c][row] = W[row] . x[c] for c < n (n <= NC) with 8-bit inputs x (rows of chunks * 32
 // values): one warp per weight row, each lane's weight chunk dotted with every input row's,
-// decoded once for all of them (kDecodeOnce; else row_dot32_q8 for each input, the old form,
-// kept for A/B runs: set_gemv_decode_once).
-template <class Dq, int NC, bool kDecodeOnce>
+// decoded once for all of them. A/B on the H200 against row_dot32_q8 for each input, 30B-A3B
+// Q4_K_M: batch 4 721 -> 791 t/s aggregate, batch 8 859 -> 964.
+template <class Dq, int NC>
 __global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
                                                               int chunks, Q8Row x, int n, float* __restrict__ y,
                                                               int64_t y_stride) {
@@ -146,24 +120,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __r
 #pragma unroll
     for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
     for (int i = lane; i < chunks; i += 32) {
-        if constexpr (kDecodeOnce) {
-            const WeightChunkQ8 wc = weight_chunk_q8<Dq>(wr, i);
+        const WeightChunkQ8 wc = weight_chunk_q8<Dq>(wr, i);
 #pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                if (c < n) {
-                    ChunkQ8 xc;
-                    load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
-                    acc[c] += weight_chunk_dot(wc, xc);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int c = 0; c < NC; ++c) {
-                if (c < n) {
-                    ChunkQ8 xc;
-                    load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
-                    acc[c] += row_dot32_q8<Dq>(wr, i, xc);
-                }
+        for (int c = 0; c < NC; ++c) {
+            if (c < n) {
+                ChunkQ8 xc;
+                load_chunk<Dq>(row_at(x, c, 32 * chunks), i, xc);
+                acc[c] += weight_chunk_dot(wc, xc);
             }
         }
     }
@@ -311,8 +274,12 @@ struct GemvShape {
 // With 8-bit inputs (a quarter of the input traffic) half as many rows per warp, and two warps
 // per row for rows of 4,096+ values: A/B on the H200, 30B-A3B decode 304 -> 317 t/s (Q4_K_M) and
 // 295 -> 302 (IQ3_XXS), against one row per warp everywhere 314 / 294.
-GemvShape gemv_shape(int64_t rows, int chunks, bool int8_input) {
-    if (g_gemv_rows_per_warp > 0) return {g_gemv_rows_per_warp, g_gemv_rows_per_warp > 1 ? 1 : g_gemv_warps_per_row};
+// CudaTuning's gemv_rows / gemv_warps force one shape for A/B runs.
+GemvShape gemv_shape(int64_t rows, int chunks, bool int8_input, const CudaTuning& t) {
+    if (t.gemv_rows > 0) {
+        const int rows_per_warp = static_cast<int>(t.gemv_rows);
+        return {rows_per_warp, rows_per_warp > 1 ? 1 : static_cast<int>(t.gemv_warps)};
+    }
     if (int8_input) {
         if (rows >= 4096) return {2, 1};
         if (rows >= 1024 && chunks < 128) return {1, 1};
@@ -372,7 +339,8 @@ __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, 
 // dequant_kernel for IQ3_XXS with its grid and sign tables in shared memory: the two grid
 // lookups and the sign lookup of each 8 values are gathers a warp spreads over the whole table,
 // which L1 serves a cache line at a time. Blocks loop over the work (the tables are loaded once a
-// block, before the wait: they never change).
+// block, before the wait: they never change). A/B on the H200 against dequant_kernel reading
+// them through L1, 30B-A3B IQ3_XXS: pp512 7,509 -> 7,679 t/s, pp4096 16,690 -> 16,769.
 constexpr unsigned kDequantLoopBlocks = 4096;
 template <class Out>
 __global__ void __launch_bounds__(256) dequant_iq3xxs_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
@@ -403,13 +371,11 @@ void launch_dequant(const uint8_t* w, size_t row_bytes, int64_t rows, int groups
                     cudaStream_t s) {
     const int64_t total = rows * groups;
     if constexpr (std::is_same_v<Dq, DqIQ3_XXS>) {
-        if (g_iq3_shared_tables) {
-            const unsigned blocks = std::min<unsigned>(blocks_for(total, 256), kDequantLoopBlocks);
-            launch_kernel(dequant_iq3xxs_kernel<Out>, blocks, 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
-            return;
-        }
+        const unsigned blocks = std::min<unsigned>(blocks_for(total, 256), kDequantLoopBlocks);
+        launch_kernel(dequant_iq3xxs_kernel<Out>, blocks, 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
+    } else {
+        launch_kernel(dequant_kernel<Dq, Out>, blocks_for(total, 256), 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
     }
-    launch_kernel(dequant_kernel<Dq, Out>, blocks_for(total, 256), 256, 0, s, w, row_bytes, rows, groups, ids, per_id, out);
 }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -562,18 +528,19 @@ void check_aligned(const void* out) {
 
 }  // namespace
 
-void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride, cudaStream_t s) {
+void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride, const CudaTuning& t,
+          cudaStream_t s) {
     check_type(w);
     if (n < 1 || n > kGemvMaxCols) throw Error("gemv: batch of " + std::to_string(n) + " rows");
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0 || x_stride % 8 != 0) throw Error("gemv: input rows must be 32-byte aligned");
     if (n == 1 && w.ne0 % 32 == 0) {
         float* const ys[1] = {y};
-        gemv1_multi(&w, ys, 1, x, s);
+        gemv1_multi(&w, ys, 1, x, t, s);
         return;
     }
     const int groups = static_cast<int>(w.ne0 / 8);
     // A block a row while a warp a row would leave most SMs idle (fewer than ~8 warps an SM).
-    const bool block_per_row = g_gemv_block_per_row && w.rows < kGemvBlockPerRowBelow && groups >= 32 * kWarps;
+    const bool block_per_row = w.rows < kGemvBlockPerRowBelow && groups >= 32 * kWarps;
     const dim3 grid(block_per_row ? static_cast<unsigned>(w.rows) : blocks_for(w.rows, kWarps));
     with_dequantizer(w.type, [&]<class Dq>() {
         const auto run = [&](auto kernel) {
@@ -623,7 +590,7 @@ struct GemvPlan {
     int rows_a = 0, total = 0, chunks = 0;
     GemvShape shape{};
 };
-GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool int8_input) {
+GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool int8_input, const CudaTuning& t) {
     if (count < 1 || count > kGemvBatchMax) throw Error("gemv1_multi: " + std::to_string(count) + " matrices");
     GemvPlan p;
     p.b.first_b = count;
@@ -645,16 +612,17 @@ GemvPlan gemv1_plan(const DeviceMatrix* ws, float* const* ys, int count, bool in
     p.b.count = count;
     p.b.row_bytes = ws[0].row_bytes;
     p.chunks = static_cast<int>(ws[0].ne0 / 32);
-    p.shape = gemv_shape(p.total, p.chunks, int8_input);
+    p.shape = gemv_shape(p.total, p.chunks, int8_input, t);
     return p;
 }
 int gemv_block_rows(const GemvShape& sh) { return kWarps / sh.warps_per_row * sh.rows_per_warp; }
 
 // Shared memory for a one-input product's block rows copied in ahead of its wait (gemv1_rows),
-// or 0 where they are read from global memory: switched off, before sm_90, rows that break the
-// copy engine's 16-byte rule, or more than the 48 KiB a launch gets without opting in.
-size_t gemv1_stage_bytes(const GemvPlan& p) {
-    if (!g_gemv_stage || !dependent_launch()) return 0;
+// or 0 where they are read from global memory: switched off (gemv_stage), before sm_90, rows
+// that break the copy engine's 16-byte rule, or more than the 48 KiB a launch gets without
+// opting in.
+size_t gemv1_stage_bytes(const GemvPlan& p, const CudaTuning& t) {
+    if (!t.gemv_stage || !dependent_launch()) return 0;
     const size_t rb = std::max(p.b.row_bytes, p.b.first_b < p.b.count ? p.b.row_bytes_b : 0);
     if (p.b.row_bytes % 16 != 0 || (p.b.first_b < p.b.count && p.b.row_bytes_b % 16 != 0)) return 0;
     for (int i = 0; i < p.b.count; ++i)
@@ -664,11 +632,11 @@ size_t gemv1_stage_bytes(const GemvPlan& p) {
 }
 
 template <class X>
-void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, cudaStream_t s) {
-    const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>);
+void gemv1_launch(const DeviceMatrix* ws, float* const* ys, int count, X x, const CudaTuning& t, cudaStream_t s) {
+    const GemvPlan p = gemv1_plan(ws, ys, count, !std::is_same_v<X, const float*>, t);
     if (p.b.first_b != count) throw Error("gemv1_multi: matrices differ in type");
     const unsigned blocks = blocks_for(p.total, gemv_block_rows(p.shape));
-    const size_t stage = gemv1_stage_bytes(p);
+    const size_t stage = gemv1_stage_bytes(p, t);
     with_input_dequantizer<X>(ws[0].type, [&]<class Dq>() {
         with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
             launch_kernel(gemv1_kernel<Dq, kRows, kWpr, X>, blocks, kWarps * 32, stage, s, p.b, p.chunks, x, stage > 0);
@@ -706,17 +674,19 @@ void quantize_act_q8(const float* x, int64_t rows, int64_t n, int64_t x_stride, 
     STRATA_CUDA_LAUNCHED();
 }
 
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, cudaStream_t s) {
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const float* x, const CudaTuning& t, cudaStream_t s) {
     if (reinterpret_cast<uintptr_t>(x) % 32 != 0) throw Error("gemv: input rows must be 32-byte aligned");
-    gemv1_launch<const float*>(ws, ys, count, x, s);
+    gemv1_launch<const float*>(ws, ys, count, x, t, s);
 }
 
-void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
-    gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), s);
+void gemv1_multi(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s) {
+    gemv1_launch<Q8Row>(ws, ys, count, q8_row(x), t, s);
 }
 
-bool gemv1_two_types_fit(const DeviceMatrix* ws, int count) {
-    if (!g_gemv_two_types || count < 2 || count > kGemvBatchMax || ws[0].type != quant::Type::Q4_K) return false;
+// A/B on the H200 against a launch per type, Q4_K_M files: batch-1 decode 374.4 -> 384.6 t/s
+// (30B-A3B), 257.8 -> 264.8 (80B-A3B).
+bool gemv1_two_types_fit(const DeviceMatrix* ws, int count, const CudaTuning& t) {
+    if (count < 2 || count > kGemvBatchMax || ws[0].type != quant::Type::Q4_K) return false;
     int first_b = count, rows_a = 0, total = 0;
     for (int i = 0; i < count; ++i) {
         if (ws[i].type != ws[0].type && first_b == count) first_b = i;
@@ -726,16 +696,16 @@ bool gemv1_two_types_fit(const DeviceMatrix* ws, int count) {
         if (i < first_b) rows_a += static_cast<int>(ws[i].rows);
     }
     if (first_b == count) return false;
-    const GemvShape sh = gemv_shape(total, static_cast<int>(ws[0].ne0 / 32), true);
+    const GemvShape sh = gemv_shape(total, static_cast<int>(ws[0].ne0 / 32), true, t);
     return rows_a % gemv_block_rows(sh) == 0;
 }
 
-void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, cudaStream_t s) {
-    if (!gemv1_two_types_fit(ws, count)) throw Error("gemv1_two_types: needs Q4_K matrices then Q6_K ones, split on a block");
-    const GemvPlan p = gemv1_plan(ws, ys, count, true);
+void gemv1_two_types(const DeviceMatrix* ws, float* const* ys, int count, const ActQ8& x, const CudaTuning& t, cudaStream_t s) {
+    if (!gemv1_two_types_fit(ws, count, t)) throw Error("gemv1_two_types: needs Q4_K matrices then Q6_K ones, split on a block");
+    const GemvPlan p = gemv1_plan(ws, ys, count, true, t);
     const int block_rows = gemv_block_rows(p.shape);
     const unsigned blocks = blocks_for(p.total, block_rows), b_block = static_cast<unsigned>(p.rows_a / block_rows);
-    const size_t stage = gemv1_stage_bytes(p);
+    const size_t stage = gemv1_stage_bytes(p, t);
     with_gemv_shape(p.shape, [&]<int kRows, int kWpr>() {
         launch_kernel(gemv1_two_types_kernel<DqQ4_K, DqQ6_K, kRows, kWpr, Q8Row>, blocks, kWarps * 32, stage, s, p.b, p.chunks,
                       q8_row(x), b_block, stage > 0);
@@ -786,20 +756,17 @@ void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_
             launch_kernel(kernel, grid, kWarps * 32, 0, s, w.data, w.row_bytes, static_cast<int>(w.rows), chunks, q8_row(x),
                           static_cast<int>(n), y, y_stride);
         };
-        const auto pick = [&]<int NC>() {
-            if (g_gemv_decode_once) run(gemv_q8_kernel<Dq, NC, true>);
-            else run(gemv_q8_kernel<Dq, NC, false>);
-        };
-        if (n <= 2) pick.template operator()<2>();
-        else if (n <= 4) pick.template operator()<4>();
-        else pick.template operator()<kGemvMaxCols>();
+        if (n <= 2) run(gemv_q8_kernel<Dq, 2>);
+        else if (n <= 4) run(gemv_q8_kernel<Dq, 4>);
+        else run(gemv_q8_kernel<Dq, kGemvMaxCols>);
     });
     STRATA_CUDA_LAUNCHED();
 }
 
 namespace {
 
-bool moe_pair_major(int64_t n_pairs, int64_t k) { return g_moe_order < 0 ? n_pairs > k : g_moe_order == 1; }
+// order: CudaTuning::moe_pair_major (-1: pairs-major for calls of more than one token).
+bool moe_pair_major(int64_t n_pairs, int64_t k, int order) { return order < 0 ? n_pairs > k : order == 1; }
 dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
     const auto pairs = static_cast<unsigned>(n_pairs);
     return pair_major ? dim3(pairs, row_blocks) : dim3(row_blocks, pairs);
@@ -807,13 +774,14 @@ dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
 
 template <class X>
 void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k,
-                        const int32_t* ids, float* hidden, const DeviceMatrix* down, cudaStream_t s) {
+                        const int32_t* ids, float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s) {
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(gate.ne0 / 8);
-    const int rpw = g_moe_gate_rows > 0 ? g_moe_gate_rows : moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const bool pair_major = moe_pair_major(n_pairs, k);
+    const int rpw = t.moe_gate_rows > 0 ? static_cast<int>(t.moe_gate_rows)
+                                        : moe_rows_per_warp(gate.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const bool pair_major = moe_pair_major(n_pairs, k, t.moe_pair_major);
     const dim3 grid = moe_grid(blocks_for(gate.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(gate.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
@@ -828,12 +796,13 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
 
 template <class X>
 void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-                     cudaStream_t s) {
+                     const CudaTuning& t, cudaStream_t s) {
     check_type(down);
     if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
-    const int rpw = g_moe_down_rows > 0 ? g_moe_down_rows : moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
-    const bool pair_major = moe_pair_major(n_pairs, k);
+    const int rpw = t.moe_down_rows > 0 ? static_cast<int>(t.moe_down_rows)
+                                        : moe_rows_per_warp(down.rows, n_pairs, !std::is_same_v<X, const float*>);
+    const bool pair_major = moe_pair_major(n_pairs, k, t.moe_pair_major);
     const dim3 grid = moe_grid(blocks_for(down.rows, kWarps * rpw), n_pairs, pair_major);
     with_input_dequantizer<X>(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
@@ -847,20 +816,20 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
 }  // namespace
 
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, s);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, t, s);
 }
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, s);
+                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, t, s);
 }
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s) {
-    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, s);
+              const CudaTuning& t, cudaStream_t s) {
+    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, t, s);
 }
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              cudaStream_t s) {
-    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, s);
+              const CudaTuning& t, cudaStream_t s) {
+    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, t, s);
 }
 
 }  // namespace strata::cuda

@@ -35,62 +35,13 @@ std::unique_ptr<backend::Backend> make_backend(const BackendOptions& o) {
         std::string why;
         if (!cuda_usable(&why)) throw Error("--device " + o.device + ": " + why);
 #ifdef STRATA_HAVE_CUDA
-        // Switches for A/B measurements: STRATA_CUDA_GRAPHS=0, STRATA_CUDA_PDL=0, STRATA_CUDA_Q8=0,
-        // STRATA_CUDA_GDN_CHUNKED=0, STRATA_CUDA_KV_F32=1, STRATA_CUDA_PREFETCH=0, STRATA_CUDA_TIMES=1,
-        // STRATA_CUDA_MOE_PAIR_MAJOR=0|1, STRATA_CUDA_GEMV_DECODE_ONCE=0,
-        // STRATA_CUDA_GEMV_BLOCK_ROW=0 (f32-input GEMVs of few wide rows a warp a row, as before),
-        // STRATA_CUDA_BF16_CACHE=0 (dense weights dequantised for every product of 9+ tokens),
-        // STRATA_CUDA_GRAPH_MAX_TOKENS=N (largest forward recorded as a graph; 8: GEMV-only forwards),
-        // STRATA_CUDA_ATTN_SPLIT_MIN=N (positions a decode attention split covers at least),
-        // STRATA_CUDA_ATTN_OCTET_MIN=N (0: every decode attention split walks 8 positions a warp),
-        // STRATA_CUDA_MOE_GATE_ROWS=N / STRATA_CUDA_MOE_DOWN_ROWS=N (the experts' kernels' rows
-        // per warp: 1, 2 or 4; unset: chosen by shape), STRATA_CUDA_GEMV_ROWS=N and
-        // STRATA_CUDA_GEMV_WARPS=N (one-input GEMVs: rows per warp 1, 2 or 4; warps per row 1 or 2),
-        // STRATA_CUDA_IQ3_SHARED=0 (IQ3_XXS dequantising reads its tables through L1),
-        // STRATA_CUDA_GEMV_TWO_TYPES=0 (Q4_K and Q6_K matrices of one input in separate launches),
-        // STRATA_CUDA_GEMV_STAGE=0 (one-input GEMVs ask L2 for their rows instead of copying them
-        // into shared memory before the wait).
-        const auto env_is = [](const char* name, const char* value) {
-            const char* v = std::getenv(name);
-            return v != nullptr && std::string(v) == value;
-        };
+        // The STRATA_CUDA_* knobs are read by the CUDA backend's table (src/cuda/cuda_tuning.h);
+        // this backend's options can only turn graphs and 8-bit products off.
         cuda::CudaOptions co;
         co.vram_budget = o.vram_budget;
-        co.graphs = o.cuda_graphs && !env_is("STRATA_CUDA_GRAPHS", "0");
-        co.dependent_launch = !env_is("STRATA_CUDA_PDL", "0");
-        co.times = env_is("STRATA_CUDA_TIMES", "1");
-        co.int8_products = o.cuda_int8_products && !env_is("STRATA_CUDA_Q8", "0");
-        co.chunked_delta_rule = !env_is("STRATA_CUDA_GDN_CHUNKED", "0");
-        co.half_kv = !env_is("STRATA_CUDA_KV_F32", "1");
-        co.weight_prefetch = !env_is("STRATA_CUDA_PREFETCH", "0");
-        co.gemv_decode_once = !env_is("STRATA_CUDA_GEMV_DECODE_ONCE", "0");
-        co.gemv_block_per_row = !env_is("STRATA_CUDA_GEMV_BLOCK_ROW", "0");
-        co.bf16_weight_cache = !env_is("STRATA_CUDA_BF16_CACHE", "0");
-        co.iq3_shared_tables = !env_is("STRATA_CUDA_IQ3_SHARED", "0");
-        co.gemv_two_types = !env_is("STRATA_CUDA_GEMV_TWO_TYPES", "0");
-        co.gemv_stage = !env_is("STRATA_CUDA_GEMV_STAGE", "0");
-        if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "0")) co.moe_order = 0;
-        if (env_is("STRATA_CUDA_MOE_PAIR_MAJOR", "1")) co.moe_order = 1;
-        const auto env_count = [](const char* name, int64_t& out) {
-            const char* v = std::getenv(name);
-            if (v == nullptr || *v == '\0') return;
-            char* end = nullptr;
-            const long long n = std::strtoll(v, &end, 10);
-            if (*end != '\0' || n < 0) throw Error(std::string(name) + "=" + v + ": expected a count");
-            out = n;
-        };
-        env_count("STRATA_CUDA_ATTN_OCTET_MIN", co.attention_octet_min);
-        env_count("STRATA_CUDA_GRAPH_MAX_TOKENS", co.graph_max_tokens);
-        env_count("STRATA_CUDA_ATTN_SPLIT_MIN", co.attention_split_min);
-        if (co.attention_split_min < 1) throw Error("STRATA_CUDA_ATTN_SPLIT_MIN must be at least 1");
-        env_count("STRATA_CUDA_MOE_GATE_ROWS", co.moe_gate_rows);
-        env_count("STRATA_CUDA_MOE_DOWN_ROWS", co.moe_down_rows);
-        for (const int64_t r : {co.moe_gate_rows, co.moe_down_rows})
-            if (r != 0 && r != 1 && r != 2 && r != 4) throw Error("STRATA_CUDA_MOE_GATE_ROWS / _DOWN_ROWS: 1, 2 or 4");
-        env_count("STRATA_CUDA_GEMV_ROWS", co.gemv_rows);
-        env_count("STRATA_CUDA_GEMV_WARPS", co.gemv_warps);
-        if ((co.gemv_rows != 0 && co.gemv_rows != 1 && co.gemv_rows != 2 && co.gemv_rows != 4) || (co.gemv_warps != 1 && co.gemv_warps != 2))
-            throw Error("STRATA_CUDA_GEMV_ROWS: 1, 2 or 4; STRATA_CUDA_GEMV_WARPS: 1 or 2");
+        co.tuning = cuda::tuning_from_environment();
+        co.tuning.graphs = co.tuning.graphs && o.cuda_graphs;
+        co.tuning.int8_products = co.tuning.int8_products && o.cuda_int8_products;
         return cuda::make_cuda_backend(index, co);
 #else
         (void)index;
