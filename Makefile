@@ -4,7 +4,7 @@ CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all strata test demo bench sanitize fuzz format clean
+.PHONY: all strata test demo bench sanitize fuzz format format-check clean
 
 all: strata
 
@@ -52,8 +52,13 @@ fuzz: build-asan/CMakeCache.txt
 	  tail -n 2 $$work/log; \
 	done
 
+# Every C++ and CUDA file of ours in the style of .clang-format (clang-format 14, as Debian 12 has it).
+FORMAT_FILES = $$(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 format:
-	clang-format -i $$(git ls-files '*.cpp' '*.h')
+	clang-format-14 -i $(FORMAT_FILES)
+
+format-check:
+	clang-format-14 --dry-run --Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf build build-asan
