@@ -44,7 +44,7 @@ bool MoeGrouping::grouped_products(const backend::MoeArgs& a, const float* xg, f
     void* act = pool_.scratch(kDenseX, static_cast<size_t>(n_pairs * std::max(n_embd, n_ff)) * 2);
 
     // out rows (bf16) of the pairs of each active expert = W_e in, in_dim -> out_dim.
-    auto grouped = [&](const model::Weight& w, int64_t in_dim, void* out, int64_t out_dim) {
+    auto grouped = [&](const backend::Weight& w, int64_t in_dim, void* out, int64_t out_dim) {
         for (int64_t c0 = 0; c0 < n_active; c0 += chunk) {
             const int cnt = static_cast<int>(std::min(chunk, n_active - c0));
             const int32_t* experts = staging_.upload(active_.data() + c0, static_cast<size_t>(cnt));

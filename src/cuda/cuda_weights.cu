@@ -8,9 +8,9 @@ DeviceWeights::~DeviceWeights() {
     for (auto& [w, b] : bf16_) cudaFree(b.ptr);
 }
 
-void DeviceWeights::upload(std::span<const model::Weight> weights, const backend::Backend::ProgressFn& progress) {
+void DeviceWeights::upload(std::span<const backend::Weight> weights, const backend::Backend::ProgressFn& progress) {
     uint64_t total = 0;
-    for (const model::Weight& w : weights) {
+    for (const backend::Weight& w : weights) {
         const bool vector = w.ne[1] * w.ne[2] * w.ne[3] == 1;
         if (!vector && !type_supported(w.type))
             throw Error("tensor " + w.name() + " has type " + quant::type_name(w.type) + ", which has no CUDA kernel");
@@ -23,7 +23,7 @@ void DeviceWeights::upload(std::span<const model::Weight> weights, const backend
                     mib(pool_.used()) + " in use). Raise --vram-budget, or run on the CPU (--device cpu)");
     uint64_t done = 0;
     graphs_.drop();  // recorded kernels hold device addresses of weights
-    for (const model::Weight& w : weights) {
+    for (const backend::Weight& w : weights) {
         const size_t n = bytes_of(w);
         if (const auto it = weights_.find(w.data); it != weights_.end()) {
             if (it->second.bytes == n && it->second.type == w.type) continue;

@@ -32,22 +32,22 @@ public:
     DeviceWeights(const DeviceWeights&) = delete;
     DeviceWeights& operator=(const DeviceWeights&) = delete;
 
-    void upload(std::span<const model::Weight> weights, const backend::Backend::ProgressFn& progress);
+    void upload(std::span<const backend::Weight> weights, const backend::Backend::ProgressFn& progress);
 
-    const uint8_t* data(const model::Weight& w) const {
+    const uint8_t* data(const backend::Weight& w) const {
         const auto it = weights_.find(w.data);
         if (it == weights_.end() || it->second.type != w.type || it->second.bytes != bytes_of(w))
             throw Error("tensor " + w.name() + " is not in GPU memory (weights must be uploaded first)");
         return it->second.ptr;
     }
-    DeviceMatrix matrix(const model::Weight& w) const {
+    DeviceMatrix matrix(const backend::Weight& w) const {
         return {w.type, data(w), w.ne[1] * w.ne[2] * w.ne[3], w.ne[0], w.row_bytes};
     }
     // Expert slice e of a 3-D expert tensor as its own matrix.
-    DeviceMatrix expert(const model::Weight& w, int64_t e) const {
+    DeviceMatrix expert(const backend::Weight& w, int64_t e) const {
         return {w.type, data(w) + static_cast<size_t>(e) * static_cast<size_t>(w.ne[1]) * w.row_bytes, w.ne[1], w.ne[0], w.row_bytes};
     }
-    const float* f32(const model::Weight& w, int64_t n) const {
+    const float* f32(const backend::Weight& w, int64_t n) const {
         if (w.type != quant::Type::F32 || w.ne[0] * w.rows() != n)
             throw Error("tensor " + w.name() + " must be f32 with " + std::to_string(n) + " values");
         return reinterpret_cast<const float*>(data(w));
@@ -68,7 +68,7 @@ public:
     void give_back_bf16_copies();
 
 private:
-    static size_t bytes_of(const model::Weight& w) { return w.row_bytes * static_cast<size_t>(w.rows()); }
+    static size_t bytes_of(const backend::Weight& w) { return w.row_bytes * static_cast<size_t>(w.rows()); }
     const void* make_bf16_copy(const DeviceMatrix& w, size_t bytes);
 
     struct DeviceWeight {
