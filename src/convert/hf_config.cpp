@@ -3,6 +3,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "model/names.h"
 #include "util/error.h"
 
 namespace strata::convert {
@@ -12,10 +13,10 @@ using ojson = nlohmann::ordered_json;
 
 const std::vector<SupportedArch>& supported_hf_architectures() {
     static const std::vector<SupportedArch> list = {
-        {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe, "qwen3moe"},
-        {"Qwen3NextForCausalLM", HfArch::Qwen3Next, "qwen3next"},
-        {"Qwen3_5MoeForCausalLM", HfArch::Qwen35Moe, "qwen35moe"},
-        {"Qwen3_5MoeForConditionalGeneration", HfArch::Qwen35Moe, "qwen35moe"},
+        {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe, model::names::kArchQwen3Moe},
+        {"Qwen3NextForCausalLM", HfArch::Qwen3Next, model::names::kArchQwen3Next},
+        {"Qwen3_5MoeForCausalLM", HfArch::Qwen35Moe, model::names::kArchQwen35Moe},
+        {"Qwen3_5MoeForConditionalGeneration", HfArch::Qwen35Moe, model::names::kArchQwen35Moe},
     };
     return list;
 }
