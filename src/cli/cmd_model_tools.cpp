@@ -30,7 +30,8 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     };
     auto m = std::make_shared<MakeArgs>();
     std::string presets = "Presets (--arch --preset):";
-    for (const auto& p : model_tools::model_presets()) presets += std::string("\n  ") + p.arch + " " + p.name + ": " + p.what;
+    for (const auto& p : model_tools::model_presets())
+        presets += std::string("\n  ") + p.arch + " " + p.preset->name + ": " + p.preset->what;
     CLI::App* mk = app.add_subcommand("make-model", "Write a random-weight model of a given architecture and geometry");
     mk->footer(presets);
     mk->add_option("OUT", m->out, "output .gguf")->required();

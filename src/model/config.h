@@ -1,5 +1,6 @@
-// Hyper-parameters of a loaded model: plain data, read once from GGUF metadata by the
-// architecture's load_config and checked there. Names follow the GGUF keys they come from.
+// Hyper-parameters of a loaded model: plain data, read once from GGUF metadata through the
+// architecture's key table (config_io.h, read_config) and checked there. Names follow the GGUF
+// keys they come from.
 #pragma once
 
 #include <array>
@@ -60,7 +61,5 @@ struct ModelConfig {
     int64_t n_attention_layers() const;
     int64_t n_gdn_layers() const;
 };
-
-const char* arch_name(Arch a);
 
 }  // namespace strata::model

@@ -40,8 +40,8 @@ Model::~Model() = default;
 std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::Backend& backend, const LoadOptions& opts) {
     std::unique_ptr<Model> m(new Model(gguf::File::open(path), backend));
     const gguf::File& f = *m->file_;
-    m->arch_ = make_architecture(f.architecture());
-    m->arch_->load_config(f, m->config_);
+    m->config_ = read_config(f);
+    m->arch_ = make_architecture(m->config_.arch_name);
     m->config_.rope_freqs_bf16 = opts.rope_freqs_bf16;
     WeightBinder binder(f, backend);
     m->arch_->bind(m->config_, binder);
