@@ -17,6 +17,7 @@
 #include "model/config.h"
 #include "model/config_io.h"
 #include "model/model.h"
+#include "model/scratch.h"
 
 namespace strata::model {
 
@@ -67,11 +68,9 @@ struct ForwardPass {
     };
     std::vector<Run> runs;
 
-    // Scratch in backend memory, grown as needed and kept by the Model across calls (a decode
-    // step must not allocate). Slots: blocks 0..15, architectures 16..31, Gated DeltaNet 32..47,
-    // Model::forward 48 and up.
-    backend::Buffer& scratch(size_t slot, size_t n_floats);
-    std::vector<backend::Buffer>* buffers = nullptr;
+    // Scratch in backend memory, kept by the Model across calls (a decode step must not
+    // allocate): each block takes its buffers through a Scratch of its own (scratch.h).
+    ScratchArena* arena = nullptr;
 
     void set_layer_kv(int64_t layer);  // fills kv_of_token for one attention layer
 };

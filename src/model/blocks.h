@@ -43,4 +43,8 @@ struct ResidualNorm {
 // x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd], or with `then`, into its residual.
 void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out, const ResidualNorm* then = nullptr);
 
+// The SwiGLU feed-forward, out = down(silu(gate x) * up x): x [n_tokens][ne0 of gate] -> out
+// [n_tokens][ne1 of down]; gate and up in one matmul call. The shared expert's, and the dense FFN's.
+void swiglu_ffn(ForwardPass& fp, const Weight& gate, const Weight& up, const Weight& down, const float* x, float* out);
+
 }  // namespace strata::model

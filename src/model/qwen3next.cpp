@@ -72,9 +72,6 @@ const ModelPreset kQwen3NextPresets[] = {
 };
 
 class HybridGdnMoe final : public Architecture {
-    // Scratch slots (architectures use 16..31: architecture.h).
-    enum Slot : size_t { kNormed = 16, kBranch };
-
 public:
     explicit HybridGdnMoe(const GdnLayout& layout) : layout_(layout) {}
 
@@ -99,8 +96,9 @@ public:
         const ModelConfig& c = *fp.cfg;
         backend::Backend& be = *fp.be;
         const int64_t n = fp.n_tokens, size = n * c.n_embd;
-        float* normed = fp.scratch(kNormed, static_cast<size_t>(size)).data();  // [n][n_embd]
-        float* branch = fp.scratch(kBranch, static_cast<size_t>(size)).data();  // [n][n_embd]
+        Scratch s(*fp.arena);
+        float* normed = s.floats(size);  // [n][n_embd] the normed residual, each block's input
+        float* branch = s.floats(size);  // [n][n_embd] each block's output
         // Each residual add is fused with the norm that reads its result (the next layer's
         // input norm after the MoE branch, which the MoE block does: ResidualNorm).
         if (c.n_layer > 0) be.rms_norm(hidden, &layers_[0].attn_norm, n, c.n_embd, c.rms_eps, normed);
