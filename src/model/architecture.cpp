@@ -14,6 +14,7 @@ namespace strata::model {
 const ArchitectureInfo& qwen3moe_architecture();
 const ArchitectureInfo& qwen3next_architecture();
 const ArchitectureInfo& qwen35moe_architecture();
+const ArchitectureInfo& qwen3_architecture();
 
 namespace {
 
@@ -30,6 +31,7 @@ std::span<const ArchitectureInfo* const> architectures() {
         &qwen3moe_architecture(),
         &qwen3next_architecture(),
         &qwen35moe_architecture(),
+        &qwen3_architecture(),
     };
     return kArchitectures;
 }

@@ -34,6 +34,14 @@ MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
     return w;
 }
 
+DenseFfnWeights bind_dense_ffn(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
+    DenseFfnWeights w;
+    w.gate = b.require(names::layer(il, names::kFfnGate), {cfg.n_embd, cfg.n_ff});
+    w.up = b.require(names::layer(il, names::kFfnUp), {cfg.n_embd, cfg.n_ff});
+    w.down = b.require(names::layer(il, names::kFfnDown), {cfg.n_ff, cfg.n_embd});
+    return w;
+}
+
 void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, const float* x, float* out) {
     const ModelConfig& c = *fp.cfg;
     backend::Backend& be = *fp.be;
@@ -157,6 +165,10 @@ void swiglu_ffn(ForwardPass& fp, const Weight& gate, const Weight& up, const Wei
     be.swiglu(gu, gu + n * n_ff, n, n_ff, n_ff, h);
     const backend::MatmulArgs d[] = {{&down, h, n, out}};
     be.matmul(d);
+}
+
+void dense_ffn_block(ForwardPass& fp, const DenseFfnWeights& w, const float* x, float* out) {
+    swiglu_ffn(fp, w.gate, w.up, w.down, x, out);
 }
 
 }  // namespace strata::model

@@ -13,6 +13,7 @@ namespace strata::model::names {
 inline constexpr const char* kArchQwen3Moe = "qwen3moe";
 inline constexpr const char* kArchQwen3Next = "qwen3next";
 inline constexpr const char* kArchQwen35Moe = "qwen35moe";
+inline constexpr const char* kArchQwen3 = "qwen3";
 
 // ---- general.* keys ----
 inline constexpr const char* kGeneralArchitecture = "general.architecture";
@@ -106,6 +107,11 @@ inline constexpr const char* kAttnQNorm = "attn_q_norm.weight";
 inline constexpr const char* kAttnKNorm = "attn_k_norm.weight";
 inline constexpr const char* kPostAttnNorm = "post_attention_norm.weight";
 inline constexpr const char* kFfnNorm = "ffn_norm.weight";
+// Dense FFN (SwiGLU)
+inline constexpr const char* kFfnGate = "ffn_gate.weight";
+inline constexpr const char* kFfnUp = "ffn_up.weight";
+inline constexpr const char* kFfnDown = "ffn_down.weight";
+// Mixture of experts
 inline constexpr const char* kFfnGateInp = "ffn_gate_inp.weight";
 inline constexpr const char* kFfnGateExps = "ffn_gate_exps.weight";
 inline constexpr const char* kFfnUpExps = "ffn_up_exps.weight";

@@ -243,8 +243,9 @@ ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
     };
     check(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.n_head_kv > 0 && c.head_dim_k > 0, "sizes must be positive");
     check(c.n_head % c.n_head_kv == 0, "heads must be a multiple of kv-heads");
-    check(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "experts-used must be in 1..experts");
-    check(c.n_ff_exp > 0 && c.n_ctx_train > 0, "ff-exp and ctx must be positive");
+    const bool moe = p->cfg.n_expert > 0;  // the expert flags mean nothing to a dense architecture
+    check(!moe || (c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert), "experts-used must be in 1..experts");
+    check((!moe || c.n_ff_exp > 0) && c.n_ctx_train > 0, "ff-exp and ctx must be positive");
     arch->complete(c);  // the layer kinds, by the architecture's own rule
     return c;
 }
