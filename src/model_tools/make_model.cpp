@@ -148,8 +148,8 @@ struct Init {
 
 Init init_for(const std::string& name, const std::vector<int64_t>& shape) {
     if (name.find("_norm") != std::string::npos) return {Init::Ones, 1.0f};
-    if (name.find("ssm_a") != std::string::npos && name.find("ssm_a") + 5 == name.size()) return {Init::NegExp, 1.0f};
-    if (name.find("ssm_dt") != std::string::npos) return {Init::Normal, 0.5f};
+    if (name.ends_with(std::string(".") + model::names::kSsmA)) return {Init::NegExp, 1.0f};
+    if (name.ends_with(std::string(".") + model::names::kSsmDtBias)) return {Init::Normal, 0.5f};
     const float fan_in = static_cast<float>(std::max<int64_t>(shape[0], 1));
     // Half the unit-variance scale: each layer adds a modest update to the residual stream, as in
     // trained models, instead of a random net that amplifies every rounding difference.
@@ -274,6 +274,7 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     // head, so eos gets about the same logit boost at every position and replies end by
     // themselves. Only for qwen3moe (its only residual writers are attn_output and ffn_down_exps).
     const bool eos_bias = o.eos_bias != 0.0f;
+    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut, std::string(".") + model::names::kFfnDownExps};
     const bool untied = o.untied || eos_bias;
     if (eos_bias && (o.arch != "qwen3moe" || vocab.eos < 0))
         throw Error("make-model: --eos-bias needs --arch qwen3moe and a tokenizer with an eos token");
@@ -290,7 +291,7 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     std::vector<Planned> plan;
     uint64_t params = 0;
     for (const auto& spec : recorder.recorded()) {
-        if (!spec.required && !(untied && spec.name == "output.weight")) continue;
+        if (!spec.required && !(untied && spec.name == model::names::kOutput)) continue;
         const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !untied, quant::Type::F32);
         std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
         w.add_tensor(spec.name, t, shape);
@@ -333,9 +334,9 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
                     fill_row(x, ne0, init, row_seed);
                     if (eos_bias) {
                         const int64_t row = r0 + r;
-                        if (p.name == "token_embd.weight") x[0] = 1.0f;
-                        else if (p.name == "output.weight") x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
-                        else if ((p.name.ends_with(".attn_output.weight") || p.name.ends_with(".ffn_down_exps.weight")) && row % cfg.n_embd == 0)
+                        if (p.name == model::names::kTokenEmbd) x[0] = 1.0f;
+                        else if (p.name == model::names::kOutput) x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
+                        else if ((p.name.ends_with(residual_writers[0]) || p.name.ends_with(residual_writers[1])) && row % cfg.n_embd == 0)
                             std::fill_n(x, ne0, 0.0f);
                     }
                     quant::quantize_row(p.type, x, dst, ne0);
