@@ -247,12 +247,8 @@ int main(int argc, char** argv) {
     }
     try {
         const auto file = strata::gguf::File::open(path);
-        strata::model::ModelConfig c;
-        strata::model::load_common_config(*file, c);
+        strata::model::ModelConfig c = strata::model::read_config(*file);
         c.tied_output = file->find_tensor("output.weight") == nullptr;
-        const std::string& arch = c.arch_name;
-        c.ssm_d_inner = static_cast<int64_t>(file->opt_u64(arch + ".ssm.inner_size").value_or(0));
-        c.ssm_d_state = static_cast<int64_t>(file->opt_u64(arch + ".ssm.state_size").value_or(0));
         cudaDeviceProp prop{};
         check(cudaGetDeviceProperties(&prop, 0), "properties");
 

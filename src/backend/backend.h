@@ -279,7 +279,7 @@ public:
     virtual void attention(const AttentionArgs& a) = 0;
     // Routing: softmax over n_expert logits per token, top-k (ties to the lower id), optional
     // renormalisation of the chosen weights. ids [n_tokens][k] and weights [n_tokens][k] are
-    // backend memory (float slots reinterpreted for the ids).
+    // backend memory (int32 and float views of the model's scratch arena: model/scratch.h).
     virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
                                     int32_t* ids, float* weights) = 0;
     virtual void moe(const MoeArgs& a) = 0;

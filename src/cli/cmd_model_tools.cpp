@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "model/architecture.h"
 #include "model_tools/make_model.h"
 #include "model_tools/quant_mix.h"
 #include "model_tools/quantize_model.h"
@@ -30,11 +31,16 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     };
     auto m = std::make_shared<MakeArgs>();
     std::string presets = "Presets (--arch --preset):";
-    for (const auto& p : model_tools::model_presets()) presets += std::string("\n  ") + p.arch + " " + p.name + ": " + p.what;
+    for (const auto& p : model_tools::model_presets())
+        presets += std::string("\n  ") + p.arch + " " + p.preset->name + ": " + p.preset->what;
     CLI::App* mk = app.add_subcommand("make-model", "Write a random-weight model of a given architecture and geometry");
     mk->footer(presets);
     mk->add_option("OUT", m->out, "output .gguf")->required();
-    mk->add_option("--arch", m->o.arch, "qwen3moe, qwen3next or qwen35moe")->capture_default_str();
+    std::string archs;  // "a, b or c"
+    const auto table = model::architectures();
+    for (size_t i = 0; i < table.size(); ++i)
+        archs += std::string(i == 0 ? "" : i + 1 == table.size() ? " or " : ", ") + table[i]->name;
+    mk->add_option("--arch", m->o.arch, archs)->capture_default_str();
     mk->add_option("--preset", m->o.preset, "geometry preset (see above)")->capture_default_str();
     mk->add_option("--type", m->o.type, "quantisation mix: " + mix_list())->capture_default_str();
     mk->add_option("--tokenizer", m->o.tokenizer, "'builtin', a GGUF file to copy the tokenizer from, or a transformers tokenizer folder (tokenizer.json, tokenizer_config.json)")->capture_default_str();

@@ -13,6 +13,7 @@
 #include "convert/safetensors.h"
 #include "convert/tokenizer_meta.h"
 #include "gguf/gguf_writer.h"
+#include "model/names.h"
 #include "quant/blocks.h"
 #include "util/error.h"
 #include "util/fp16.h"
@@ -20,6 +21,7 @@
 namespace strata::convert {
 
 namespace fs = std::filesystem;
+namespace names = model::names;
 using ojson = nlohmann::ordered_json;
 
 std::optional<OutType> parse_outtype(std::string_view s) {
@@ -181,14 +183,14 @@ void write_tensor(const PlannedTensor& t, quant::Type type, gguf::Writer& w) {
 
 // The {arch}.* keys in the converter's order, then general.file_type.
 void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& plan, OutType outtype) {
-    const std::string a = cfg.gguf_arch + ".";
-    auto u32 = [&](const std::string& k, int64_t v) {
+    const std::string& a = cfg.gguf_arch;
+    auto u32 = [&](const char* k, int64_t v) {
         if (v < 0 || v > static_cast<int64_t>(UINT32_MAX))
             throw Error(cfg.config_path.string() + ": value " + std::to_string(v) + " for " + k + " is out of range");
-        w.set(a + k, gguf::Value::of_u32(static_cast<uint32_t>(v)));
+        w.set(names::key(a, k), gguf::Value::of_u32(static_cast<uint32_t>(v)));
     };
-    auto f32 = [&](const std::string& k, double v) { w.set(a + k, gguf::Value::of_f32(static_cast<float>(v))); };
-    auto opt_u32 = [&](const std::string& k, std::initializer_list<const char*> keys) {
+    auto f32 = [&](const char* k, double v) { w.set(names::key(a, k), gguf::Value::of_f32(static_cast<float>(v))); };
+    auto opt_u32 = [&](const char* k, std::initializer_list<const char*> keys) {
         if (const auto v = cfg.find_int(keys)) u32(k, *v);
     };
     auto rope_number = [&](const ojson& params, const char* key) -> std::optional<double> {
@@ -197,12 +199,12 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
         return it->get<double>();
     };
 
-    u32("block_count", cfg.n_layer + plan.n_mtp_layers);
-    opt_u32("context_length", {"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"});
-    u32("embedding_length", cfg.n_embd);
-    opt_u32("feed_forward_length", {"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"});
-    u32("attention.head_count", cfg.n_head);
-    opt_u32("attention.head_count_kv", {"num_key_value_heads", "n_kv_heads"});
+    u32(names::kBlockCount, cfg.n_layer + plan.n_mtp_layers);
+    opt_u32(names::kContextLength, {"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"});
+    u32(names::kEmbeddingLength, cfg.n_embd);
+    opt_u32(names::kFeedForwardLength, {"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"});
+    u32(names::kHeadCount, cfg.n_head);
+    opt_u32(names::kHeadCountKv, {"num_key_value_heads", "n_kv_heads"});
 
     const ojson& rope = cfg.rope;
     const ojson& rope_params = rope.contains("full_attention") && rope["full_attention"].is_object() ? rope["full_attention"] : rope;
@@ -210,22 +212,22 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
         const std::string type = it->get<std::string>();
         const auto factor = rope_number(rope_params, "factor");
         if (type == "linear" && factor) {
-            w.set(a + "rope.scaling.type", gguf::Value::of_string("linear"));
-            f32("rope.scaling.factor", *factor);
+            w.set(names::key(a, names::kRopeScalingType), gguf::Value::of_string("linear"));
+            f32(names::kRopeScalingFactor, *factor);
         } else if (type == "yarn" && factor) {
-            w.set(a + "rope.scaling.type", gguf::Value::of_string("yarn"));
-            f32("rope.scaling.factor", *factor);
+            w.set(names::key(a, names::kRopeScalingType), gguf::Value::of_string("yarn"));
+            f32(names::kRopeScalingFactor, *factor);
             const auto orig = rope_number(rope_params, "original_max_position_embeddings");
             if (!orig) throw Error(cfg.config_path.string() + ": yarn RoPE scaling without original_max_position_embeddings");
-            u32("rope.scaling.original_context_length", static_cast<int64_t>(*orig));
-            if (const auto v = rope_number(rope_params, "extrapolation_factor")) f32("rope.scaling.yarn_ext_factor", *v);
+            u32(names::kRopeScalingOrigCtxLen, static_cast<int64_t>(*orig));
+            if (const auto v = rope_number(rope_params, "extrapolation_factor")) f32(names::kRopeScalingYarnExtFactor, *v);
             auto attn = rope_number(rope_params, "attention_factor");
             if (!attn) attn = rope_number(rope_params, "attn_factor");
-            if (attn) f32("rope.scaling.yarn_attn_factor", *attn);
-            if (const auto v = rope_number(rope_params, "beta_fast")) f32("rope.scaling.yarn_beta_fast", *v);
-            if (const auto v = rope_number(rope_params, "beta_slow")) f32("rope.scaling.yarn_beta_slow", *v);
+            if (attn) f32(names::kRopeScalingYarnAttnFactor, *attn);
+            if (const auto v = rope_number(rope_params, "beta_fast")) f32(names::kRopeScalingYarnBetaFast, *v);
+            if (const auto v = rope_number(rope_params, "beta_slow")) f32(names::kRopeScalingYarnBetaSlow, *v);
         } else if (type == "su" || type == "longrope") {
-            w.set(a + "rope.scaling.type", gguf::Value::of_string("longrope"));
+            w.set(names::key(a, names::kRopeScalingType), gguf::Value::of_string("longrope"));
         }
     }
     const bool has_mrope = rope.contains("mrope_section") && rope["mrope_section"].is_array();
@@ -237,38 +239,39 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
         }
         while (sections.size() < 4) sections.push_back(0);
         sections.resize(4);
-        w.set(a + "rope.dimension_sections", gguf::Value::of_i32s(sections));
+        w.set(names::key(a, names::kRopeSections), gguf::Value::of_i32s(sections));
     }
-    if (const auto theta = rope_number(rope_params, "rope_theta")) f32("rope.freq_base", *theta);
-    if (const auto eps = cfg.find_number({"rms_norm_eps", "norm_eps"})) f32("attention.layer_norm_rms_epsilon", *eps);
-    if (const auto eps = cfg.find_number({"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})) f32("attention.layer_norm_epsilon", *eps);
-    u32("expert_count", cfg.n_expert);
-    u32("expert_used_count", cfg.n_expert_used);
+    if (const auto theta = rope_number(rope_params, "rope_theta")) f32(names::kRopeFreqBase, *theta);
+    if (const auto eps = cfg.find_number({"rms_norm_eps", "norm_eps"})) f32(names::kRmsEps, *eps);
+    if (const auto eps = cfg.find_number({"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})) f32(names::kLayerNormEps, *eps);
+    u32(names::kExpertCount, cfg.n_expert);
+    u32(names::kExpertUsedCount, cfg.n_expert_used);
     if (cfg.find({"head_dim"}) != nullptr) {
-        u32("attention.key_length", cfg.head_dim);
-        u32("attention.value_length", cfg.head_dim);
+        u32(names::kKeyLength, cfg.head_dim);
+        u32(names::kValueLength, cfg.head_dim);
     }
-    w.set("general.file_type", gguf::Value::of_u32(file_type(outtype)));
-    opt_u32("expert_feed_forward_length", {"moe_intermediate_size"});
-    opt_u32("expert_shared_feed_forward_length", {"shared_expert_intermediate_size"});
+    w.set(names::kGeneralFileType, gguf::Value::of_u32(file_type(outtype)));
+    opt_u32(names::kExpertFfLength, {"moe_intermediate_size"});
+    opt_u32(names::kExpertSharedFfLength, {"shared_expert_intermediate_size"});
 
     if (cfg.arch != HfArch::Qwen3Moe) {
-        if (plan.n_mtp_layers > 0) u32("nextn_predict_layers", plan.n_mtp_layers);
-        u32("ssm.conv_kernel", cfg.conv_kernel);
-        u32("ssm.state_size", cfg.lin_k_dim);
-        u32("ssm.group_count", cfg.lin_k_heads);
-        u32("ssm.time_step_rank", cfg.lin_v_heads);
-        u32("ssm.inner_size", cfg.lin_v_dim * cfg.lin_v_heads);
-        u32("full_attention_interval", cfg.full_attention_interval);
+        if (plan.n_mtp_layers > 0) u32(names::kNextnPredictLayers, plan.n_mtp_layers);
+        u32(names::kSsmConvKernel, cfg.conv_kernel);
+        u32(names::kSsmStateSize, cfg.lin_k_dim);
+        u32(names::kSsmGroupCount, cfg.lin_k_heads);
+        u32(names::kSsmTimeStepRank, cfg.lin_v_heads);
+        u32(names::kSsmInnerSize, cfg.lin_v_dim * cfg.lin_v_heads);
+        u32(names::kFullAttentionInterval, cfg.full_attention_interval);
         const double partial = rope_number(rope, "partial_rotary_factor").value_or(0.25);
-        u32("rope.dimension_count", static_cast<int64_t>(static_cast<double>(cfg.head_dim) * partial));
+        u32(names::kRopeDimCount, static_cast<int64_t>(static_cast<double>(cfg.head_dim) * partial));
         // Qwen3.5 always uses interleaved M-RoPE; loaders require the sections.
-        if (cfg.arch == HfArch::Qwen35Moe && !has_mrope) w.set(a + "rope.dimension_sections", gguf::Value::of_i32s({11, 11, 10, 0}));
+        if (cfg.arch == HfArch::Qwen35Moe && !has_mrope)
+            w.set(names::key(a, names::kRopeSections), gguf::Value::of_i32s({11, 11, 10, 0}));
     }
     // Not written by the converter (loaders there always renormalise): without it the top-k
     // routing weights of a norm_topk_prob = false checkpoint would be renormalised.
     if (const ojson* norm = cfg.find({"norm_topk_prob"}); norm != nullptr && norm->is_boolean() && !norm->get<bool>())
-        w.set(a + "expert_weights_norm", gguf::Value::of_bool(false));
+        w.set(names::key(a, names::kExpertWeightsNorm), gguf::Value::of_bool(false));
 }
 
 // The output type "auto" picks: the checkpoint's first matrix in bf16 -> bf16, in f16 -> f16.
@@ -327,11 +330,11 @@ ConvertResult convert_checkpoint(const fs::path& hf_dir, const fs::path& out, co
         log("note: " + std::to_string(n_fallback) + " tensor(s) with rows that are not a multiple of 32 stay f16 instead of q8_0");
 
     gguf::Writer w;
-    w.set("general.architecture", gguf::Value::of_string(cfg.gguf_arch));
-    w.set("general.type", gguf::Value::of_string("model"));
+    w.set(names::kGeneralArchitecture, gguf::Value::of_string(cfg.gguf_arch));
+    w.set(names::kGeneralType, gguf::Value::of_string("model"));
     for (auto& [k, v] : general_metadata(hf_dir, cfg.hparams, counts)) w.set(k, std::move(v));
     add_arch_metadata(w, cfg, plan, res.outtype);
-    w.set("general.quantization_version", gguf::Value::of_u32(2));
+    w.set(names::kGeneralQuantizationVersion, gguf::Value::of_u32(2));
     for (auto& [k, v] : tokenizer_metadata(hf_dir, cfg.n_vocab)) w.set(k, std::move(v));
 
     uint64_t total_bytes = 0;

@@ -11,9 +11,12 @@
 #include <set>
 #include <sstream>
 
+#include "model/names.h"
+
 namespace strata::convert {
 
 namespace fs = std::filesystem;
+namespace names = model::names;
 using ojson = nlohmann::ordered_json;
 
 void ParamCounts::add(const std::string& name, const std::vector<uint64_t>& shape) {
@@ -434,14 +437,18 @@ MetadataList general_metadata(const fs::path& dir, const ojson& config, const Pa
             char kind;  // 's' string, 'i' i32, 'f' f32
         };
         static const Sampling kSampling[] = {
-            {"sequence", "general.sampling.sequence", 's'},     {"top_k", "general.sampling.top_k", 'i'},
-            {"top_p", "general.sampling.top_p", 'f'},           {"min_p", "general.sampling.min_p", 'f'},
-            {"xtc_probability", "general.sampling.xtc_probability", 'f'},
-            {"xtc_threshold", "general.sampling.xtc_threshold", 'f'},
-            {"temperature", "general.sampling.temp", 'f'},      {"penalty_last_n", "general.sampling.penalty_last_n", 'i'},
-            {"penalty_repeat", "general.sampling.penalty_repeat", 'f'},
-            {"mirostat", "general.sampling.mirostat", 'i'},     {"mirostat_tau", "general.sampling.mirostat_tau", 'f'},
-            {"mirostat_eta", "general.sampling.mirostat_eta", 'f'},
+            {"sequence", names::kSamplingSequence, 's'},
+            {"top_k", names::kSamplingTopK, 'i'},
+            {"top_p", names::kSamplingTopP, 'f'},
+            {"min_p", names::kSamplingMinP, 'f'},
+            {"xtc_probability", names::kSamplingXtcProbability, 'f'},
+            {"xtc_threshold", names::kSamplingXtcThreshold, 'f'},
+            {"temperature", names::kSamplingTemp, 'f'},
+            {"penalty_last_n", names::kSamplingPenaltyLastN, 'i'},
+            {"penalty_repeat", names::kSamplingPenaltyRepeat, 'f'},
+            {"mirostat", names::kSamplingMirostat, 'i'},
+            {"mirostat_tau", names::kSamplingMirostatTau, 'f'},
+            {"mirostat_eta", names::kSamplingMirostatEta, 'f'},
         };
         for (const Sampling& s : kSampling) {
             const auto it = gen.find(s.hf_key);
@@ -526,25 +533,25 @@ MetadataList general_metadata(const fs::path& dir, const ojson& config, const Pa
     if (!a.field.count("name")) a.field["name"] = "model";
     if (!a.field.count("size_label") && counts.total > 0) a.field["size_label"] = size_label(counts);
 
-    auto put = [&](const char* field, const std::string& key) {
+    auto put = [&](const char* field, const char* key) {
         if (const auto it = a.field.find(field); it != a.field.end()) out.emplace_back(key, gguf::Value::of_string(it->second));
     };
-    put("name", "general.name");
-    put("author", "general.author");
-    put("version", "general.version");
-    put("organization", "general.organization");
-    put("finetune", "general.finetune");
-    put("basename", "general.basename");
-    put("description", "general.description");
-    put("quantized_by", "general.quantized_by");
-    put("size_label", "general.size_label");
-    if (a.license) out.emplace_back("general.license", gguf::Value::of_string(*a.license));
-    put("license_name", "general.license.name");
-    put("license_link", "general.license.link");
-    put("source_url", "general.source.url");
-    put("source_doi", "general.source.doi");
-    put("source_uuid", "general.source.uuid");
-    put("source_repo_url", "general.source.repo_url");
+    put("name", names::kGeneralName);
+    put("author", names::kGeneralAuthor);
+    put("version", names::kGeneralVersion);
+    put("organization", names::kGeneralOrganization);
+    put("finetune", names::kGeneralFinetune);
+    put("basename", names::kGeneralBasename);
+    put("description", names::kGeneralDescription);
+    put("quantized_by", names::kGeneralQuantizedBy);
+    put("size_label", names::kGeneralSizeLabel);
+    if (a.license) out.emplace_back(names::kGeneralLicense, gguf::Value::of_string(*a.license));
+    put("license_name", names::kGeneralLicenseName);
+    put("license_link", names::kGeneralLicenseLink);
+    put("source_url", names::kGeneralSourceUrl);
+    put("source_doi", names::kGeneralSourceDoi);
+    put("source_uuid", names::kGeneralSourceUuid);
+    put("source_repo_url", names::kGeneralSourceRepoUrl);
     auto put_sources = [&](const std::vector<std::map<std::string, std::string>>& list, const std::string& prefix) {
         if (list.empty()) return;
         out.emplace_back(prefix + ".count", gguf::Value::of_u32(static_cast<uint32_t>(list.size())));
@@ -553,10 +560,10 @@ MetadataList general_metadata(const fs::path& dir, const ojson& config, const Pa
                 if (const auto it = list[i].find(f); it != list[i].end())
                     out.emplace_back(prefix + "." + std::to_string(i) + "." + f, gguf::Value::of_string(it->second));
     };
-    put_sources(a.base_models, "general.base_model");
-    put_sources(a.datasets, "general.dataset");
-    if (!a.tags.empty()) out.emplace_back("general.tags", gguf::Value::of_strings(a.tags));
-    if (!a.languages.empty()) out.emplace_back("general.languages", gguf::Value::of_strings(a.languages));
+    put_sources(a.base_models, names::kGeneralBaseModel);
+    put_sources(a.datasets, names::kGeneralDataset);
+    if (!a.tags.empty()) out.emplace_back(names::kGeneralTags, gguf::Value::of_strings(a.tags));
+    if (!a.languages.empty()) out.emplace_back(names::kGeneralLanguages, gguf::Value::of_strings(a.languages));
     return out;
 }
 

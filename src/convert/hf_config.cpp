@@ -3,6 +3,8 @@
 #include <cmath>
 #include <fstream>
 
+#include "model/architecture.h"
+#include "model/names.h"
 #include "util/error.h"
 
 namespace strata::convert {
@@ -12,10 +14,10 @@ using ojson = nlohmann::ordered_json;
 
 const std::vector<SupportedArch>& supported_hf_architectures() {
     static const std::vector<SupportedArch> list = {
-        {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe, "qwen3moe"},
-        {"Qwen3NextForCausalLM", HfArch::Qwen3Next, "qwen3next"},
-        {"Qwen3_5MoeForCausalLM", HfArch::Qwen35Moe, "qwen35moe"},
-        {"Qwen3_5MoeForConditionalGeneration", HfArch::Qwen35Moe, "qwen35moe"},
+        {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe, model::names::kArchQwen3Moe},
+        {"Qwen3NextForCausalLM", HfArch::Qwen3Next, model::names::kArchQwen3Next},
+        {"Qwen3_5MoeForCausalLM", HfArch::Qwen35Moe, model::names::kArchQwen35Moe},
+        {"Qwen3_5MoeForConditionalGeneration", HfArch::Qwen35Moe, model::names::kArchQwen35Moe},
     };
     return list;
 }
@@ -150,8 +152,22 @@ HfConfig load_hf_config(const fs::path& dir) {
     if (const ojson* t = c.find({"tie_word_embeddings"}); t != nullptr && t->is_boolean()) c.tie_word_embeddings = t->get<bool>();
     c.mtp_layers_in_config = c.find_int({"mtp_num_hidden_layers"}).value_or(0);
 
-    c.full_attention.assign(static_cast<size_t>(c.n_layer), true);
-    if (c.arch == HfArch::Qwen3Moe) return c;
+    // Which layers are full attention, by the architecture's own rule (ArchitectureInfo::complete)
+    // for an interval: the only thing GGUF records.
+    const model::ArchitectureInfo& info = model::architecture_info(c.gguf_arch);
+    auto full_attention_for = [&](int64_t interval) {
+        model::ModelConfig m;
+        m.n_layer = c.n_layer;
+        m.full_attention_interval = interval;
+        info.complete(m);
+        std::vector<bool> full;
+        for (const model::LayerKind k : m.layers) full.push_back(k == model::LayerKind::Attention);
+        return full;
+    };
+    if (c.arch == HfArch::Qwen3Moe) {
+        c.full_attention = full_attention_for(0);
+        return c;
+    }
 
     c.lin_k_heads = need({"linear_num_key_heads"});
     c.lin_v_heads = need({"linear_num_value_heads"});
@@ -162,8 +178,7 @@ HfConfig load_hf_config(const fs::path& dir) {
         throw fail("linear_num_value_heads " + std::to_string(c.lin_v_heads) + " is not a multiple of linear_num_key_heads " +
                    std::to_string(c.lin_k_heads));
 
-    // Which layers are full attention. The GGUF only records an interval (layer i is full
-    // attention when (i + 1) % interval == 0), so layer_types must follow such a pattern.
+    // layer_types must follow the rule for some interval.
     int64_t interval = c.find_int({"full_attention_interval"}).value_or(4);
     if (interval <= 0) throw fail("full_attention_interval must be positive");
     const ojson* types = c.find({"layer_types"});
@@ -178,12 +193,9 @@ HfConfig load_hf_config(const fs::path& dir) {
                 throw fail("layer_types entry '" + s + "' is neither full_attention nor linear_attention");
             full.push_back(s == "full_attention");
         }
-        auto matches = [&](int64_t k) {
-            for (int64_t i = 0; i < c.n_layer; ++i)
-                if (full[static_cast<size_t>(i)] != ((i + 1) % k == 0)) return false;
-            return true;
-        };
+        auto matches = [&](int64_t k) { return full == full_attention_for(k); };
         if (!matches(interval)) {
+            // Else the interval that the first full-attention layer ends the first period of.
             int64_t first_full = -1;
             for (int64_t i = 0; i < c.n_layer && first_full < 0; ++i)
                 if (full[static_cast<size_t>(i)]) first_full = i;
@@ -193,7 +205,7 @@ HfConfig load_hf_config(const fs::path& dir) {
         }
     }
     c.full_attention_interval = interval;
-    for (int64_t i = 0; i < c.n_layer; ++i) c.full_attention[static_cast<size_t>(i)] = (i + 1) % interval == 0;
+    c.full_attention = full_attention_for(interval);
     return c;
 }
 

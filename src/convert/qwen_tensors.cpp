@@ -5,9 +5,12 @@
 #include <optional>
 #include <set>
 
+#include "model/names.h"
 #include "util/error.h"
 
 namespace strata::convert {
+
+namespace names = model::names;
 
 int64_t SourcePiece::n_rows() const {
     if (rows.empty()) return tensor->n_rows();
@@ -33,6 +36,7 @@ std::vector<int64_t> tiled_value_heads(int64_t n_k_heads, int64_t n_v_heads) {
 namespace {
 
 constexpr const char* kProjNames[3] = {"down", "gate", "up"};  // the converter's stacking order
+constexpr const char* kExpsNames[3] = {names::kFfnDownExps, names::kFfnGateExps, names::kFfnUpExps};  // the same order
 
 // Row ranges of `order.size()` heads of head_dim rows starting at row `base`, in `order`;
 // adjacent ranges merged.
@@ -64,6 +68,9 @@ std::string shape_text(const std::vector<int64_t>& s) {
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) { return s.ends_with(suffix); }
+
+// A per-layer tensor name "blk.{il}.{suffix}" of any layer.
+bool is_layer_tensor(const std::string& name, const char* suffix) { return name.ends_with(std::string(".") + suffix); }
 
 // Experts of one layer waiting to be stacked: [proj][expert].
 struct ExpertSlots {
@@ -197,8 +204,9 @@ private:
         // The converter's always-F32 tensors: vectors, norms, routers, the conv kernel, and
         // anything not named *.weight (ssm_a, ssm_dt.bias).
         const std::string& n = t.name;
-        t.keep_f32 = t.shape.size() <= 1 || ends_with(n, "_norm.weight") || ends_with(n, ".ffn_gate_inp.weight") ||
-                     ends_with(n, ".ffn_gate_inp_shexp.weight") || ends_with(n, ".ssm_conv1d.weight") || !ends_with(n, ".weight");
+        t.keep_f32 = t.shape.size() <= 1 || ends_with(n, "_norm.weight") || is_layer_tensor(n, names::kFfnGateInp) ||
+                     is_layer_tensor(n, names::kFfnGateInpShexp) || is_layer_tensor(n, names::kSsmConv1d) ||
+                     !ends_with(n, ".weight");
         if (!t.col_perm.empty() && static_cast<uint64_t>(t.col_perm.size()) != t.shape[0])
             fail("internal: column permutation of '" + t.name + "' does not match its rows");
         plan_.tensors.push_back(std::move(t));
@@ -221,9 +229,9 @@ private:
     // ---- mapping ----
 
     void map_tensor(const StTensor& t, const std::string& name) {
-        if (name == "lm_head.weight") return emit_plain(t, "output.weight");
-        if (name == "model.embed_tokens.weight") return emit_plain(t, "token_embd.weight");
-        if (name == "model.norm.weight") return emit_plain(t, "output_norm.weight", norm_op(name));
+        if (name == "lm_head.weight") return emit_plain(t, names::kOutput);
+        if (name == "model.embed_tokens.weight") return emit_plain(t, names::kTokenEmbd);
+        if (name == "model.norm.weight") return emit_plain(t, names::kOutputNorm, norm_op(name));
         static const std::string kLayers = "model.layers.";
         if (!name.starts_with(kLayers)) fail("cannot map tensor '" + t.name + "' to a GGUF tensor");
         const size_t dot = name.find('.', kLayers.size());
@@ -241,33 +249,31 @@ private:
                                                                                                            : ElementOp::None;
     }
 
-    std::string blk(int64_t layer, const std::string& suffix) const { return "blk." + std::to_string(layer) + "." + suffix; }
-
     bool is_full_attention(int64_t layer) const {
         return layer >= cfg_.n_layer || cfg_.full_attention[static_cast<size_t>(layer)];
     }
 
     void map_layer_tensor(const StTensor& t, const std::string& name, int64_t layer, const std::string& s) {
         const bool mtp = layer >= cfg_.n_layer;
-        static const std::map<std::string, std::string> kCommon = {
-            {"input_layernorm.weight", "attn_norm.weight"},    {"self_attn.q_proj.weight", "attn_q.weight"},
-            {"self_attn.k_proj.weight", "attn_k.weight"},      {"self_attn.v_proj.weight", "attn_v.weight"},
-            {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-            {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        static const std::map<std::string, const char*> kCommon = {
+            {"input_layernorm.weight", names::kAttnNorm},    {"self_attn.q_proj.weight", names::kAttnQ},
+            {"self_attn.k_proj.weight", names::kAttnK},      {"self_attn.v_proj.weight", names::kAttnV},
+            {"self_attn.o_proj.weight", names::kAttnOut},    {"self_attn.q_norm.weight", names::kAttnQNorm},
+            {"self_attn.k_norm.weight", names::kAttnKNorm},  {"mlp.gate.weight", names::kFfnGateInp},
         };
-        static const std::map<std::string, std::string> kHybrid = {
-            {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-            {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-            {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-            {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+        static const std::map<std::string, const char*> kHybrid = {
+            {"mlp.shared_expert.gate_proj.weight", names::kFfnGateShexp},
+            {"mlp.shared_expert.up_proj.weight", names::kFfnUpShexp},
+            {"mlp.shared_expert.down_proj.weight", names::kFfnDownShexp},
+            {"mlp.shared_expert_gate.weight", names::kFfnGateInpShexp},
         };
-        static const std::map<std::string, std::string> kNextn = {
-            {"eh_proj.weight", "nextn.eh_proj.weight"},
-            {"enorm.weight", "nextn.enorm.weight"},
-            {"hnorm.weight", "nextn.hnorm.weight"},
-            {"shared_head.norm.weight", "nextn.shared_head_norm.weight"},
-            {"shared_head.head.weight", "nextn.shared_head_head.weight"},
-            {"embed_tokens.weight", "nextn.embed_tokens.weight"},
+        static const std::map<std::string, const char*> kNextn = {
+            {"eh_proj.weight", names::kNextnEhProj},
+            {"enorm.weight", names::kNextnEnorm},
+            {"hnorm.weight", names::kNextnHnorm},
+            {"shared_head.norm.weight", names::kNextnSharedHeadNorm},
+            {"shared_head.head.weight", names::kNextnSharedHeadHead},
+            {"embed_tokens.weight", names::kNextnEmbedTokens},
         };
         if (s.starts_with("self_attn.") && !is_full_attention(layer))
             fail("tensor '" + t.name + "' is an attention tensor, but config.json makes layer " + std::to_string(layer) +
@@ -275,15 +281,16 @@ private:
         if (s.starts_with("linear_attn.") && (!hybrid_ || is_full_attention(layer)))
             fail("tensor '" + t.name + "' is a linear-attention tensor, but config.json makes layer " + std::to_string(layer) +
                  " a full-attention layer");
-        if (const auto it = kCommon.find(s); it != kCommon.end()) return emit_plain(t, blk(layer, it->second), norm_op(name));
+        if (const auto it = kCommon.find(s); it != kCommon.end()) return emit_plain(t, names::layer(layer, it->second), norm_op(name));
         if (s == "post_attention_layernorm.weight")
-            return emit_plain(t, blk(layer, hybrid_ ? "post_attention_norm.weight" : "ffn_norm.weight"), norm_op(name));
+            return emit_plain(t, names::layer(layer, hybrid_ ? names::kPostAttnNorm : names::kFfnNorm), norm_op(name));
         if (s.starts_with("mlp.experts.")) return map_experts(t, layer, s.substr(12));
         if (hybrid_) {
-            if (const auto it = kHybrid.find(s); it != kHybrid.end()) return emit_plain(t, blk(layer, it->second));
+            if (const auto it = kHybrid.find(s); it != kHybrid.end()) return emit_plain(t, names::layer(layer, it->second));
             if (s.starts_with("linear_attn.")) return map_linear_attention(t, layer, s.substr(12));
             if (mtp)
-                if (const auto it = kNextn.find(s); it != kNextn.end()) return emit_plain(t, blk(layer, it->second), norm_op(name));
+                if (const auto it = kNextn.find(s); it != kNextn.end())
+                    return emit_plain(t, names::layer(layer, it->second), norm_op(name));
         }
         fail("cannot map tensor '" + t.name + "' to a GGUF tensor");
     }
@@ -299,7 +306,7 @@ private:
             const int64_t ff = t.shape[1] / 2;
             for (int half = 0; half < 2; ++half) {  // gate rows first, then up
                 PlannedTensor p;
-                p.name = blk(layer, half == 0 ? "ffn_gate_exps.weight" : "ffn_up_exps.weight");
+                p.name = names::layer(layer, half == 0 ? names::kFfnGateExps : names::kFfnUpExps);
                 p.shape = {static_cast<uint64_t>(t.shape[2]), static_cast<uint64_t>(ff), static_cast<uint64_t>(n_exp)};
                 SourcePiece piece{&t, {}};
                 for (int64_t e = 0; e < n_exp; ++e) piece.rows.push_back({e * 2 * ff + half * ff, ff});
@@ -312,7 +319,7 @@ private:
             if (t.shape.size() != 3 || t.shape[0] != n_exp)
                 fail("tensor '" + t.name + "' has shape " + t.shape_text() + ", expected [" + std::to_string(n_exp) +
                      ", hidden, expert size]");
-            return emit_plain(t, blk(layer, "ffn_down_exps.weight"));
+            return emit_plain(t, names::layer(layer, names::kFfnDownExps));
         }
         // "{e}.{proj}_proj.weight"
         const auto parts = split_dots(s, 3);
@@ -338,7 +345,7 @@ private:
         for (int p = 0; p < 3; ++p) {
             const StTensor* first = slots.by_proj[p][0];
             PlannedTensor out;
-            out.name = blk(layer, std::string("ffn_") + kProjNames[p] + "_exps.weight");
+            out.name = names::layer(layer, kExpsNames[p]);
             out.shape = {static_cast<uint64_t>(first->shape[1]), static_cast<uint64_t>(first->shape[0]), static_cast<uint64_t>(n_exp)};
             for (const StTensor* x : slots.by_proj[p]) out.pieces.push_back({x, {}});
             emit(std::move(out), "model.layers." + std::to_string(layer) + ".mlp.experts.*." + kProjNames[p] + "_proj.weight");
@@ -354,7 +361,7 @@ private:
         if (s == "A_log" || s == "dt_bias") {
             expect_shape(t, {nv});
             PlannedTensor p;
-            p.name = blk(layer, s == "A_log" ? "ssm_a" : "ssm_dt.bias");
+            p.name = names::layer(layer, s == "A_log" ? names::kSsmA : names::kSsmDtBias);
             p.shape = {static_cast<uint64_t>(nv)};
             p.pieces.push_back({&t, {}});
             if (reorder_v_) p.col_perm = v_order_;
@@ -364,7 +371,7 @@ private:
         if (s == "conv1d.weight") {
             expect_shape(t, {conv_dim, 1, cfg_.conv_kernel});
             PlannedTensor p;  // [C, 1, K] squeezed to [C, K]: rows are channels
-            p.name = blk(layer, "ssm_conv1d.weight");
+            p.name = names::layer(layer, names::kSsmConv1d);
             p.shape = {static_cast<uint64_t>(cfg_.conv_kernel), static_cast<uint64_t>(conv_dim)};
             SourcePiece piece{&t, {}};
             if (reorder_v_) {
@@ -376,12 +383,12 @@ private:
         }
         if (s == "norm.weight") {
             expect_shape(t, {dv});
-            return emit_plain(t, blk(layer, "ssm_norm.weight"));
+            return emit_plain(t, names::layer(layer, names::kSsmNorm));
         }
         if (s == "out_proj.weight") {
             expect_shape(t, {hidden, value_dim});
             PlannedTensor p;
-            p.name = blk(layer, "ssm_out.weight");
+            p.name = names::layer(layer, names::kSsmOut);
             p.shape = {static_cast<uint64_t>(value_dim), static_cast<uint64_t>(hidden)};
             p.pieces.push_back({&t, {}});
             if (reorder_v_) {
@@ -398,9 +405,9 @@ private:
             expect_shape(t, {nk * group, hidden});
             const int64_t offset[4] = {0, dk, 2 * dk, 2 * dk + vz}, length[4] = {dk, dk, vz, vz};
             PlannedTensor qkv, z;
-            qkv.name = blk(layer, "attn_qkv.weight");
+            qkv.name = names::layer(layer, names::kSsmInQkv);
             qkv.shape = {static_cast<uint64_t>(hidden), static_cast<uint64_t>(nk * (2 * dk + vz))};
-            z.name = blk(layer, "attn_gate.weight");
+            z.name = names::layer(layer, names::kSsmInGate);
             z.shape = {static_cast<uint64_t>(hidden), static_cast<uint64_t>(nk * vz)};
             SourcePiece qkv_rows{&t, {}}, z_rows{&t, {}};
             for (int part = 0; part < 3; ++part)
@@ -413,7 +420,7 @@ private:
         }
         if (next && s == "in_proj_ba.weight") {
             expect_shape(t, {2 * nv, hidden});
-            return emit_plain(t, blk(layer, "ssm_ba.weight"));
+            return emit_plain(t, names::layer(layer, names::kSsmBa));
         }
         if (!next) {
             struct Rows {
@@ -423,10 +430,10 @@ private:
                 int64_t head_dim;  // rows per value head
             };
             static const Rows kRows[] = {
-                {"in_proj_qkv.weight", "attn_qkv.weight", -1, -1},
-                {"in_proj_z.weight", "attn_gate.weight", 0, -1},
-                {"in_proj_a.weight", "ssm_alpha.weight", 0, 1},
-                {"in_proj_b.weight", "ssm_beta.weight", 0, 1},
+                {"in_proj_qkv.weight", names::kSsmInQkv, -1, -1},
+                {"in_proj_z.weight", names::kSsmInGate, 0, -1},
+                {"in_proj_a.weight", names::kSsmAlpha, 0, 1},
+                {"in_proj_b.weight", names::kSsmBeta, 0, 1},
             };
             for (const Rows& r : kRows) {
                 if (s != r.hf) continue;
@@ -434,7 +441,7 @@ private:
                 const int64_t head_dim = r.head_dim < 0 ? dv : r.head_dim;
                 expect_shape(t, {prefix + nv * head_dim, hidden});
                 PlannedTensor p;
-                p.name = blk(layer, r.gguf);
+                p.name = names::layer(layer, r.gguf);
                 p.shape = {static_cast<uint64_t>(hidden), static_cast<uint64_t>(prefix + nv * head_dim)};
                 SourcePiece piece{&t, {}};
                 if (reorder_v_) {
@@ -453,53 +460,53 @@ private:
     // Every tensor the loaders need, named by the checkpoint tensor that makes it.
     void check_complete() const {
         std::vector<std::pair<std::string, std::string>> want;  // GGUF name, checkpoint name
-        want.emplace_back("token_embd.weight", "model.embed_tokens.weight");
-        want.emplace_back("output_norm.weight", "model.norm.weight");
-        if (!cfg_.tie_word_embeddings) want.emplace_back("output.weight", "lm_head.weight");
+        want.emplace_back(names::kTokenEmbd, "model.embed_tokens.weight");
+        want.emplace_back(names::kOutputNorm, "model.norm.weight");
+        if (!cfg_.tie_word_embeddings) want.emplace_back(names::kOutput, "lm_head.weight");
         const bool shared_expert = hybrid_ && cfg_.find_int({"shared_expert_intermediate_size"}).value_or(0) > 0;
         for (int64_t il = 0; il < n_blocks(); ++il) {
             const std::string hf = "model.layers." + std::to_string(il) + ".";
-            auto need = [&](const std::string& gguf, const std::string& hf_suffix) { want.emplace_back(blk(il, gguf), hf + hf_suffix); };
-            need("attn_norm.weight", "input_layernorm.weight");
-            need(hybrid_ ? "post_attention_norm.weight" : "ffn_norm.weight", "post_attention_layernorm.weight");
+            auto need = [&](const char* gguf, const std::string& hf_suffix) { want.emplace_back(names::layer(il, gguf), hf + hf_suffix); };
+            need(names::kAttnNorm, "input_layernorm.weight");
+            need(hybrid_ ? names::kPostAttnNorm : names::kFfnNorm, "post_attention_layernorm.weight");
             if (is_full_attention(il)) {
-                need("attn_q.weight", "self_attn.q_proj.weight");
-                need("attn_k.weight", "self_attn.k_proj.weight");
-                need("attn_v.weight", "self_attn.v_proj.weight");
-                need("attn_output.weight", "self_attn.o_proj.weight");
-                need("attn_q_norm.weight", "self_attn.q_norm.weight");
-                need("attn_k_norm.weight", "self_attn.k_norm.weight");
+                need(names::kAttnQ, "self_attn.q_proj.weight");
+                need(names::kAttnK, "self_attn.k_proj.weight");
+                need(names::kAttnV, "self_attn.v_proj.weight");
+                need(names::kAttnOut, "self_attn.o_proj.weight");
+                need(names::kAttnQNorm, "self_attn.q_norm.weight");
+                need(names::kAttnKNorm, "self_attn.k_norm.weight");
             } else {
                 const bool next = cfg_.arch == HfArch::Qwen3Next;
-                need("ssm_a", "linear_attn.A_log");
-                need("ssm_conv1d.weight", "linear_attn.conv1d.weight");
-                need("ssm_dt.bias", "linear_attn.dt_bias");
-                need("attn_qkv.weight", next ? "linear_attn.in_proj_qkvz.weight" : "linear_attn.in_proj_qkv.weight");
-                need("attn_gate.weight", next ? "linear_attn.in_proj_qkvz.weight" : "linear_attn.in_proj_z.weight");
+                need(names::kSsmA, "linear_attn.A_log");
+                need(names::kSsmConv1d, "linear_attn.conv1d.weight");
+                need(names::kSsmDtBias, "linear_attn.dt_bias");
+                need(names::kSsmInQkv, next ? "linear_attn.in_proj_qkvz.weight" : "linear_attn.in_proj_qkv.weight");
+                need(names::kSsmInGate, next ? "linear_attn.in_proj_qkvz.weight" : "linear_attn.in_proj_z.weight");
                 if (next) {
-                    need("ssm_ba.weight", "linear_attn.in_proj_ba.weight");
+                    need(names::kSsmBa, "linear_attn.in_proj_ba.weight");
                 } else {
-                    need("ssm_alpha.weight", "linear_attn.in_proj_a.weight");
-                    need("ssm_beta.weight", "linear_attn.in_proj_b.weight");
+                    need(names::kSsmAlpha, "linear_attn.in_proj_a.weight");
+                    need(names::kSsmBeta, "linear_attn.in_proj_b.weight");
                 }
-                need("ssm_norm.weight", "linear_attn.norm.weight");
-                need("ssm_out.weight", "linear_attn.out_proj.weight");
+                need(names::kSsmNorm, "linear_attn.norm.weight");
+                need(names::kSsmOut, "linear_attn.out_proj.weight");
             }
-            need("ffn_gate_inp.weight", "mlp.gate.weight");
-            need("ffn_gate_exps.weight", "mlp.experts.0.gate_proj.weight");
-            need("ffn_up_exps.weight", "mlp.experts.0.up_proj.weight");
-            need("ffn_down_exps.weight", "mlp.experts.0.down_proj.weight");
+            need(names::kFfnGateInp, "mlp.gate.weight");
+            need(names::kFfnGateExps, "mlp.experts.0.gate_proj.weight");
+            need(names::kFfnUpExps, "mlp.experts.0.up_proj.weight");
+            need(names::kFfnDownExps, "mlp.experts.0.down_proj.weight");
             if (shared_expert) {
-                need("ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight");
-                need("ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight");
-                need("ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight");
-                need("ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight");
+                need(names::kFfnGateShexp, "mlp.shared_expert.gate_proj.weight");
+                need(names::kFfnUpShexp, "mlp.shared_expert.up_proj.weight");
+                need(names::kFfnDownShexp, "mlp.shared_expert.down_proj.weight");
+                need(names::kFfnGateInpShexp, "mlp.shared_expert_gate.weight");
             }
             if (il >= cfg_.n_layer) {
                 const std::string mtp = "mtp.";
-                want.emplace_back(blk(il, "nextn.eh_proj.weight"), mtp + "fc.weight");
-                want.emplace_back(blk(il, "nextn.enorm.weight"), mtp + "pre_fc_norm_embedding.weight");
-                want.emplace_back(blk(il, "nextn.hnorm.weight"), mtp + "pre_fc_norm_hidden.weight");
+                want.emplace_back(names::layer(il, names::kNextnEhProj), mtp + "fc.weight");
+                want.emplace_back(names::layer(il, names::kNextnEnorm), mtp + "pre_fc_norm_embedding.weight");
+                want.emplace_back(names::layer(il, names::kNextnHnorm), mtp + "pre_fc_norm_hidden.weight");
             }
         }
         for (const auto& [gguf, hf] : want)

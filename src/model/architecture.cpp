@@ -1,5 +1,5 @@
-// The central table of architectures, the weight binder, and the configuration keys the
-// architectures share.
+// The central table of architectures, reading a file's configuration through it, the checks
+// the architectures share, and the weight binder.
 #include "model/architecture.h"
 
 #include <algorithm>
@@ -10,23 +10,13 @@
 
 namespace strata::model {
 
-std::unique_ptr<Architecture> make_qwen3moe();
-std::unique_ptr<Architecture> make_qwen3next();
-std::unique_ptr<Architecture> make_qwen35moe();
+// Each architecture's file.
+const ArchitectureInfo& qwen3moe_architecture();
+const ArchitectureInfo& qwen3next_architecture();
+const ArchitectureInfo& qwen35moe_architecture();
+const ArchitectureInfo& qwen3_architecture();
 
 namespace {
-
-struct ArchEntry {
-    const char* name;
-    Arch arch;
-    std::unique_ptr<Architecture> (*make)();
-};
-
-const ArchEntry kArchitectures[] = {
-    {"qwen3moe", Arch::Qwen3Moe, make_qwen3moe},
-    {"qwen3next", Arch::Qwen3Next, make_qwen3next},
-    {"qwen35moe", Arch::Qwen35Moe, make_qwen35moe},
-};
 
 std::string shape_text(const std::vector<int64_t>& s) {
     std::string out = "[";
@@ -36,69 +26,48 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-const char* arch_name(Arch a) {
-    for (const auto& e : kArchitectures)
-        if (e.arch == a) return e.name;
-    return "?";
+std::span<const ArchitectureInfo* const> architectures() {
+    static const ArchitectureInfo* const kArchitectures[] = {
+        &qwen3moe_architecture(),
+        &qwen3next_architecture(),
+        &qwen35moe_architecture(),
+        &qwen3_architecture(),
+    };
+    return kArchitectures;
 }
 
-std::unique_ptr<Architecture> make_architecture(const std::string& name) {
-    for (const auto& e : kArchitectures)
-        if (name == e.name) return e.make();
+const ArchitectureInfo& architecture_info(const std::string& name) {
+    for (const ArchitectureInfo* a : architectures())
+        if (name == a->name) return *a;
     std::string list;
-    for (const auto& e : kArchitectures) list += (list.empty() ? "" : ", ") + std::string(e.name);
+    for (const ArchitectureInfo* a : architectures()) list += (list.empty() ? "" : ", ") + std::string(a->name);
     throw Error("architecture '" + name + "' is not supported (supported: " + list + ")");
 }
 
-std::vector<std::string> supported_architectures() {
-    std::vector<std::string> out;
-    for (const auto& e : kArchitectures) out.push_back(e.name);
-    return out;
-}
+std::unique_ptr<Architecture> make_architecture(const std::string& name) { return architecture_info(name).make(); }
 
 int64_t ModelConfig::n_attention_layers() const {
     return std::count(layers.begin(), layers.end(), LayerKind::Attention);
 }
 int64_t ModelConfig::n_gdn_layers() const { return std::count(layers.begin(), layers.end(), LayerKind::GatedDeltaNet); }
 
-void load_common_config(const gguf::File& f, ModelConfig& cfg) {
-    cfg.arch_name = f.architecture();
-    for (const auto& e : kArchitectures)
-        if (cfg.arch_name == e.name) cfg.arch = e.arch;
-    const std::string& a = cfg.arch_name;
-    auto u = [&](const char* k) { return static_cast<int64_t>(f.get_u64(names::key(a, k))); };
-    auto opt_u = [&](const char* k, int64_t def) {
-        const auto v = f.opt_u64(names::key(a, k));
-        return v ? static_cast<int64_t>(*v) : def;
-    };
-    // MTP (next-token-prediction) blocks are stored as the last blocks; the forward stops before
-    // them (speculative decoding will use them).
-    cfg.n_mtp_layers = opt_u(names::kNextnPredictLayers, 0);
-    cfg.n_layer = u(names::kBlockCount) - cfg.n_mtp_layers;
-    cfg.n_embd = u(names::kEmbeddingLength);
-    cfg.n_ctx_train = u(names::kContextLength);
-    cfg.n_head = u(names::kHeadCount);
-    cfg.n_head_kv = opt_u(names::kHeadCountKv, cfg.n_head);
-    cfg.head_dim_k = opt_u(names::kKeyLength, cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0);
-    cfg.head_dim_v = opt_u(names::kValueLength, cfg.head_dim_k);
-    cfg.rms_eps = f.get_f32(names::key(a, names::kRmsEps));
-    cfg.rope_theta = f.opt_f32(names::key(a, names::kRopeFreqBase)).value_or(10000.0f);
-    cfg.n_rot = opt_u(names::kRopeDimCount, cfg.head_dim_k);
-    if (f.has(names::key(a, names::kRopeSections))) {
-        const auto s = f.get_ints(names::key(a, names::kRopeSections));
-        for (size_t i = 0; i < s.size() && i < cfg.rope_sections.size(); ++i) cfg.rope_sections[i] = static_cast<int32_t>(s[i]);
-    }
-    cfg.n_expert = u(names::kExpertCount);
-    cfg.n_expert_used = u(names::kExpertUsedCount);
-    cfg.n_ff_exp = u(names::kExpertFfLength);
-    cfg.n_ff_shexp = opt_u(names::kExpertSharedFfLength, 0);
+ModelConfig read_config(const gguf::File& f) {
+    const ArchitectureInfo& info = architecture_info(f.architecture());
+    ModelConfig cfg;
+    cfg.arch = info.arch;
+    cfg.arch_name = info.name;
+    read_config_keys(info.keys, f, cfg);
     // The vocabulary is the embedding's row count (the tokenizer may list fewer tokens).
     const gguf::TensorInfo& embd = f.tensor(names::kTokenEmbd);
     cfg.n_vocab = embd.shape.size() >= 2 ? static_cast<int64_t>(embd.shape[1]) : 0;
+    info.check(cfg, f.path().string());
+    info.complete(cfg);
+    return cfg;
+}
 
-    const std::string file = f.path().string();
+void check_common_config(const ModelConfig& cfg, const std::string& where, bool moe) {
     auto check = [&](bool ok, const std::string& what) {
-        if (!ok) throw Error(file + ": " + what);
+        if (!ok) throw Error(where + ": " + what);
     };
     check(cfg.n_layer > 0 && cfg.n_layer <= 4096, "block_count " + std::to_string(cfg.n_layer) + " is out of range");
     check(cfg.n_embd > 0 && cfg.n_head > 0 && cfg.n_head_kv > 0, "embedding length and head counts must be positive");
@@ -107,10 +76,12 @@ void load_common_config(const gguf::File& f, ModelConfig& cfg) {
     check(cfg.head_dim_k > 0 && cfg.head_dim_v > 0, "attention key/value lengths must be positive");
     check(cfg.n_rot > 0 && cfg.n_rot <= cfg.head_dim_k && cfg.n_rot % 2 == 0,
           "rope.dimension_count " + std::to_string(cfg.n_rot) + " must be even and at most the head size");
-    check(cfg.n_expert > 0 && cfg.n_expert_used > 0 && cfg.n_expert_used <= cfg.n_expert,
-          "expert_used_count " + std::to_string(cfg.n_expert_used) + " must be between 1 and expert_count " +
-              std::to_string(cfg.n_expert));
-    check(cfg.n_ff_exp > 0, "expert_feed_forward_length must be positive");
+    if (moe) {
+        check(cfg.n_expert > 0 && cfg.n_expert_used > 0 && cfg.n_expert_used <= cfg.n_expert,
+              "expert_used_count " + std::to_string(cfg.n_expert_used) + " must be between 1 and expert_count " +
+                  std::to_string(cfg.n_expert));
+        check(cfg.n_ff_exp > 0, "expert_feed_forward_length must be positive");
+    }
     check(cfg.rms_eps > 0, "layer_norm_rms_epsilon must be positive");
 }
 

@@ -1,15 +1,23 @@
-// What one architecture file provides: read its hyper-parameters, bind its tensors, run its
-// forward. Shared blocks (attention, MoE, Gated DeltaNet) live in blocks.h; the name table of
-// architectures is in architecture.cpp.
+// The architecture table and what one architecture file declares (qwen3moe.cpp, ...), all of it
+// in that file: its GGUF metadata keys (a ConfigKey table, config_io.h), what follows from them
+// (its layer-kind rule, fixed traits), its checks, its make-model presets, and the
+// implementation that binds its tensors and runs its forward. Shared blocks (attention, MoE,
+// dense FFN) live in blocks.h, Gated DeltaNet in gated_delta_net.h.
+//
+// Adding an architecture: its file (an ArchitectureInfo and its Architecture), its line in the
+// table (architecture.cpp), its name in names.h and an Arch value (config.h).
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/config_io.h"
 #include "model/model.h"
+#include "model/scratch.h"
 
 namespace strata::model {
 
@@ -60,19 +68,17 @@ struct ForwardPass {
     };
     std::vector<Run> runs;
 
-    // Scratch in backend memory, grown as needed and kept by the Model across calls (a decode
-    // step must not allocate). Slots: blocks 0..15, architectures 16..31, Gated DeltaNet 32..47,
-    // Model::forward 48 and up.
-    backend::Buffer& scratch(size_t slot, size_t n_floats);
-    std::vector<backend::Buffer>* buffers = nullptr;
+    // Scratch in backend memory, kept by the Model across calls (a decode step must not
+    // allocate): each block takes its buffers through a Scratch of its own (scratch.h).
+    ScratchArena* arena = nullptr;
 
     void set_layer_kv(int64_t layer);  // fills kv_of_token for one attention layer
 };
 
+// One architecture's weights and forward, for one loaded model.
 class Architecture {
 public:
     virtual ~Architecture() = default;
-    virtual void load_config(const gguf::File& f, ModelConfig& cfg) = 0;
     virtual void bind(const ModelConfig& cfg, WeightBinder& b) = 0;
     // hidden [n_tokens][n_embd] is the embedded input; on return it holds the final hidden
     // states before the output norm.
@@ -83,12 +89,40 @@ public:
     virtual const Weight& token_embd() const = 0;
 };
 
-// The central table: general.architecture -> implementation. Throws strata::Error listing the
-// supported names for anything else.
-std::unique_ptr<Architecture> make_architecture(const std::string& name);
-std::vector<std::string> supported_architectures();
+// A make-model geometry.
+struct ModelPreset {
+    const char* name;  // "tiny", "30b-a3b"
+    const char* what;  // "Qwen3-30B-A3B geometry"
+    ModelConfig cfg;   // the sizes; make-model fills in the architecture, vocabulary and layer kinds
+};
 
-// Reads the keys every architecture shares (sizes, heads, rope, experts) into cfg.
-void load_common_config(const gguf::File& f, ModelConfig& cfg);
+// Everything the rest of the program knows of an architecture, declared in its file.
+struct ArchitectureInfo {
+    const char* name;  // general.architecture (names.h)
+    Arch arch;
+    std::span<const ConfigKey> keys;  // its "{arch}.*" keys, in writing order
+    // What follows from the keys: cfg.layers by the architecture's layer-kind rule, and its fixed
+    // traits (attn_output_gate). The loader runs it after reading the keys, make-model on a
+    // preset, the converter to learn which layers are attention.
+    void (*complete)(ModelConfig& cfg);
+    // Throws strata::Error("<where>: <what>") for a configuration its forward cannot run.
+    void (*check)(const ModelConfig& cfg, const std::string& where);
+    std::span<const ModelPreset> presets;  // the first is "tiny", the test model
+    std::unique_ptr<Architecture> (*make)();
+};
+
+// The table, in a fixed order (make-model --help lists presets in it).
+std::span<const ArchitectureInfo* const> architectures();
+// general.architecture -> its entry. Throws strata::Error listing the supported names.
+const ArchitectureInfo& architecture_info(const std::string& name);
+std::unique_ptr<Architecture> make_architecture(const std::string& name);
+
+// The configuration of a file: its architecture's keys, the vocabulary (rows of token_embd),
+// checked and completed. Throws strata::Error naming the file and the key.
+ModelConfig read_config(const gguf::File& f);
+
+// Checks every architecture shares (layer count, widths, heads, RoPE, norm epsilon; with `moe`
+// the expert counts and width), as ArchitectureInfo::check.
+void check_common_config(const ModelConfig& cfg, const std::string& where, bool moe);
 
 }  // namespace strata::model

@@ -1,15 +1,11 @@
 #include "model/blocks.h"
 
 #include <cmath>
+#include <vector>
 
 #include "model/names.h"
 
 namespace strata::model {
-
-namespace {
-// Scratch slots used by the blocks (architectures use slots from 16 up).
-enum BlockSlot : size_t { kQ = 0, kK, kV, kAttn, kGate, kRouter, kIds, kRouteW, kShared, kSharedGate, kSharedHidden };
-}  // namespace
 
 AttentionWeights bind_attention(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
     const int64_t q_rows = cfg.n_head * cfg.head_dim_k * (cfg.attn_output_gate ? 2 : 1);
@@ -38,24 +34,35 @@ MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
     return w;
 }
 
+DenseFfnWeights bind_dense_ffn(const ModelConfig& cfg, WeightBinder& b, int64_t il) {
+    DenseFfnWeights w;
+    w.gate = b.require(names::layer(il, names::kFfnGate), {cfg.n_embd, cfg.n_ff});
+    w.up = b.require(names::layer(il, names::kFfnUp), {cfg.n_embd, cfg.n_ff});
+    w.down = b.require(names::layer(il, names::kFfnDown), {cfg.n_ff, cfg.n_embd});
+    return w;
+}
+
 void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, const float* x, float* out) {
     const ModelConfig& c = *fp.cfg;
     backend::Backend& be = *fp.be;
     const int64_t n = fp.n_tokens;
     const int64_t q_dim = c.n_head * c.head_dim_k, k_dim = c.n_head_kv * c.head_dim_k, v_dim = c.n_head_kv * c.head_dim_v;
     const int64_t q_rows = w.q.ne[1];  // q_dim, or 2*q_dim with the output gate
-    float* qg = fp.scratch(kQ, static_cast<size_t>(n * q_rows)).data();
-    float* k = fp.scratch(kK, static_cast<size_t>(n * k_dim)).data();
-    float* v = fp.scratch(kV, static_cast<size_t>(n * v_dim)).data();
+    const int64_t o_dim = c.n_head * c.head_dim_v;
+    const bool gated = c.attn_output_gate;
+    Scratch s(*fp.arena);
+    float* qg = s.floats(n * q_rows);  // [n][q_rows]: the q projection, per head [q | gate] when gated
+    float* k = s.floats(n * k_dim);    // [n][n_head_kv][head_dim_k]
+    float* v = s.floats(n * v_dim);    // [n][n_head_kv][head_dim_v]
+    float* q = gated ? s.floats(n * q_dim) : qg;           // [n][n_head][head_dim_k]
+    float* gate = gated ? s.floats(n * q_dim) : nullptr;   // [n][n_head][head_dim_k]
+    // [n][n_head][head_dim_v]; when gated, qg again (free once split)
+    float* attn = gated && o_dim <= q_rows ? qg : s.floats(n * o_dim);
+
     const backend::MatmulArgs products[] = {{&w.q, x, n, qg}, {&w.k, x, n, k}, {&w.v, x, n, v}};
     be.matmul(products);
-
-    float* q = qg;
-    float* gate = nullptr;
-    if (c.attn_output_gate) {
+    if (gated) {
         // Per head the projection holds [q (head_dim) | gate (head_dim)]: split into two arrays.
-        q = fp.scratch(kAttn, static_cast<size_t>(n * q_dim)).data();
-        gate = fp.scratch(kGate, static_cast<size_t>(n * q_dim)).data();
         const int64_t d = c.head_dim_k;
         be.copy_rows(qg, 2 * d, q, d, n * c.n_head, d);
         be.copy_rows(qg + d, 2 * d, gate, d, n * c.n_head, d);
@@ -81,7 +88,6 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     qk.v_row = v_dim;
     be.qk_norm_rope(qk);
 
-    float* attn = c.attn_output_gate ? qg : fp.scratch(kAttn, static_cast<size_t>(n * c.n_head * c.head_dim_v)).data();
     backend::AttentionArgs a;
     a.q = q;
     a.out = attn;
@@ -95,7 +101,7 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     a.kv = fp.kv_of_token.data();
     a.f16_ok = !quant::is_float_type(w.q.type) && !quant::is_float_type(w.k.type) && !quant::is_float_type(w.v.type);
     be.attention(a);
-    if (gate != nullptr) be.mul_sigmoid(attn, gate, n, c.n_head * c.head_dim_v, c.n_head * c.head_dim_v);
+    if (gated) be.mul_sigmoid(attn, gate, n, o_dim, o_dim);
 
     const backend::MatmulArgs o[] = {{&w.o, attn, n, out}};
     be.matmul(o);
@@ -105,40 +111,26 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     const ModelConfig& c = *fp.cfg;
     backend::Backend& be = *fp.be;
     const int64_t n = fp.n_tokens;
-    float* router = fp.scratch(kRouter, static_cast<size_t>(n * c.n_expert)).data();
-    std::vector<backend::MatmulArgs> products = {{&w.gate_inp, x, n, router}};
-    float* shared_gate = nullptr;
-    float* shared_hidden = nullptr;
-    if (w.gate_shexp) {
-        // The shared expert's gate and up projections read the same input as the router.
-        shared_gate = fp.scratch(kSharedGate, static_cast<size_t>(n)).data();
-        shared_hidden = fp.scratch(kSharedHidden, static_cast<size_t>(n * 2 * c.n_ff_shexp)).data();
-        products.push_back({&w.gate_inp_shexp, x, n, shared_gate});
-    }
-    be.matmul(products);
+    const bool shared = static_cast<bool>(w.gate_shexp);
+    Scratch s(*fp.arena);
+    float* router = s.floats(n * c.n_expert);                   // [n][n_expert] router logits
+    int32_t* ids = s.ints(n * c.n_expert_used);                 // [n][k] the chosen experts
+    float* weights = s.floats(n * c.n_expert_used);             // [n][k] their routing weights
+    float* shared_gate = shared ? s.floats(n) : nullptr;        // [n] the shared expert's gate logit
+    float* shared_out = shared ? s.floats(n * c.n_embd) : nullptr;  // [n][n_embd]
 
-    // ids and weights stay in backend memory: the int32 ids live in a float slot (same size; only
-    // the backend reads them).
-    const auto pairs = static_cast<size_t>(n * c.n_expert_used);
-    int32_t* ids = reinterpret_cast<int32_t*>(fp.scratch(kIds, pairs).data());
-    float* weights = fp.scratch(kRouteW, pairs).data();
+    // The shared expert's gate reads the same input as the router.
+    std::vector<backend::MatmulArgs> products = {{&w.gate_inp, x, n, router}};
+    if (shared) products.push_back({&w.gate_inp_shexp, x, n, shared_gate});
+    be.matmul(products);
     be.route_softmax_topk(router, n, c.n_expert, c.n_expert_used, c.norm_topk_prob, ids, weights);
 
     // The shared expert first: with `then`, its output goes into the residual before the routed
     // experts' call adds theirs and norms.
-    float* y = nullptr;
-    if (w.gate_shexp) {
-        float* g = shared_hidden;
-        float* u = shared_hidden + n * c.n_ff_shexp;
-        const backend::MatmulArgs gu[] = {{&w.gate_shexp, x, n, g}, {&w.up_shexp, x, n, u}};
-        be.matmul(gu);
-        float* h = fp.scratch(kShared, static_cast<size_t>(n * c.n_ff_shexp)).data();
-        be.swiglu(g, u, n, c.n_ff_shexp, c.n_ff_shexp, h);
-        y = fp.scratch(kQ, static_cast<size_t>(n * c.n_embd)).data();
-        const backend::MatmulArgs d[] = {{&w.down_shexp, h, n, y}};
-        be.matmul(d);
-        be.mul_sigmoid(y, shared_gate, n, c.n_embd, 0);
-        if (then != nullptr) be.add(then->residual, y, n * c.n_embd);
+    if (shared) {
+        swiglu_ffn(fp, w.gate_shexp, w.up_shexp, w.down_shexp, x, shared_out);
+        be.mul_sigmoid(shared_out, shared_gate, n, c.n_embd, 0);
+        if (then != nullptr) be.add(then->residual, shared_out, n * c.n_embd);
     }
 
     backend::MoeArgs m;
@@ -159,7 +151,24 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
         m.normed = then->normed;
     }
     be.moe(m);
-    if (y != nullptr && then == nullptr) be.add(out, y, n * c.n_embd);
+    if (shared && then == nullptr) be.add(out, shared_out, n * c.n_embd);
+}
+
+void swiglu_ffn(ForwardPass& fp, const Weight& gate, const Weight& up, const Weight& down, const float* x, float* out) {
+    backend::Backend& be = *fp.be;
+    const int64_t n = fp.n_tokens, n_ff = gate.ne[1];
+    Scratch s(*fp.arena);
+    float* gu = s.floats(2 * n * n_ff);  // [n][n_ff] gate x, then [n][n_ff] up x
+    float* h = s.floats(n * n_ff);       // [n][n_ff] silu(gate x) * up x
+    const backend::MatmulArgs products[] = {{&gate, x, n, gu}, {&up, x, n, gu + n * n_ff}};
+    be.matmul(products);
+    be.swiglu(gu, gu + n * n_ff, n, n_ff, n_ff, h);
+    const backend::MatmulArgs d[] = {{&down, h, n, out}};
+    be.matmul(d);
+}
+
+void dense_ffn_block(ForwardPass& fp, const DenseFfnWeights& w, const float* x, float* out) {
+    swiglu_ffn(fp, w.gate, w.up, w.down, x, out);
 }
 
 }  // namespace strata::model

@@ -1,5 +1,6 @@
 // Blocks shared by the architectures: attention over the KV cache, the MoE feed-forward (with an
-// optional sigmoid-gated shared expert). Gated DeltaNet lives in gated_delta_net.h.
+// optional sigmoid-gated shared expert), the dense SwiGLU feed-forward. Gated DeltaNet lives in
+// gated_delta_net.h.
 #pragma once
 
 #include "model/architecture.h"
@@ -25,8 +26,16 @@ struct MoeWeights {
     Weight gate_shexp, up_shexp, down_shexp;
 };
 
+// The dense FFN (qwen3): out = down(silu(gate x) * up x).
+struct DenseFfnWeights {
+    Weight gate;  // ffn_gate: n_embd -> n_ff
+    Weight up;    // ffn_up: n_embd -> n_ff
+    Weight down;  // ffn_down: n_ff -> n_embd
+};
+
 AttentionWeights bind_attention(const ModelConfig& cfg, WeightBinder& b, int64_t il);
 MoeWeights bind_moe(const ModelConfig& cfg, WeightBinder& b, int64_t il);
+DenseFfnWeights bind_dense_ffn(const ModelConfig& cfg, WeightBinder& b, int64_t il);
 
 // x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd]: q/k/v, per-head q/k RMSNorm, RoPE,
 // cache store, softmax attention, optional sigmoid output gate, output projection.
@@ -42,5 +51,11 @@ struct ResidualNorm {
 };
 // x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd], or with `then`, into its residual.
 void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x, float* out, const ResidualNorm* then = nullptr);
+
+// The SwiGLU feed-forward, out = down(silu(gate x) * up x): x [n_tokens][ne0 of gate] -> out
+// [n_tokens][ne1 of down]; gate and up in one matmul call. The shared expert's, and the dense FFN's.
+void swiglu_ffn(ForwardPass& fp, const Weight& gate, const Weight& up, const Weight& down, const float* x, float* out);
+// x [n_tokens][n_embd] (normed) -> out [n_tokens][n_embd].
+void dense_ffn_block(ForwardPass& fp, const DenseFfnWeights& w, const float* x, float* out);
 
 }  // namespace strata::model

@@ -1,5 +1,6 @@
-// Hyper-parameters of a loaded model: plain data, read once from GGUF metadata by the
-// architecture's load_config and checked there. Names follow the GGUF keys they come from.
+// Hyper-parameters of a loaded model: plain data, read once from GGUF metadata through the
+// architecture's key table (config_io.h, read_config) and checked there. Names follow the GGUF
+// keys they come from.
 #pragma once
 
 #include <array>
@@ -9,7 +10,7 @@
 
 namespace strata::model {
 
-enum class Arch { Qwen3Moe, Qwen3Next, Qwen35Moe };
+enum class Arch { Qwen3Moe, Qwen3Next, Qwen35Moe, Qwen3 };
 
 enum class LayerKind : uint8_t {
     Attention,      // (gated) full softmax attention over the KV cache
@@ -40,6 +41,9 @@ struct ModelConfig {
     std::array<int32_t, 4> rope_sections{};  // {arch}.rope.dimension_sections (M-RoPE); zeros: plain RoPE
     bool rope_freqs_bf16 = false;  // LoadOptions::rope_freqs_bf16 (reference reproduction only)
 
+    // Dense feed-forward (qwen3).
+    int64_t n_ff = 0;             // {arch}.feed_forward_length: hidden size of the SwiGLU FFN
+
     // Mixture of experts.
     int64_t n_expert = 0;         // {arch}.expert_count
     int64_t n_expert_used = 0;    // {arch}.expert_used_count: top-k
@@ -47,7 +51,7 @@ struct ModelConfig {
     int64_t n_ff_shexp = 0;       // {arch}.expert_shared_feed_forward_length (0: no shared expert)
     bool norm_topk_prob = true;   // renormalise the top-k routing weights to sum to 1
 
-    // Gated DeltaNet layers (zero for qwen3moe).
+    // Gated DeltaNet layers (zero for qwen3moe, qwen3).
     int64_t ssm_conv_kernel = 0;  // {arch}.ssm.conv_kernel: causal conv1d width
     int64_t ssm_d_state = 0;      // {arch}.ssm.state_size: key head dim
     int64_t ssm_n_group = 0;      // {arch}.ssm.group_count: key heads
@@ -60,7 +64,5 @@ struct ModelConfig {
     int64_t n_attention_layers() const;
     int64_t n_gdn_layers() const;
 };
-
-const char* arch_name(Arch a);
 
 }  // namespace strata::model

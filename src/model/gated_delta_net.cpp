@@ -9,9 +9,6 @@ namespace strata::model {
 
 namespace {
 
-// Scratch slots of this block (blocks.cpp uses 0.., architectures 16..).
-enum GdnSlot : size_t { kMixed = 32, kZ, kGateIn, kDecay, kBeta, kConvOut, kCore };
-
 // transformers' l2norm inside the delta rule uses a fixed eps, not the model's rms eps.
 constexpr float kL2NormEps = 1e-6f;
 
@@ -45,12 +42,16 @@ void gated_delta_net_block(ForwardPass& fp, int64_t il, const GatedDeltaNetWeigh
     const int64_t n_k = c.ssm_n_group, d_k = c.ssm_d_state, n_v = c.ssm_dt_rank, d_v = c.ssm_d_inner / c.ssm_dt_rank;
     const int64_t key_dim = n_k * d_k, value_dim = c.ssm_d_inner;
     const int64_t channels = 2 * key_dim + value_dim;  // conv channels: [q | k | v]
-    const auto sz = [](int64_t v) { return static_cast<size_t>(v); };
+    Scratch s(*fp.arena);
+    float* mixed = s.floats(n * channels);     // [n][channels] q|k|v before the conv; at the end the gated output
+    float* z = s.floats(n * value_dim);        // [n][n_v][d_v] output gate
+    // combined_ba: [n][n_k][b (r) | alpha (r)]; else b [n][n_v] then alpha [n][n_v].
+    float* gate_in = s.floats(n * 2 * n_v);
+    float* decay = s.floats(n * n_v);          // [n][n_v] log decay g
+    float* beta = s.floats(n * n_v);           // [n][n_v]
+    float* conv_out = s.floats(n * channels);  // [n][channels]
+    float* core = s.floats(n * value_dim);     // [n][n_v][d_v] the delta rule's output
 
-    float* mixed = fp.scratch(kMixed, sz(n * channels)).data();  // [n][channels] q|k|v before the conv
-    float* z = fp.scratch(kZ, sz(n * value_dim)).data();         // [n][n_v][d_v] output gate
-    float* gate_in = fp.scratch(kGateIn, sz(n * 2 * n_v)).data();
-    // combined_ba: gate_in [n][n_k][b (r) | alpha (r)]; else b [n][n_v] then alpha [n][n_v].
     std::vector<backend::MatmulArgs> products = {{&w.qkv, x, n, mixed}, {&w.gate, x, n, z}};
     if (w.layout.combined_ba) {
         products.push_back({&w.ba, x, n, gate_in});
@@ -60,8 +61,6 @@ void gated_delta_net_block(ForwardPass& fp, int64_t il, const GatedDeltaNetWeigh
     }
     be.matmul(products);
 
-    float* decay = fp.scratch(kDecay, sz(n * n_v)).data();  // [n][n_v] log decay g
-    float* beta = fp.scratch(kBeta, sz(n * n_v)).data();    // [n][n_v]
     backend::GdnGateArgs ga;
     if (w.layout.combined_ba) {
         const int64_t r = n_v / n_k;
@@ -86,7 +85,6 @@ void gated_delta_net_block(ForwardPass& fp, int64_t il, const GatedDeltaNetWeigh
     be.gdn_gates(ga);
 
     // Conv per run with its sequence's carried inputs, then unit-norm q and k (adjacent in a row).
-    float* conv_out = fp.scratch(kConvOut, sz(n * channels)).data();  // [n][channels]
     for (const auto& run : fp.runs) {
         const SequenceState& s = *fp.seqs[static_cast<size_t>(run.seq)];
         be.ssm_conv_silu(mixed + run.begin * channels, run.end - run.begin, channels, w.conv1d, c.ssm_conv_kernel,
@@ -94,7 +92,6 @@ void gated_delta_net_block(ForwardPass& fp, int64_t il, const GatedDeltaNetWeigh
     }
     be.l2_norm(conv_out, n, 2 * n_k, d_k, channels, kL2NormEps);
 
-    float* core = fp.scratch(kCore, sz(n * value_dim)).data();  // [n][n_v][d_v]
     for (const auto& run : fp.runs) {
         const SequenceState& s = *fp.seqs[static_cast<size_t>(run.seq)];
         const float* row = conv_out + run.begin * channels;

@@ -20,28 +20,22 @@ void Batch::clear() {
     want_logits.clear();
 }
 
-backend::Buffer& ForwardPass::scratch(size_t slot, size_t n_floats) {
-    std::vector<backend::Buffer>& b = *buffers;
-    if (b.size() <= slot) b.resize(slot + 1);
-    b[slot].ensure(be, std::max<size_t>(n_floats, 1));
-    return b[slot];
-}
-
 void ForwardPass::set_layer_kv(int64_t layer) {
     kv_of_token.resize(static_cast<size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t)
         kv_of_token[static_cast<size_t>(t)] = &seqs[static_cast<size_t>(batch->seq[static_cast<size_t>(t)])]->kv(layer);
 }
 
-Model::Model(std::unique_ptr<gguf::File> file, backend::Backend& backend) : file_(std::move(file)), backend_(backend) {}
+Model::Model(std::unique_ptr<gguf::File> file, backend::Backend& backend)
+    : file_(std::move(file)), backend_(backend), arena_(backend) {}
 
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::Backend& backend, const LoadOptions& opts) {
     std::unique_ptr<Model> m(new Model(gguf::File::open(path), backend));
     const gguf::File& f = *m->file_;
-    m->arch_ = make_architecture(f.architecture());
-    m->arch_->load_config(f, m->config_);
+    m->config_ = read_config(f);
+    m->arch_ = make_architecture(m->config_.arch_name);
     m->config_.rope_freqs_bf16 = opts.rope_freqs_bf16;
     WeightBinder binder(f, backend);
     m->arch_->bind(m->config_, binder);
@@ -145,7 +139,7 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
     fp.batch = &b;
     fp.seqs = seqs;
     fp.n_tokens = n;
-    fp.buffers = &scratch_;
+    fp.arena = &arena_;
     // Check the batch and find the runs of consecutive tokens of one sequence.
     for (int64_t t = 0; t < n; ++t) {
         const int32_t s = b.seq[static_cast<size_t>(t)];
@@ -164,28 +158,29 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
         }
     }
 
-    enum Slot : size_t { kHidden = 48, kHeadIn, kHeadOut };
     const int64_t n_out = b.n_logits();
     last_logits_ = nullptr;
     last_rows_ = 0;
     // A backend that replays recorded forwards may decline one (forward_end false): run it again
     // eagerly. Nothing on the host changes until the forward is done, so a second run is safe.
     for (bool may_replay : {true, false}) {
+        arena_.begin();  // before forward_begin: a grown arena allocates outside a recording
         backend_.forward_begin(n, may_replay);
-        // Pointers, not Buffer references: a later scratch() may grow the slot table.
-        float* hidden = fp.scratch(kHidden, static_cast<size_t>(n * c.n_embd)).data();
+        Scratch s(arena_);
+        float* hidden = s.floats(n * c.n_embd);  // [n][n_embd] the residual stream
         backend_.get_rows(arch_->token_embd(), b.tokens.data(), n, hidden);
         arch_->forward(fp, hidden);
 
-        // Output head only on the rows that want logits.
+        // Output head only on the rows that want logits. The logits stay in the arena until the
+        // next forward begins (sample_rows, copy_logits_row).
         if (n_out > 0) {
-            float* rows = fp.scratch(kHeadIn, static_cast<size_t>(n_out * c.n_embd)).data();
+            float* rows = s.floats(n_out * c.n_embd);  // [n_out][n_embd]
             int64_t k = 0;
             for (int64_t t = 0; t < n; ++t)
                 if (b.want_logits[static_cast<size_t>(t)])
                     backend_.copy(hidden + t * c.n_embd, rows + (k++) * c.n_embd, static_cast<size_t>(c.n_embd));
             backend_.rms_norm(rows, &arch_->output_norm(), n_out, c.n_embd, c.rms_eps, rows);
-            float* out = fp.scratch(kHeadOut, static_cast<size_t>(n_out * c.n_vocab)).data();
+            float* out = s.floats(n_out * c.n_vocab);  // [n_out][n_vocab]
             const backend::MatmulArgs head[] = {{&arch_->output(), rows, n_out, out}};
             backend_.matmul(head);
             if (logits != nullptr) backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));

@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/scratch.h"
 
 namespace strata::gguf {
 class File;
@@ -141,7 +142,7 @@ private:
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;
     backend::KvType kv_type_ = backend::KvType::F32;
-    std::vector<backend::Buffer> scratch_;  // forward-pass activations, reused across calls
+    ScratchArena arena_;                    // forward-pass activations, reused across calls
     float* last_logits_ = nullptr;          // backend memory [last_rows_][n_vocab] of the last forward
     int64_t last_rows_ = 0;
 };

@@ -1,11 +1,59 @@
-// The central table of GGUF names: metadata keys (per architecture: "{arch}.block_count") and
-// tensor names, exactly as the ecosystem's converter writes them. Architecture files name
-// nothing themselves; they use these.
+// The central table of GGUF names: architectures, metadata keys (general.*, and per
+// architecture "{arch}.block_count") and tensor names, exactly as the ecosystem's converter
+// writes them. Architecture files, the converter and the model maker name nothing themselves;
+// they use these.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace strata::model::names {
+
+// ---- architectures (general.architecture) ----
+inline constexpr const char* kArchQwen3Moe = "qwen3moe";
+inline constexpr const char* kArchQwen3Next = "qwen3next";
+inline constexpr const char* kArchQwen35Moe = "qwen35moe";
+inline constexpr const char* kArchQwen3 = "qwen3";
+
+// ---- general.* keys ----
+inline constexpr const char* kGeneralArchitecture = "general.architecture";
+inline constexpr const char* kGeneralType = "general.type";
+inline constexpr const char* kGeneralName = "general.name";
+inline constexpr const char* kGeneralAuthor = "general.author";
+inline constexpr const char* kGeneralVersion = "general.version";
+inline constexpr const char* kGeneralOrganization = "general.organization";
+inline constexpr const char* kGeneralFinetune = "general.finetune";
+inline constexpr const char* kGeneralBasename = "general.basename";
+inline constexpr const char* kGeneralDescription = "general.description";
+inline constexpr const char* kGeneralQuantizedBy = "general.quantized_by";
+inline constexpr const char* kGeneralSizeLabel = "general.size_label";
+inline constexpr const char* kGeneralLicense = "general.license";
+inline constexpr const char* kGeneralLicenseName = "general.license.name";
+inline constexpr const char* kGeneralLicenseLink = "general.license.link";
+inline constexpr const char* kGeneralSourceUrl = "general.source.url";
+inline constexpr const char* kGeneralSourceDoi = "general.source.doi";
+inline constexpr const char* kGeneralSourceUuid = "general.source.uuid";
+inline constexpr const char* kGeneralSourceRepoUrl = "general.source.repo_url";
+// Lists of sources: "{prefix}.count", then "{prefix}.{i}.{name|author|version|...}".
+inline constexpr const char* kGeneralBaseModel = "general.base_model";
+inline constexpr const char* kGeneralDataset = "general.dataset";
+inline constexpr const char* kGeneralTags = "general.tags";
+inline constexpr const char* kGeneralLanguages = "general.languages";
+inline constexpr const char* kGeneralFileType = "general.file_type";
+inline constexpr const char* kGeneralQuantizationVersion = "general.quantization_version";
+// Recommended sampling (from generation_config.json).
+inline constexpr const char* kSamplingSequence = "general.sampling.sequence";
+inline constexpr const char* kSamplingTopK = "general.sampling.top_k";
+inline constexpr const char* kSamplingTopP = "general.sampling.top_p";
+inline constexpr const char* kSamplingMinP = "general.sampling.min_p";
+inline constexpr const char* kSamplingXtcProbability = "general.sampling.xtc_probability";
+inline constexpr const char* kSamplingXtcThreshold = "general.sampling.xtc_threshold";
+inline constexpr const char* kSamplingTemp = "general.sampling.temp";
+inline constexpr const char* kSamplingPenaltyLastN = "general.sampling.penalty_last_n";
+inline constexpr const char* kSamplingPenaltyRepeat = "general.sampling.penalty_repeat";
+inline constexpr const char* kSamplingMirostat = "general.sampling.mirostat";
+inline constexpr const char* kSamplingMirostatTau = "general.sampling.mirostat_tau";
+inline constexpr const char* kSamplingMirostatEta = "general.sampling.mirostat_eta";
 
 // ---- metadata keys, relative to the architecture prefix ----
 inline constexpr const char* kBlockCount = "block_count";
@@ -17,9 +65,17 @@ inline constexpr const char* kHeadCountKv = "attention.head_count_kv";
 inline constexpr const char* kKeyLength = "attention.key_length";
 inline constexpr const char* kValueLength = "attention.value_length";
 inline constexpr const char* kRmsEps = "attention.layer_norm_rms_epsilon";
+inline constexpr const char* kLayerNormEps = "attention.layer_norm_epsilon";
 inline constexpr const char* kRopeFreqBase = "rope.freq_base";
 inline constexpr const char* kRopeDimCount = "rope.dimension_count";
 inline constexpr const char* kRopeSections = "rope.dimension_sections";
+inline constexpr const char* kRopeScalingType = "rope.scaling.type";
+inline constexpr const char* kRopeScalingFactor = "rope.scaling.factor";
+inline constexpr const char* kRopeScalingOrigCtxLen = "rope.scaling.original_context_length";
+inline constexpr const char* kRopeScalingYarnExtFactor = "rope.scaling.yarn_ext_factor";
+inline constexpr const char* kRopeScalingYarnAttnFactor = "rope.scaling.yarn_attn_factor";
+inline constexpr const char* kRopeScalingYarnBetaFast = "rope.scaling.yarn_beta_fast";
+inline constexpr const char* kRopeScalingYarnBetaSlow = "rope.scaling.yarn_beta_slow";
 inline constexpr const char* kExpertCount = "expert_count";
 inline constexpr const char* kExpertUsedCount = "expert_used_count";
 inline constexpr const char* kExpertFfLength = "expert_feed_forward_length";
@@ -51,6 +107,11 @@ inline constexpr const char* kAttnQNorm = "attn_q_norm.weight";
 inline constexpr const char* kAttnKNorm = "attn_k_norm.weight";
 inline constexpr const char* kPostAttnNorm = "post_attention_norm.weight";
 inline constexpr const char* kFfnNorm = "ffn_norm.weight";
+// Dense FFN (SwiGLU)
+inline constexpr const char* kFfnGate = "ffn_gate.weight";
+inline constexpr const char* kFfnUp = "ffn_up.weight";
+inline constexpr const char* kFfnDown = "ffn_down.weight";
+// Mixture of experts
 inline constexpr const char* kFfnGateInp = "ffn_gate_inp.weight";
 inline constexpr const char* kFfnGateExps = "ffn_gate_exps.weight";
 inline constexpr const char* kFfnUpExps = "ffn_up_exps.weight";
@@ -70,6 +131,13 @@ inline constexpr const char* kSsmDtBias = "ssm_dt.bias";
 inline constexpr const char* kSsmA = "ssm_a";                  // -exp(A_log)
 inline constexpr const char* kSsmNorm = "ssm_norm.weight";
 inline constexpr const char* kSsmOut = "ssm_out.weight";
+// MTP (next-token-prediction) blocks, after the trunk's
+inline constexpr const char* kNextnEhProj = "nextn.eh_proj.weight";
+inline constexpr const char* kNextnEnorm = "nextn.enorm.weight";
+inline constexpr const char* kNextnHnorm = "nextn.hnorm.weight";
+inline constexpr const char* kNextnSharedHeadNorm = "nextn.shared_head_norm.weight";
+inline constexpr const char* kNextnSharedHeadHead = "nextn.shared_head_head.weight";
+inline constexpr const char* kNextnEmbedTokens = "nextn.embed_tokens.weight";
 
 inline std::string layer(int64_t il, const char* suffix) { return "blk." + std::to_string(il) + "." + suffix; }
 

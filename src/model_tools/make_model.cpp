@@ -13,6 +13,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/architecture.h"
 #include "model/config_io.h"
+#include "model/names.h"
 #include "model_tools/quant_mix.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
@@ -22,67 +23,11 @@
 
 namespace strata::model_tools {
 
-using model::Arch;
-using model::LayerKind;
 using model::ModelConfig;
 using model::WeightBinder;
-using model::make_architecture;
 using model::write_config;
 
 namespace {
-
-ModelConfig base(Arch arch, int64_t layers, int64_t embd, int64_t heads, int64_t kv, int64_t head_dim, int64_t experts,
-                 int64_t used, int64_t ff_exp, int64_t ctx, float theta) {
-    ModelConfig c;
-    c.arch = arch;
-    c.arch_name = arch_name(arch);
-    c.n_layer = layers;
-    c.n_embd = embd;
-    c.n_head = heads;
-    c.n_head_kv = kv;
-    c.head_dim_k = c.head_dim_v = head_dim;
-    c.n_rot = head_dim;
-    c.n_expert = experts;
-    c.n_expert_used = used;
-    c.n_ff_exp = ff_exp;
-    c.n_ctx_train = ctx;
-    c.rope_theta = theta;
-    c.rms_eps = 1e-6f;
-    return c;
-}
-
-// Hybrid (Gated DeltaNet) geometry on top of base(): key heads, value heads, head dims.
-ModelConfig hybrid(ModelConfig c, int64_t n_rot, int64_t shexp, int64_t k_heads, int64_t v_heads, int64_t d_k, int64_t d_v,
-                   std::array<int32_t, 4> sections = {}) {
-    c.n_rot = n_rot;
-    c.n_ff_shexp = shexp;
-    c.ssm_conv_kernel = 4;
-    c.ssm_n_group = k_heads;
-    c.ssm_dt_rank = v_heads;
-    c.ssm_d_state = d_k;
-    c.ssm_d_inner = v_heads * d_v;
-    c.full_attention_interval = 4;
-    c.rope_sections = sections;
-    c.attn_output_gate = true;
-    return c;
-}
-
-const std::vector<ModelPreset> kPresets = {
-    {"tiny", "qwen3moe", "tiny test model", base(Arch::Qwen3Moe, 4, 128, 4, 2, 32, 8, 2, 64, 4096, 1e6f)},
-    {"tiny", "qwen3next", "tiny test model",
-     hybrid(base(Arch::Qwen3Next, 4, 128, 4, 2, 64, 8, 2, 64, 4096, 1e7f), 16, 64, 2, 4, 32, 32)},
-    {"tiny", "qwen35moe", "tiny test model",
-     hybrid(base(Arch::Qwen35Moe, 4, 128, 4, 2, 64, 8, 2, 64, 4096, 1e7f), 16, 64, 2, 4, 32, 32, {3, 3, 2, 0})},
-    {"30b-a3b", "qwen3moe", "Qwen3-30B-A3B geometry", base(Arch::Qwen3Moe, 48, 2048, 32, 4, 128, 128, 8, 768, 40960, 1e6f)},
-    {"80b-a3b", "qwen3next", "Qwen3-Next-80B-A3B geometry",
-     hybrid(base(Arch::Qwen3Next, 48, 2048, 16, 2, 256, 512, 10, 512, 262144, 1e7f), 64, 512, 16, 32, 128, 128)},
-    {"35b-a3b", "qwen35moe", "Qwen3.5-35B-A3B geometry",
-     hybrid(base(Arch::Qwen35Moe, 40, 2048, 16, 2, 256, 256, 8, 512, 262144, 1e7f), 64, 512, 16, 32, 128, 128, {11, 11, 10, 0})},
-    {"122b-a10b", "qwen35moe", "Qwen3.5-122B-A10B geometry (approximate)",
-     hybrid(base(Arch::Qwen35Moe, 48, 3072, 32, 2, 256, 256, 8, 1024, 262144, 1e7f), 64, 1024, 16, 64, 128, 128, {11, 11, 10, 0})},
-    {"seed-125b", "qwen35moe", "the seed's 122B geometry: 2560 wide, 512 experts top-10, 640-wide experts",
-     hybrid(base(Arch::Qwen35Moe, 48, 2560, 24, 2, 128, 512, 10, 640, 262144, 1e7f), 64, 640, 16, 32, 128, 128, {11, 11, 10, 0})},
-};
 
 // ---- the builtin tokenizer: bytes plus the chat and tool special tokens ----
 
@@ -203,8 +148,8 @@ struct Init {
 
 Init init_for(const std::string& name, const std::vector<int64_t>& shape) {
     if (name.find("_norm") != std::string::npos) return {Init::Ones, 1.0f};
-    if (name.find("ssm_a") != std::string::npos && name.find("ssm_a") + 5 == name.size()) return {Init::NegExp, 1.0f};
-    if (name.find("ssm_dt") != std::string::npos) return {Init::Normal, 0.5f};
+    if (name.ends_with(std::string(".") + model::names::kSsmA)) return {Init::NegExp, 1.0f};
+    if (name.ends_with(std::string(".") + model::names::kSsmDtBias)) return {Init::Normal, 0.5f};
     const float fan_in = static_cast<float>(std::max<int64_t>(shape[0], 1));
     // Half the unit-variance scale: each layer adds a modest update to the residual stream, as in
     // trained models, instead of a random net that amplifies every rounding difference.
@@ -252,18 +197,29 @@ void fill_random_blocks(quant::Type t, uint8_t* dst, size_t bytes, float scale, 
 
 }  // namespace
 
-const std::vector<ModelPreset>& model_presets() { return kPresets; }
+std::vector<PresetListing> model_presets() {
+    std::vector<PresetListing> out;
+    for (const model::ArchitectureInfo* a : model::architectures())
+        if (!a->presets.empty()) out.push_back({a->name, &a->presets[0]});
+    for (const model::ArchitectureInfo* a : model::architectures())
+        for (size_t i = 1; i < a->presets.size(); ++i) out.push_back({a->name, &a->presets[i]});
+    return out;
+}
 
 ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
-    const ModelPreset* p = nullptr;
-    for (const auto& x : kPresets)
-        if (o.preset == x.name && o.arch == x.arch) p = &x;
+    const model::ArchitectureInfo* arch = nullptr;
+    const model::ModelPreset* p = nullptr;
+    for (const model::ArchitectureInfo* a : model::architectures())
+        for (const model::ModelPreset& x : a->presets)
+            if (o.arch == a->name && o.preset == x.name) arch = a, p = &x;
     if (p == nullptr) {
         std::string list;
-        for (const auto& x : kPresets) list += std::string(list.empty() ? "" : ", ") + x.arch + "/" + x.name;
+        for (const PresetListing& x : model_presets()) list += std::string(list.empty() ? "" : ", ") + x.arch + "/" + x.preset->name;
         throw Error("no preset '" + o.preset + "' for architecture '" + o.arch + "' (presets: " + list + ")");
     }
     ModelConfig c = p->cfg;
+    c.arch = arch->arch;
+    c.arch_name = arch->name;
     auto set = [](int64_t& field, const std::optional<int64_t>& v) {
         if (v) field = *v;
     };
@@ -287,13 +243,10 @@ ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
     };
     check(c.n_layer > 0 && c.n_embd > 0 && c.n_head > 0 && c.n_head_kv > 0 && c.head_dim_k > 0, "sizes must be positive");
     check(c.n_head % c.n_head_kv == 0, "heads must be a multiple of kv-heads");
-    check(c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert, "experts-used must be in 1..experts");
-    check(c.n_ff_exp > 0 && c.n_ctx_train > 0, "ff-exp and ctx must be positive");
-    c.layers.assign(static_cast<size_t>(c.n_layer), LayerKind::Attention);
-    if (c.arch != Arch::Qwen3Moe) {
-        for (int64_t il = 0; il < c.n_layer; ++il)
-            if ((il + 1) % c.full_attention_interval != 0) c.layers[static_cast<size_t>(il)] = LayerKind::GatedDeltaNet;
-    }
+    const bool moe = p->cfg.n_expert > 0;  // the expert flags mean nothing to a dense architecture
+    check(!moe || (c.n_expert > 0 && c.n_expert_used > 0 && c.n_expert_used <= c.n_expert), "experts-used must be in 1..experts");
+    check((!moe || c.n_ff_exp > 0) && c.n_ctx_train > 0, "ff-exp and ctx must be positive");
+    arch->complete(c);  // the layer kinds, by the architecture's own rule
     return c;
 }
 
@@ -301,8 +254,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     const auto mix = quant_mix_from_name(o.type);
     if (!mix) throw Error("make-model: unknown --type '" + o.type + "'");
     gguf::Writer w;
-    w.set("general.architecture", gguf::Value::of_string(o.arch));
-    w.set("general.name", gguf::Value::of_string("strata random " + o.arch + " " + o.preset));
+    w.set(model::names::kGeneralArchitecture, gguf::Value::of_string(o.arch));
+    w.set(model::names::kGeneralName, gguf::Value::of_string("strata random " + o.arch + " " + o.preset));
     const VocabInfo vocab = write_tokenizer(o.tokenizer, w);
     const int64_t n_vocab = vocab.n_vocab;
     if (!o.chat_template_file.empty()) {
@@ -313,20 +266,21 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     }
     const ModelConfig cfg = make_model_config(o, n_vocab);
     write_config(cfg, w);
-    w.set("general.file_type", gguf::Value::of_u32(mix->file_type));
-    w.set("general.quantization_version", gguf::Value::of_u32(2));
+    w.set(model::names::kGeneralFileType, gguf::Value::of_u32(mix->file_type));
+    w.set(model::names::kGeneralQuantizationVersion, gguf::Value::of_u32(2));
 
     // --eos-bias: a constant feature in residual dimension 0 (every embedding has it, no layer
     // writes to it: row 0 of each output projection is zero) read by the eos row of an untied
     // head, so eos gets about the same logit boost at every position and replies end by
     // themselves. Only for qwen3moe (its only residual writers are attn_output and ffn_down_exps).
     const bool eos_bias = o.eos_bias != 0.0f;
+    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut, std::string(".") + model::names::kFfnDownExps};
     const bool untied = o.untied || eos_bias;
     if (eos_bias && (o.arch != "qwen3moe" || vocab.eos < 0))
         throw Error("make-model: --eos-bias needs --arch qwen3moe and a tokenizer with an eos token");
 
     // The tensors the loader will ask for, in its order.
-    auto arch = make_architecture(o.arch);
+    auto arch = model::make_architecture(o.arch);
     WeightBinder recorder;
     arch->bind(cfg, recorder);
     struct Planned {
@@ -337,7 +291,7 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     std::vector<Planned> plan;
     uint64_t params = 0;
     for (const auto& spec : recorder.recorded()) {
-        if (!spec.required && !(untied && spec.name == "output.weight")) continue;
+        if (!spec.required && !(untied && spec.name == model::names::kOutput)) continue;
         const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !untied, quant::Type::F32);
         std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
         w.add_tensor(spec.name, t, shape);
@@ -380,9 +334,9 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
                     fill_row(x, ne0, init, row_seed);
                     if (eos_bias) {
                         const int64_t row = r0 + r;
-                        if (p.name == "token_embd.weight") x[0] = 1.0f;
-                        else if (p.name == "output.weight") x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
-                        else if ((p.name.ends_with(".attn_output.weight") || p.name.ends_with(".ffn_down_exps.weight")) && row % cfg.n_embd == 0)
+                        if (p.name == model::names::kTokenEmbd) x[0] = 1.0f;
+                        else if (p.name == model::names::kOutput) x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
+                        else if ((p.name.ends_with(residual_writers[0]) || p.name.ends_with(residual_writers[1])) && row % cfg.n_embd == 0)
                             std::fill_n(x, ne0, 0.0f);
                     }
                     quant::quantize_row(p.type, x, dst, ne0);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "model/architecture.h"
 #include "model/config.h"
 
 namespace strata::model_tools {
@@ -37,14 +38,14 @@ struct MakeModelOptions {
     std::function<void(uint64_t done, uint64_t total, const std::string& tensor)> progress;
 };
 
-struct ModelPreset {
-    const char* name;
+// The presets live with their architectures (ArchitectureInfo::presets, in each architecture's
+// file). This lists them all as `make-model --help` does: every architecture's tiny test model
+// first, then the real geometries, in architecture-table order.
+struct PresetListing {
     const char* arch;
-    const char* what;  // "Qwen3-30B-A3B geometry"
-    model::ModelConfig cfg;   // vocabulary comes from the tokenizer
+    const model::ModelPreset* preset;
 };
-
-const std::vector<ModelPreset>& model_presets();
+std::vector<PresetListing> model_presets();
 
 // Builds the configuration from arch + preset + overrides, checked.
 model::ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab);
