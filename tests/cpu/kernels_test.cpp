@@ -145,6 +145,29 @@ TEST_P(KernelLevel, DotKernelsMatchScalarOnRandomBlocks) {
     }
 }
 
+// Every kernel of the level gives a column the same bits alone as among 9 columns (other
+// column-group sizes and, for the 32-value and float types, the two-row kernels): the engine's
+// batch invariance (Matmul.ColumnResultsDoNotDependOnTheBatch) at every level.
+TEST_P(KernelLevel, ColumnAloneEqualsColumnInATile) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : cpu::supported_weight_types()) {
+        const ActFormat f = *cpu::act_format_for(t);
+        const int64_t n = quant::type_info(t).block_elems == 256 ? 1024 : 1056;
+        const int64_t rows = 5;
+        const auto w = make_weights(t, rows, n, 8);
+        std::vector<std::vector<uint8_t>> acts;
+        for (int c = 0; c < 9; ++c) acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 300u + static_cast<uint32_t>(c))));
+        const auto batch = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, acts);
+        for (size_t c = 0; c < acts.size(); ++c) {
+            const auto alone = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, {acts[c]});
+            EXPECT_EQ(0, std::memcmp(alone[0].data(), batch[c].data(), static_cast<size_t>(rows) * 4))
+                << quant::type_name(t) << " col " << c << " level " << cpu::isa_name(GetParam());
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, KernelLevel, ::testing::Values(Isa::Avx2, Isa::Avx512),
                          [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
 
