@@ -11,6 +11,7 @@ namespace {
 constexpr detail::ActKernelEntry kActs[] = {
     {ActFormat::BF16, quantize_bf16<detail::SimdAvx2>},
     {ActFormat::Q8_0, quantize_q8_0<detail::SimdAvx2>},
+    {ActFormat::Q8_1, quantize_q8_1<detail::SimdAvx2>},
     {ActFormat::Q8_K, quantize_q8_k<detail::SimdAvx2>},
 };
 

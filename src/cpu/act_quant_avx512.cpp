@@ -10,6 +10,7 @@ namespace {
 
 constexpr detail::ActKernelEntry kActs[] = {
     {ActFormat::Q8_0, quantize_q8_0<detail::SimdAvx512>},
+    {ActFormat::Q8_1, quantize_q8_1<detail::SimdAvx512>},
     {ActFormat::Q8_K, quantize_q8_k<detail::SimdAvx512>},
 };
 

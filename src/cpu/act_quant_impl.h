@@ -4,7 +4,7 @@
 //
 // Byte-identical to act_quant_scalar.cpp: the same formulas, the scale computed in scalar f32,
 // rounding by cvtps2dq in the default nearest-even mode, saturating narrowing then a clamp to
-// -127. Shapes: n values in (a multiple of the format's block: 32 for Q8_0, 256 for Q8_K,
+// -127. Shapes: n values in (a multiple of the format's block: 32 for Q8_0 / Q8_1, 256 for Q8_K,
 // any n for BF16), one row of blocks out.
 #pragma once
 
@@ -60,6 +60,23 @@ void quantize_q8_0(const float* x, void* dst, int64_t n) {
         const uint16_t dh = _cvtss_sh(sc.d, _MM_FROUND_TO_NEAREST_INT);
         std::memcpy(blk + offsetof(BlockQ8_0, d), &dh, 2);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + offsetof(BlockQ8_0, qs)), S::quantize32(x, S::set1(sc.id)));
+    }
+}
+
+// Q8_1: Q8_0's values with an f32 scale and s = d * sum(qs).
+template <class S>
+void quantize_q8_1(const float* x, void* dst, int64_t n) {
+    auto* out = static_cast<uint8_t*>(dst);
+    for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+        uint8_t* blk = out + b * sizeof(BlockQ8_1Act);
+        const BlockScale sc = block_scale32<S>(x);
+        const __m256i q = S::quantize32(x, S::set1(sc.id));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(blk + offsetof(BlockQ8_1Act, qs)), q);
+        int s16[2];
+        sums16(q, s16);
+        const float s = sc.d * static_cast<float>(s16[0] + s16[1]);
+        std::memcpy(blk + offsetof(BlockQ8_1Act, d), &sc.d, 4);
+        std::memcpy(blk + offsetof(BlockQ8_1Act, s), &s, 4);
     }
 }
 

@@ -156,6 +156,7 @@ struct SimdAvx2 {
     // Products of unsigned u and signed s, summed in fours -> 8 int32 (u <= 128 and |s| <= 127
     // keep maddubs' pair sums inside int16).
     static __m256i dot_u8x32(__m256i u, __m256i s) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)); }
+    static __m256i bytes_from_bits(uint32_t bits) { return bytes_from_bits32(bits); }
 
     // ---- int32 sums of the 256-value types ----------------------------------------------------------
     using I32 = __m256i;

@@ -161,6 +161,13 @@ struct SimdAvx512 {
 
     // ---- one 32-value block: VNNI sums the four products of each int32 lane in one instruction ----
     static __m256i dot_u8x32(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+    static __m256i bytes_from_bits(uint32_t bits) {
+#if defined(STRATA_AVX512_EMULATED)
+        return bytes_from_bits32(bits);
+#else
+        return _mm256_movm_epi8(static_cast<__mmask32>(bits));
+#endif
+    }
 
     // ---- int32 sums of the 256-value types ----------------------------------------------------------
     using I32 = __m512i;
