@@ -16,6 +16,7 @@ const char* act_format_name(ActFormat f) {
         case ActFormat::BF16: return "bf16";
         case ActFormat::Q8_0: return "q8_0";
         case ActFormat::Q8_K: return "q8_K";
+        case ActFormat::Q8_1: return "q8_1";
     }
     return "?";
 }
@@ -24,7 +25,8 @@ int64_t act_block_elems(ActFormat f) {
     switch (f) {
         case ActFormat::F32:
         case ActFormat::BF16: return 1;
-        case ActFormat::Q8_0: return 32;
+        case ActFormat::Q8_0:
+        case ActFormat::Q8_1: return 32;
         case ActFormat::Q8_K: return quant::kQK;
     }
     return 1;
@@ -37,6 +39,7 @@ size_t act_row_bytes(ActFormat f, int64_t n) {
         case ActFormat::BF16: return un * 2;
         case ActFormat::Q8_0: return un / 32 * sizeof(quant::BlockQ8_0);
         case ActFormat::Q8_K: return un / quant::kQK * sizeof(quant::BlockQ8_K);
+        case ActFormat::Q8_1: return un / 32 * sizeof(quant::BlockQ8_1Act);
     }
     return 0;
 }
@@ -48,8 +51,11 @@ std::optional<ActFormat> act_format_for(Type t) {
         case Type::BF16: return ActFormat::F32;
         case Type::Q8_0:
         case Type::Q4_0:
+        case Type::Q5_0:
         case Type::IQ4_NL:
         case Type::MXFP4: return ActFormat::Q8_0;
+        case Type::Q4_1:
+        case Type::Q5_1: return ActFormat::Q8_1;
         case Type::Q2_K:
         case Type::Q3_K:
         case Type::Q4_K:

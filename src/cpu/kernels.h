@@ -4,7 +4,9 @@
 // (default_kernels()) and index it by type, so nothing branches per row.
 //
 // Activation formats (what x is turned into before the dot products):
-//   Q8_0 (32 int8 + f16 scale)           for Q8_0, Q4_0, IQ4_NL, MXFP4 weights
+//   Q8_0 (32 int8 + f16 scale)           for Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 weights
+//   Q8_1 (32 int8 + f32 d + f32 d * sum) for Q4_1, Q5_1 weights (their min multiplies the
+//                                         activation block's sum)
 //   Q8_K (256 int8 + f32 scale + 16 sums) for the k-quants and the 256-block i-quants
 //   F32                                   for F32, F16 and BF16 weights (widened to f32 in
 //                                         registers, FMA): a bf16 or f16 model computes like its
@@ -34,11 +36,11 @@ using util::Isa;
 using util::isa_name;
 using util::isa_supported;
 
-enum class ActFormat : uint8_t { F32 = 0, BF16 = 1, Q8_0 = 2, Q8_K = 3 };
-constexpr int kActFormatCount = 4;
+enum class ActFormat : uint8_t { F32 = 0, BF16 = 1, Q8_0 = 2, Q8_K = 3, Q8_1 = 4 };
+constexpr int kActFormatCount = 5;
 
 const char* act_format_name(ActFormat f);
-int64_t act_block_elems(ActFormat f);          // 1, 1, 32, 256
+int64_t act_block_elems(ActFormat f);          // 1, 1, 32, 256, 32
 size_t act_row_bytes(ActFormat f, int64_t n);  // n: a multiple of act_block_elems(f)
 // Activation format the kernels of weight type t consume; nullopt when t has no kernel.
 std::optional<ActFormat> act_format_for(quant::Type t);

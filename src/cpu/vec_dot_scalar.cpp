@@ -5,7 +5,8 @@
 // scales per block, which is the dequantised dot product rearranged:
 //   sum_i (dw * s_g * q_i - dmin * m_g) * (da * a_i)
 //     = dw * da * sum_g s_g * (sum_{i in g} q_i a_i) - dmin * da * sum_g m_g * (sum_{i in g} a_i)
-// where the activation sums per 16 values come with Q8_K (bsums).
+// where the activation sums per 16 values come with Q8_K (bsums), and those per 32 with Q8_1
+// (as s = da * sum, for the mins of Q4_1 / Q5_1).
 #include <cmath>
 
 #include "cpu/kernel_registry.h"
@@ -84,6 +85,57 @@ float dot_q4_0(int64_t n, const uint8_t* w, const uint8_t* a) {
             isum += ((x.qs[j] >> 4) - 8) * y.qs[j + 16];
         }
         sum += f16_to_f32(x.d) * f16_to_f32(y.d) * static_cast<float>(isum);
+    }
+    return sum;
+}
+
+// Q4_1: value = d * q + m, q unsigned 4 bits in Q4_0's order; with Q8_1 activations the min
+// contributes m * s (s = the activation block's scale times its sum).
+float dot_q4_1(int64_t n, const uint8_t* w, const uint8_t* a) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const auto x = block_at<BlockQ4_1>(w, b);
+        const auto y = block_at<BlockQ8_1Act>(a, b);
+        int isum = 0;
+        for (int j = 0; j < 16; ++j) {
+            isum += (x.qs[j] & 0x0f) * y.qs[j];
+            isum += (x.qs[j] >> 4) * y.qs[j + 16];
+        }
+        sum += f16_to_f32(x.d) * y.d * static_cast<float>(isum) + f16_to_f32(x.m) * y.s;
+    }
+    return sum;
+}
+
+// Q5_0 / Q5_1: Q4_0's nibbles plus a fifth bit, bit j of the little-endian u32 qh for value j.
+int q5_code(const uint8_t* qs, const uint8_t* qh, int j) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    const int nibble = j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+    return nibble | static_cast<int>(((h >> j) & 1u) << 4);
+}
+
+// Q5_0: value = d * (q - 16).
+float dot_q5_0(int64_t n, const uint8_t* w, const uint8_t* a) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const auto x = block_at<BlockQ5_0>(w, b);
+        const auto y = block_at<BlockQ8_0>(a, b);
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) isum += (q5_code(x.qs, x.qh, j) - 16) * y.qs[j];
+        sum += f16_to_f32(x.d) * f16_to_f32(y.d) * static_cast<float>(isum);
+    }
+    return sum;
+}
+
+// Q5_1: value = d * q + m, with Q8_1 activations as Q4_1.
+float dot_q5_1(int64_t n, const uint8_t* w, const uint8_t* a) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const auto x = block_at<BlockQ5_1>(w, b);
+        const auto y = block_at<BlockQ8_1Act>(a, b);
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) isum += q5_code(x.qs, x.qh, j) * y.qs[j];
+        sum += f16_to_f32(x.d) * y.d * static_cast<float>(isum) + f16_to_f32(x.m) * y.s;
     }
     return sum;
 }
@@ -268,10 +320,12 @@ float dot_q6_k(int64_t n, const uint8_t* w, const uint8_t* a) {
 constexpr detail::DotKernelEntry kScalarDots[] = {
     {Type::F32, scalar::tile<dot_f32>, false},       {Type::F16, scalar::tile<dot_f16>, false},
     {Type::BF16, scalar::tile<dot_bf16>, false},     {Type::Q8_0, scalar::tile<dot_q8_0>, false},
-    {Type::Q4_0, scalar::tile<dot_q4_0>, false},     {Type::IQ4_NL, scalar::tile<dot_iq4_nl>, false},
-    {Type::MXFP4, scalar::tile<dot_mxfp4>, false},   {Type::Q2_K, scalar::tile<dot_q2_k>, false},
-    {Type::Q3_K, scalar::tile<dot_q3_k>, false},     {Type::Q4_K, scalar::tile<dot_q4_k>, false},
-    {Type::Q5_K, scalar::tile<dot_q5_k>, false},     {Type::Q6_K, scalar::tile<dot_q6_k>, false},
+    {Type::Q4_0, scalar::tile<dot_q4_0>, false},     {Type::Q4_1, scalar::tile<dot_q4_1>, false},
+    {Type::Q5_0, scalar::tile<dot_q5_0>, false},     {Type::Q5_1, scalar::tile<dot_q5_1>, false},
+    {Type::IQ4_NL, scalar::tile<dot_iq4_nl>, false}, {Type::MXFP4, scalar::tile<dot_mxfp4>, false},
+    {Type::Q2_K, scalar::tile<dot_q2_k>, false},     {Type::Q3_K, scalar::tile<dot_q3_k>, false},
+    {Type::Q4_K, scalar::tile<dot_q4_k>, false},     {Type::Q5_K, scalar::tile<dot_q5_k>, false},
+    {Type::Q6_K, scalar::tile<dot_q6_k>, false},
 };
 
 }  // namespace

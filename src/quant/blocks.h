@@ -27,6 +27,9 @@ struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[kKScaleSize]; uint8_t qh[kQK
 struct BlockQ6_K { uint8_t ql[kQK / 2]; uint8_t qh[kQK / 4]; int8_t scales[kQK / 16]; uint16_t d; };
 // Q8_K is only ever an activation format (never stored in files): f32 scale, sums per 16 values.
 struct BlockQ8_K { float d; int8_t qs[kQK]; int16_t bsums[kQK / 16]; };
+// Q8_1 as an activation format, the inputs of the Q4_1/Q5_1 kernels (never stored in files; not
+// GGUF's BlockQ8_1, whose f16 s would round the sum): f32 scale d, s = d * sum(qs).
+struct BlockQ8_1Act { float d, s; int8_t qs[32]; };
 
 struct BlockIQ2_XXS { uint16_t d; uint16_t qs[kQK / 8]; };
 struct BlockIQ2_XS { uint16_t d; uint16_t qs[kQK / 8]; uint8_t scales[kQK / 32]; };
@@ -44,6 +47,7 @@ static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(Block
 static_assert(sizeof(BlockMXFP4) == 17 && sizeof(BlockIQ4_NL) == 18);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockQ8_1Act) == 40);
 static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82);
 static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 && sizeof(BlockIQ1_S) == 50);
 static_assert(sizeof(BlockIQ1_M) == 56 && sizeof(BlockIQ4_XS) == 136);

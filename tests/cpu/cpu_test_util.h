@@ -33,6 +33,9 @@ inline std::vector<size_t> half_fields(quant::Type t) {
         case Type::Q6_K: return {offsetof(BlockQ6_K, d)};
         case Type::Q8_0: return {offsetof(BlockQ8_0, d)};
         case Type::Q4_0: return {offsetof(BlockQ4_0, d)};
+        case Type::Q4_1: return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+        case Type::Q5_0: return {offsetof(BlockQ5_0, d)};
+        case Type::Q5_1: return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
         case Type::IQ4_NL: return {offsetof(BlockIQ4_NL, d)};
         case Type::IQ4_XS: return {offsetof(BlockIQ4_XS, d)};
         case Type::IQ2_XXS: return {offsetof(BlockIQ2_XXS, d)};
@@ -96,6 +99,13 @@ inline std::vector<float> dequant_acts(cpu::ActFormat f, const uint8_t* row, int
                 quant::BlockQ8_0 blk;
                 std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
                 for (int j = 0; j < 32; ++j) out[static_cast<size_t>(32 * b + j)] = f16_to_f32(blk.d) * blk.qs[j];
+            }
+            break;
+        case cpu::ActFormat::Q8_1:
+            for (int64_t b = 0; b < n / 32; ++b) {
+                quant::BlockQ8_1Act blk;
+                std::memcpy(&blk, row + b * sizeof blk, sizeof blk);
+                for (int j = 0; j < 32; ++j) out[static_cast<size_t>(32 * b + j)] = blk.d * blk.qs[j];
             }
             break;
         case cpu::ActFormat::Q8_K:

@@ -2,12 +2,15 @@
 // the scalar reference against dequantised data in double precision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cpu/kernels.h"
 #include "cpu_test_util.h"
+#include "gguf/gguf.h"
 
 namespace strata::test {
 namespace {
@@ -67,7 +70,7 @@ TEST_P(KernelLevel, ActivationQuantisersMatchScalarBytes) {
     STRATA_REQUIRE_ISA(GetParam());
     const auto& ref = cpu::kernel_set(Isa::Scalar);
     const auto& ks = cpu::kernel_set(GetParam());
-    for (ActFormat f : {ActFormat::F32, ActFormat::BF16, ActFormat::Q8_0, ActFormat::Q8_K}) {
+    for (ActFormat f : {ActFormat::F32, ActFormat::BF16, ActFormat::Q8_0, ActFormat::Q8_1, ActFormat::Q8_K}) {
         for (int64_t n : {256, 512, 4096}) {
             for (uint32_t seed : kSeeds) {
                 auto x = random_floats(static_cast<size_t>(n), seed, seed == 2 ? 1e-3f : 3.0f);
@@ -145,8 +148,123 @@ TEST_P(KernelLevel, DotKernelsMatchScalarOnRandomBlocks) {
     }
 }
 
+// Every kernel of the level gives a column the same bits alone as among 9 columns (other
+// column-group sizes and, for the 32-value and float types, the two-row kernels): the engine's
+// batch invariance (Matmul.ColumnResultsDoNotDependOnTheBatch) at every level.
+TEST_P(KernelLevel, ColumnAloneEqualsColumnInATile) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : cpu::supported_weight_types()) {
+        const ActFormat f = *cpu::act_format_for(t);
+        const int64_t n = quant::type_info(t).block_elems == 256 ? 1024 : 1056;
+        const int64_t rows = 5;
+        const auto w = make_weights(t, rows, n, 8);
+        std::vector<std::vector<uint8_t>> acts;
+        for (int c = 0; c < 9; ++c) acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 300u + static_cast<uint32_t>(c))));
+        const auto batch = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, acts);
+        for (size_t c = 0; c < acts.size(); ++c) {
+            const auto alone = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, {acts[c]});
+            EXPECT_EQ(0, std::memcmp(alone[0].data(), batch[c].data(), static_cast<size_t>(rows) * 4))
+                << quant::type_name(t) << " col " << c << " level " << cpu::isa_name(GetParam());
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, KernelLevel, ::testing::Values(Isa::Avx2, Isa::Avx512),
                          [](const auto& info) { return std::string(util::isa_name(info.param)); });
+
+// The 32-value legacy types, Q4_1 / Q5_0 / Q5_1 among them, at every level the CPU has against
+// the dequantised dot product in double (bound 1e-5 of sum |w_i a_i|): random quantised rows
+// (negative mins), random bytes (every code, odd scales), every column-group remainder, and
+// the fixture's rows quantised by the reference quantiser (llama.cpp) with its own
+// dequantisation.
+class LegacyLevel : public ::testing::TestWithParam<Isa> {};
+
+constexpr Type kLegacyTypes[] = {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0};
+
+TEST_P(LegacyLevel, DotEqualsDequantisedDotProduct) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : kLegacyTypes) {
+        const ActFormat f = *cpu::act_format_for(t);
+        for (int64_t n : test_lengths(t)) {
+            for (bool random_bytes : {false, true}) {
+                const int64_t rows = 3;
+                const auto w = make_weights(t, rows, n, static_cast<uint32_t>(n), random_bytes);
+                const size_t stride = w.size() / rows;
+                std::vector<std::vector<uint8_t>> acts;
+                for (int c = 0; c < 9; ++c) acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 40u + static_cast<uint32_t>(c))));
+                const auto got = run_tile(ks.dot_for(t), n, w, stride, rows, acts);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * stride, n);
+                    for (size_t c = 0; c < acts.size(); ++c) {
+                        const auto ad = dequant_acts(f, acts[c].data(), n);
+                        EXPECT_NEAR(got[c][static_cast<size_t>(r)], dot_double(wd, ad), 1e-5 * abs_dot(wd, ad) + 1e-30)
+                            << quant::type_name(t) << " n=" << n << (random_bytes ? " random bytes" : "") << " row " << r << " col " << c
+                            << " level " << cpu::isa_name(GetParam());
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_P(LegacyLevel, DotOfReferenceQuantisedRowsEqualsTheirDequantisation) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto path = fixture("quant/quant-test.gguf");
+    STRATA_REQUIRE_FIXTURE(path);
+    const auto file = gguf::File::open(path);
+    const auto& ks = cpu::kernel_set(GetParam());
+    for (Type t : kLegacyTypes) {
+        const std::string name = quant::type_name(t);
+        const gguf::TensorInfo& q = file->tensor(name + ".q");
+        const gguf::TensorInfo& deq = file->tensor(name + ".deq");
+        ASSERT_EQ(q.type, t);
+        const auto n = static_cast<int64_t>(q.shape[0]);
+        const auto rows = static_cast<int64_t>(q.n_rows());
+        const size_t stride = static_cast<size_t>(*quant::row_bytes(t, q.shape[0]));
+        const std::vector<uint8_t> w(q.data, q.data + stride * static_cast<size_t>(rows));
+        const ActFormat f = *cpu::act_format_for(t);
+        std::vector<std::vector<uint8_t>> acts;
+        for (int c = 0; c < 4; ++c) acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 70u + static_cast<uint32_t>(c))));
+        const auto got = run_tile(ks.dot_for(t), n, w, stride, rows, acts);
+        for (int64_t r = 0; r < rows; ++r) {
+            std::vector<float> wd(static_cast<size_t>(n));
+            std::memcpy(wd.data(), deq.data + static_cast<size_t>(r * n) * 4, static_cast<size_t>(n) * 4);
+            for (size_t c = 0; c < acts.size(); ++c) {
+                const auto ad = dequant_acts(f, acts[c].data(), n);
+                EXPECT_NEAR(got[c][static_cast<size_t>(r)], dot_double(wd, ad), 1e-5 * abs_dot(wd, ad) + 1e-30)
+                    << name << " row " << r << " col " << c << " level " << cpu::isa_name(GetParam());
+            }
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, LegacyLevel, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
+                         [](const auto& info) { return std::string(cpu::isa_name(info.param)); });
+
+// The types with a min take Q8_1 activations, whose s is d times the block's sum of codes.
+TEST(LegacyKernels, TypesWithAMinTakeQ8_1WithTheBlockSums) {
+    EXPECT_EQ(cpu::act_format_for(Type::Q4_1), ActFormat::Q8_1);
+    EXPECT_EQ(cpu::act_format_for(Type::Q5_1), ActFormat::Q8_1);
+    EXPECT_EQ(cpu::act_format_for(Type::Q5_0), ActFormat::Q8_0);
+    const auto x = random_floats(96, 5);
+    const auto a = quantize_acts(cpu::kernel_set(Isa::Scalar), ActFormat::Q8_1, x);
+    ASSERT_EQ(a.size(), 3 * sizeof(quant::BlockQ8_1Act));
+    for (int b = 0; b < 3; ++b) {
+        quant::BlockQ8_1Act blk;
+        std::memcpy(&blk, a.data() + b * sizeof blk, sizeof blk);
+        int sum = 0;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) {
+            sum += blk.qs[j];
+            amax = std::max(amax, std::fabs(x[static_cast<size_t>(32 * b + j)]));
+        }
+        EXPECT_EQ(blk.d, amax / 127.0f);
+        EXPECT_EQ(blk.s, blk.d * static_cast<float>(sum));
+    }
+}
 
 // The scalar reference is the dequantised dot product: against dequantize_row(weights) .
 // dequantised activations in double, only f32 rounding differs (bound 1e-5 of sum |w_i a_i|).
@@ -196,6 +314,7 @@ TEST(ScalarKernels, ActivationQuantisationErrorWithinBound) {
                         case ActFormat::F32: break;
                         case ActFormat::BF16: bound += wi * std::fabs(x[static_cast<size_t>(i)]) * std::ldexp(1.0, -8); break;
                         case ActFormat::Q8_0: bound += wi * (0.5 * d + 127.0 * d * std::ldexp(1.0, -11)) * 1.0001; break;
+                        case ActFormat::Q8_1:
                         case ActFormat::Q8_K: bound += wi * 0.5 * d * 1.0001; break;
                     }
                 }

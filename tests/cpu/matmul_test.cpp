@@ -42,7 +42,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
-    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::IQ3_XXS, Type::F16, Type::Q6_K, Type::IQ4_NL};
+    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::IQ3_XXS, Type::F16, Type::Q6_K, Type::IQ4_NL, Type::Q5_1};
     for (int threads : {1, 2, 3}) {
         util::ThreadPool pool(threads);
         for (Type t : types) {
@@ -67,7 +67,8 @@ TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
 // share the call or where it sits among them (the engine promises a sequence the same logits
 // whatever else is in its batch).
 TEST(Matmul, ColumnResultsDoNotDependOnTheBatch) {
-    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16, Type::BF16, Type::F32};
+    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16, Type::BF16, Type::F32,
+                          Type::Q4_1, Type::Q5_0, Type::Q5_1};
     util::ThreadPool pool(2);
     for (Type t : types) {
         const int64_t cols = 512, rows = 70;
@@ -135,7 +136,7 @@ TEST(Activations, PoolAndSerialQuantisationAgree) {
     util::ThreadPool pool(3);
     const int64_t n = 1024, batch = 40;  // large enough to be spread over the pool
     const auto x = random_floats(static_cast<size_t>(n * batch), 11);
-    for (auto fmt : {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {
+    for (auto fmt : {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_1, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {
         cpu::Activations serial, parallel;
         serial.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n);
         parallel.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n, &pool);
@@ -165,7 +166,7 @@ TEST(Matmul, RejectsMismatchedActivations) {
     job.cols = &bad_col;
     job.n_cols = 1;
     EXPECT_THROW(cpu::matmul_jobs(&job, 1, nullptr), Error);
-    const cpu::WeightMatrix bad{Type::Q4_1, data.data(), 4, 256};
+    const cpu::WeightMatrix bad{Type::IQ1_S, data.data(), 4, 256};  // a type with no CPU kernel
     EXPECT_THROW(cpu::matmul(bad, x.data(), 256, 1, y.data(), 4, nullptr), Error);
 }
 

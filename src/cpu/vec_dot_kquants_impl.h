@@ -1,0 +1,293 @@
+// The body of the k-quant (Q2_K..Q6_K) dot kernels with Q8_K activations, compiled once per
+// instruction-set level by vec_dot_kquants_avx2.cpp / vec_dot_kquants_avx512.cpp against that
+// level's SIMD layer S (simd_avx2.h, simd_avx512.h). Everything is in an unnamed namespace, so
+// each level gets its own copy. Up to S::kMaxCols activation columns per pass over a weight row.
+//
+// Codes are unpacked to unsigned bytes, 64 at a time (S::V) for Q4_K/Q5_K and a step of
+// S::Step::kSubs 32-value sub-blocks for the others, and multiplied with maddubs (u8 x s8 ->
+// pairs summed to int16; code <= 63 and |a| <= 127 keep pair sums inside int16); the int16 group
+// scales are applied by dot_scaled (madd on AVX2, VNNI vpdpwssd on AVX-512) into int32. Offsets
+// (Q3_K's -4, Q6_K's -32) and mins (Q2_K, Q4_K, Q5_K) are taken out once per block with the
+// activation sums of 16 (bsums), exactly as integers.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <iterator>
+#include <type_traits>
+
+#include "cpu/kernel_registry.h"
+#include "cpu/simd_tile.h"
+#include "quant/blocks.h"
+
+namespace strata::cpu {
+namespace {
+
+using namespace quant;
+using namespace detail;
+
+constexpr size_t kA = sizeof(BlockQ8_K);
+constexpr size_t kAqs = offsetof(BlockQ8_K, qs);
+constexpr size_t kAsums = offsetof(BlockQ8_K, bsums);
+
+// Q4_K/Q5_K: 8 scales and 8 mins from the 12 packed bytes (see k4_scale_min in vec_dot_scalar.cpp),
+// unpacked 4 at a time with 32-bit masks.
+inline void k4_unpack(const uint8_t* packed, uint8_t scales[8], uint8_t mins[8]) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t s_lo = u[0] & 0x3f3f3f3fu;
+    const uint32_t m_lo = u[1] & 0x3f3f3f3fu;
+    const uint32_t s_hi = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    const uint32_t m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    std::memcpy(scales, &s_lo, 4);
+    std::memcpy(scales + 4, &s_hi, 4);
+    std::memcpy(mins, &m_lo, 4);
+    std::memcpy(mins + 4, &m_hi, 4);
+}
+
+// Q3_K's 16 scales (6 bits, stored + 32) -> int8 in [-32, 31] (see q3k_scale in vec_dot_scalar.cpp).
+inline void q3k_unpack(const uint8_t* packed, int8_t out[16]) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t m2 = 0x03030303u, m4 = 0x0f0f0f0fu;
+    uint32_t s[4];
+    s[0] = (u[0] & m4) | ((u[2] & m2) << 4);
+    s[1] = (u[1] & m4) | (((u[2] >> 2) & m2) << 4);
+    s[2] = ((u[0] >> 4) & m4) | (((u[2] >> 4) & m2) << 4);
+    s[3] = ((u[1] >> 4) & m4) | (((u[2] >> 6) & m2) << 4);
+    uint8_t bytes[16];
+    std::memcpy(bytes, s, 16);
+    for (int i = 0; i < 16; ++i) out[i] = static_cast<int8_t>(bytes[i] - 32);
+}
+
+// The columns' float sums over the blocks: the main term d * sumi (S::F) and the per-block
+// corrections (mins or code offsets times the activation sums), which come as 8 int32 (256 bits).
+// At 256 bits (AVX2) both go into one accumulator, and a correction at the codes' own scale is
+// subtracted in integers first; a 512-bit accumulator (AVX-512) keeps a 256-bit one beside it for
+// the corrections, added at the end.
+struct NoApart {};
+
+template <class S, int NC>
+struct ColumnSums {
+    static constexpr bool kApart = S::kFloats > 8;
+    struct Apart {
+        __m256 v[NC];
+    };
+    typename S::F main[NC];
+    [[no_unique_address]] std::conditional_t<kApart, Apart, NoApart> apart;
+
+    ColumnSums() {
+        for (int c = 0; c < NC; ++c) main[c] = S::zero();
+        if constexpr (kApart)
+            for (int c = 0; c < NC; ++c) apart.v[c] = _mm256_setzero_ps();
+    }
+    // Column c += d * sumi.
+    void add(int c, float d, typename S::I32 sumi) { main[c] = S::fmadd(S::set1(d), S::to_f32(sumi), main[c]); }
+    // Column c += d * sumi + k * corr.
+    void add(int c, float d, typename S::I32 sumi, float k, __m256i corr) {
+        add(c, d, sumi);
+        if constexpr (kApart) {
+            apart.v[c] = _mm256_fmadd_ps(_mm256_set1_ps(k), _mm256_cvtepi32_ps(corr), apart.v[c]);
+        } else {
+            main[c] = _mm256_fmadd_ps(_mm256_set1_ps(k), _mm256_cvtepi32_ps(corr), main[c]);
+        }
+    }
+    // Column c += d * (sumi - 2^shift * off): code offsets, at the codes' scale.
+    void add_offset(int c, float d, typename S::I32 sumi, __m256i off, int shift) {
+        if constexpr (kApart) {
+            add(c, d, sumi, -static_cast<float>(1 << shift) * d, off);
+        } else {
+            add(c, d, _mm256_sub_epi32(sumi, shift != 0 ? _mm256_slli_epi32(off, shift) : off));
+        }
+    }
+    float total(int c) const {
+        if constexpr (kApart) return S::hsum(main[c]) + hsum_ps(apart.v[c]);
+        return S::hsum(main[c]);
+    }
+};
+
+// ---- Q4_K / Q5_K ------------------------------------------------------------------------------
+
+template <class S, bool kQ5>
+struct Q45KDot {
+    int64_t n_blocks;
+    template <int NC>
+    void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
+        using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+        using V = typename S::V;
+        const V m4 = S::set1_8(0x0f);
+        const typename S::template PairScales<NC> pair_scales;
+        ColumnSums<S, NC> acc;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t* x = w + b * sizeof(Blk);
+            uint8_t scales[8], mins[8];
+            k4_unpack(x + offsetof(Blk, scales), scales, mins);
+            const auto sc = pair_scales.block(scales);
+            __m256i hbits = _mm256_setzero_si256();
+            if constexpr (kQ5) hbits = loadu256(x + offsetof(BlockQ5_K, qh));
+            typename S::I32 sumi[NC];
+            for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
+            // 64 values: sub-blocks 2j (low nibbles), 2j + 1 (high nibbles).
+            const auto chunk = [&](int j) {
+                const __m256i bits = loadu256(x + offsetof(Blk, qs) + 32 * j);
+                V q = S::and_(S::join(bits, _mm256_srli_epi16(bits, 4)), m4);
+                if constexpr (kQ5) {
+                    const __m256i one = _mm256_set1_epi8(1);
+                    q = S::or_(q, S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
+                    hbits = _mm256_srli_epi16(hbits, 2);
+                }
+                const V scale = sc.pair(j);
+                for (int c = 0; c < NC; ++c) sumi[c] = S::dot_scaled(sumi[c], q, S::load(a[c] + b * kA + kAqs + 64 * j), scale);
+            };
+            // Unrolled for 1-2 columns, and for any count with AVX-512's 32 registers; kept rolled
+            // for more on AVX2, where unrolling runs out of registers.
+            if constexpr (NC <= 2 || S::kMaxCols > 4) {
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) chunk(j);
+            } else {
+#pragma GCC unroll 1
+                for (int j = 0; j < 4; ++j) chunk(j);
+            }
+            const float dw = load_f16(x + offsetof(Blk, d));
+            const float dmin = load_f16(x + offsetof(Blk, dmin));
+            const __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)));
+            for (int c = 0; c < NC; ++c) {
+                const uint8_t* ab = a[c] + b * kA;
+                const float da = load_f32(ab);
+                // Sums of 32 activations per sub-block (8 x int16) from the 16 sums of 16.
+                const __m256i s = loadu256(ab + kAsums);
+                const __m128i sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+                const __m256i msum = _mm256_zextsi128_si256(_mm_madd_epi16(mins16, sums32));
+                acc.add(c, dw * da, sumi[c], -dmin * da, msum);
+            }
+        }
+        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+    }
+};
+
+// ---- Q6_K ------------------------------------------------------------------------------------
+
+// The 128-value halves of Q6_K, Q3_K and Q2_K go in steps of S::Step::kSubs 32-value
+// sub-blocks (u: the first one in the half); each step's codes and scales are decoded, then
+// every column takes them before the next step (AVX2 has the registers for one sub-block's).
+
+template <class S>
+struct Q6KDot {
+    int64_t n_blocks;
+    template <int NC>
+    void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
+        using Q = typename S::Step;
+        using V = typename Q::V;
+        const V m4 = Q::set1_8(0x0f);
+        const V m3 = Q::set1_8(0x03);
+        const typename Q::template Scales16<NC> scales16;
+        ColumnSums<S, NC> acc;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t* x = w + b * sizeof(BlockQ6_K);
+            const auto* sc = reinterpret_cast<const int8_t*>(x + offsetof(BlockQ6_K, scales));
+            const auto scb = scales16.block(sc);
+            typename S::I32 sumi[NC];
+            for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
+            for (int h = 0; h < 2; ++h) {  // 128 values
+                // Sub-block j of the half: low 4 bits from ql[64h .. 64h + 63] (low nibbles for
+                // j = 0, 1, high ones for 2, 3), high 2 bits at bits 2j..2j+1 of qh[32h + l].
+                const typename Q::Nibbles ql = Q::nibbles(x + offsetof(BlockQ6_K, ql) + 64 * h);
+                const typename Q::Crumbs qh = Q::crumbs(loadu256(x + offsetof(BlockQ6_K, qh) + 32 * h));
+                for (int u = 0; u < 4; u += Q::kSubs) {
+                    const V q = Q::or_(Q::and_(Q::nibble_plane(ql, u), m4), Q::slli16(Q::and_(Q::crumb_plane(qh, u), m3), 4));
+                    const V scale = scb.at(8 * h + 2 * u);
+                    for (int c = 0; c < NC; ++c) sumi[c] = Q::dot_scaled(sumi[c], q, Q::load(a[c] + b * kA + kAqs + 128 * h + 32 * u), scale);
+                }
+            }
+            // Codes are stored + 32: subtract 32 * sum_g scale_g * bsum_g.
+            const __m256i sc_i16 = _mm256_cvtepi8_epi16(loadu128(sc));
+            const float dw = load_f16(x + offsetof(BlockQ6_K, d));
+            for (int c = 0; c < NC; ++c) {
+                const uint8_t* ab = a[c] + b * kA;
+                const __m256i off = _mm256_madd_epi16(sc_i16, loadu256(ab + kAsums));
+                acc.add_offset(c, dw * load_f32(ab), sumi[c], off, 5);
+            }
+        }
+        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+    }
+};
+
+// ---- Q2_K / Q3_K -----------------------------------------------------------------------------
+
+// Q2_K (kQ3 = false): code = 2 bits, value = d * (sc & 15) * code - dmin * (sc >> 4).
+// Q3_K (kQ3 = true): code = 2 bits + 4 * hmask bit, value = d * scale * (code - 4).
+// In 128-value half h, bits 2j..2j+1 of qs[32h + l] hold value 128h + 32j + l; Q3_K's high bit
+// of that value is bit 4h + j of hmask[l].
+template <class S, bool kQ3>
+struct Q23KDot {
+    int64_t n_blocks;
+    template <int NC>
+    void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
+        using Blk = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
+        using Q = typename S::Step;
+        using V = typename Q::V;
+        const V m3 = Q::set1_8(0x03);
+        ColumnSums<S, NC> acc;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            const uint8_t* x = w + b * sizeof(Blk);
+            int8_t sc[16];      // multiplier per 16 values
+            int8_t offset[16];  // subtracted per 16 values, times the activation sum
+            if constexpr (kQ3) {
+                q3k_unpack(x + offsetof(BlockQ3_K, scales), sc);
+                for (int g = 0; g < 16; ++g) offset[g] = static_cast<int8_t>(4 * sc[g]);  // |4 * sc| <= 128
+            } else {
+                for (int g = 0; g < 16; ++g) {
+                    sc[g] = static_cast<int8_t>(x[offsetof(BlockQ2_K, scales) + g] & 0x0f);
+                    offset[g] = static_cast<int8_t>(x[offsetof(BlockQ2_K, scales) + g] >> 4);
+                }
+            }
+            __m256i hm = _mm256_setzero_si256();
+            if constexpr (kQ3) hm = loadu256(x + offsetof(BlockQ3_K, hmask));
+            typename S::I32 sumi[NC];
+            for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
+            for (int h = 0; h < 2; ++h) {
+                const typename Q::Crumbs bits = Q::crumbs(loadu256(x + offsetof(Blk, qs) + 32 * h));
+                for (int u = 0; u < 4; u += Q::kSubs) {
+                    V q = Q::and_(Q::crumb_plane(bits, u), m3);
+                    if constexpr (kQ3) q = Q::or_(q, Q::slli16(Q::bit_plane(hm, 4 * h + u), 2));
+                    const V scale = Q::scales16_at(sc + 8 * h + 2 * u);
+                    for (int c = 0; c < NC; ++c) sumi[c] = Q::dot_scaled(sumi[c], q, Q::load(a[c] + b * kA + kAqs + 128 * h + 32 * u), scale);
+                }
+            }
+            const __m256i off16 = _mm256_cvtepi8_epi16(loadu128(offset));
+            const float dw = load_f16(x + offsetof(Blk, d));
+            for (int c = 0; c < NC; ++c) {
+                const uint8_t* ab = a[c] + b * kA;
+                const float da = load_f32(ab);
+                const __m256i osum = _mm256_madd_epi16(off16, loadu256(ab + kAsums));
+                if constexpr (kQ3) {
+                    acc.add_offset(c, dw * da, sumi[c], osum, 0);  // Q3_K: offsets scale with d
+                } else {
+                    const float dmin = load_f16(x + offsetof(BlockQ2_K, dmin));
+                    acc.add(c, dw * da, sumi[c], -dmin * da, osum);
+                }
+            }
+        }
+        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+    }
+};
+
+template <class S, class K>
+void dot_k(const DotTile& t) {
+    run_tile<S::kMaxCols>(t, K{t.n / kQK});
+}
+
+template <class S>
+constexpr DotKernelEntry kKquantDots[] = {
+    {Type::Q2_K, dot_k<S, Q23KDot<S, false>>, false}, {Type::Q3_K, dot_k<S, Q23KDot<S, true>>, false},
+    {Type::Q4_K, dot_k<S, Q45KDot<S, false>>, false}, {Type::Q5_K, dot_k<S, Q45KDot<S, true>>, false},
+    {Type::Q6_K, dot_k<S, Q6KDot<S>>, false},
+};
+
+// The level's table (kernel_registry.h): constant data, so nothing compiled for the level runs
+// before the CPU has been checked.
+template <class S>
+constexpr KernelTable kKquantTable = {kKquantDots<S>, std::size(kKquantDots<S>), nullptr, 0};
+
+}  // namespace
+}  // namespace strata::cpu
