@@ -16,12 +16,12 @@
 // Backend::alloc_floats is aligned for any 4-byte type (CPU 64 bytes, CUDA 256), int32_t has
 // float's size and alignment, views start on kAlign boundaries, and the host never reads a
 // device backend's buffers; the arena is the one place that turns that storage into typed
-// pointers. No Backend interface change was needed.
+// pointers, and Backend keeps its one float allocator.
 //
 // Growth: a take that does not fit in the block gets memory of its own, kept under its offset so
 // that the next layers' takes at the same offset reuse it; the next forward (begin) replaces the
-// block and those pieces with one block of the largest extent seen. Only forwards larger than any
-// before allocate.
+// block and those pieces with one block of the largest extent seen. Only a forward larger than
+// any before allocates (and begin once after it).
 #pragma once
 
 #include <cstddef>
