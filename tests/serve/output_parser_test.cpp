@@ -718,6 +718,7 @@ TEST(CutCalls, Stages) {
              {H, "Text\n\n<tool_call>\n{\"na", false, ""},
              {H, "Text\n\n<tool_call>\n{\"name\": \"f", false, ""},
              {H, "Text\n\n<tool_call>\n{\"name\": \"f\"", true, ""},
+             {H, "Text\n\n<tool_call>\n{\n\n\"name\"\r\n:\r\n\"f\"\r\n,\"", true, ""},
              {H, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", true, "{\"a\": 1"},
              {H, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}", true, "{\"a\": 1}"},
              {X, "Text\n\n<tool_call>\n<funct", false, ""},
