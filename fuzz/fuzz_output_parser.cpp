@@ -85,6 +85,10 @@ void check_shape(const std::vector<OutputEvent>& events) {
             case Kind::ToolCallEnd: {
                 if (e.index != open) fail("ToolCallEnd without its Begin");
                 open = -1;
+                if (e.truncated) {
+                    if (!e.text.empty() || e.complete) fail("a truncated call with raw text");
+                    break;
+                }
                 if (!e.complete) {
                     if (e.text.empty()) fail("failed call without its raw text");
                     break;

@@ -4,7 +4,10 @@
 // lives here: Server::collect and Server::stream (call_events.cpp) drive the generations.
 #include <httplib.h>
 
+#include <algorithm>
+
 #include "serve/api_shapes.h"
+#include "serve/json_scanner.h"
 #include "serve/server_call.h"
 
 namespace strata::serve {
@@ -24,9 +27,12 @@ const char* stop_reason(const std::string& finish, bool tool_use, bool stop_sequ
     return stop_sequence ? "stop_sequence" : "end_turn";
 }
 
-json tool_input(const std::string& arguments_json) {
+// A tool_use block's input: the arguments object. A call cut by max_tokens has its arguments
+// closed first (JsonCloser: the partial object as far as it can be kept, or {}), the same text the
+// streamed input_json_deltas add up to.
+json tool_input(const ParsedOutput::Call& call) {
     try {
-        json v = json::parse(arguments_json);
+        json v = json::parse(call.truncated ? JsonCloser::close(call.arguments_json) : call.arguments_json);
         if (v.is_object()) return v;
     } catch (const json::exception&) {
     }
@@ -77,8 +83,10 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
             content.push_back({{"type", "tool_use"},
                                {"id", c < call_ids.size() ? call_ids[c] : "toolu_" + random_id(24)},
                                {"name", parsed.tool_calls[c].name},
-                               {"input", tool_input(parsed.tool_calls[c].arguments_json)}});
-        const char* reason = stop_reason(finish, !parsed.tool_calls.empty(), !stop_sequence.empty());
+                               {"input", tool_input(parsed.tool_calls[c])}});
+        // tool_use when the answer ends with whole calls; a call cut by max_tokens stops at max_tokens.
+        const bool cut = std::any_of(parsed.tool_calls.begin(), parsed.tool_calls.end(), [](const auto& c) { return c.truncated; });
+        const char* reason = stop_reason(finish, !parsed.tool_calls.empty() && !cut, !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
         res.set_content(dump_json(json{{"id", id},
                                        {"type", "message"},
@@ -99,7 +107,13 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
         int index = -1;        // the open block's index, -1: none
         std::string open;      // "thinking", "text", "tool_use" or ""
         std::string thinking;  // the open thinking block's text (for its signature)
-        bool any_tool = false;
+        int tools = 0;  // calls that stand (one that broke off becomes text, as in a whole answer)
+        bool any_cut = false;
+        // The open tool_use block's arguments: input_json_delta sends what JsonCloser can close,
+        // so a call cut there ends with a delta that closes it into the object a whole answer has.
+        std::string args;
+        JsonCloser closer;
+        size_t args_sent = 0;
         std::string out;       // this event's SSE, not yet written
         std::chrono::steady_clock::time_point last_write;
 
@@ -131,7 +145,7 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
     // The stream's end: the open block closed, the stop reason and the cumulative usage.
     auto finish = [this, st](const std::string& reason_in, const std::string& stop_sequence, const Usage& usage, SseOut& out) {
         st->close_block(*this);
-        const char* reason = stop_reason(reason_in, st->any_tool, !stop_sequence.empty());
+        const char* reason = stop_reason(reason_in, st->tools > 0 && !st->any_cut, !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
         st->out += sse("message_delta", {{"type", "message_delta"},
                                          {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)}}},
@@ -177,15 +191,31 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                     st->delta({{"type", "text_delta"}, {"text", o.text}});
                     break;
                 case OutputEvent::Kind::ToolCallBegin:
-                    st->any_tool = true;
+                    ++st->tools;
+                    st->args.clear();
+                    st->closer = JsonCloser();
+                    st->args_sent = 0;
                     st->open_block(*this, "tool_use", {{"type", "tool_use"}, {"id", "toolu_" + random_id(24)}, {"name", o.name}, {"input", json::object()}});
                     break;
                 case OutputEvent::Kind::ToolCallArguments:
                     if (o.text.empty()) break;
-                    st->delta({{"type", "input_json_delta"}, {"partial_json", o.text}});
+                    st->args += o.text;
+                    st->closer.feed(o.text);
+                    if (st->closer.safe_size() > st->args_sent) {
+                        st->delta({{"type", "input_json_delta"}, {"partial_json", st->args.substr(st->args_sent, st->closer.safe_size() - st->args_sent)}});
+                        st->args_sent = st->closer.safe_size();
+                    }
                     break;
                 case OutputEvent::Kind::ToolCallEnd:
+                    if (o.truncated) {
+                        st->any_cut = true;
+                        const std::string tail = st->args_sent == 0 ? "{}" : st->closer.closing();
+                        if (!tail.empty()) st->delta({{"type", "input_json_delta"}, {"partial_json", tail}});
+                    } else if (st->args_sent < st->args.size()) {
+                        st->delta({{"type", "input_json_delta"}, {"partial_json", st->args.substr(st->args_sent)}});
+                    }
                     st->close_block(*this);
+                    if (!o.complete && !o.truncated) --st->tools;
                     if (!o.complete && !o.text.empty()) {
                         // The call broke off after its start: its raw text follows as text.
                         st->open_block(*this, "text", {{"type", "text"}, {"text", ""}});

@@ -194,4 +194,54 @@ bool JsonScanner::feed(char c) {
     return false;
 }
 
+std::optional<std::string> JsonScanner::closing() const {
+    std::string out;
+    switch (state_) {
+        case State::String:
+            if (in_key_) return std::nullopt;
+            out += '"';
+            break;
+        case State::ValueOrEnd:
+        case State::KeyOrEnd:
+        case State::Zero:
+        case State::Int:
+        case State::Frac:
+        case State::ExpInt:
+        case State::After:
+            break;
+        default:
+            return std::nullopt;
+    }
+    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) out += *it == '{' ? '}' : ']';
+    return out;
+}
+
+void JsonCloser::feed(std::string_view text) {
+    for (char c : text) {
+        if (failed_ || !scanner_.feed(c)) {
+            failed_ = true;
+            return;
+        }
+        ++fed_;
+        const auto u = static_cast<unsigned char>(c);
+        if (utf8_left_ > 0 && (u & 0xC0) == 0x80) {
+            --utf8_left_;
+        } else {
+            utf8_left_ = u >= 0xF0 ? 3 : u >= 0xE0 ? 2 : u >= 0xC0 ? 1 : 0;
+        }
+        if (utf8_left_ > 0) continue;
+        if (std::optional<std::string> close = scanner_.closing()) {
+            safe_ = fed_;
+            closing_ = std::move(*close);
+        }
+    }
+}
+
+std::string JsonCloser::close(std::string_view text) {
+    JsonCloser c;
+    c.feed(text);
+    if (c.safe_size() == 0) return "{}";
+    return std::string(text.substr(0, c.safe_size())) + c.closing();
+}
+
 }  // namespace strata::serve

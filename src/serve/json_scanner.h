@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,11 @@ public:
     // the closing quote of a string, but for a bare number only once a byte after it ends it.
     bool closed() const { return state_ == State::After && stack_.empty(); }
     size_t depth() const { return stack_.size(); }
+    // What closes the text here by appending only (a quote, closing brackets), when the bytes so
+    // far end where that keeps everything read: inside a string value, right after a value, '{'
+    // or '['. nullopt inside a key, after ':' or ',', mid-literal, mid-escape or mid-number
+    // ("1.", "-"), and before the first value.
+    std::optional<std::string> closing() const;
 
 private:
     enum class State : uint8_t {
@@ -67,6 +73,28 @@ private:
     uint8_t count_ = 0;
     const char* literal_ = nullptr;
     std::string stack_;  // open containers, '{' or '['
+};
+
+// A JSON text cut anywhere (tool-call arguments cut by max_tokens), made whole: the longest
+// prefix that JsonScanner::closing can close, and that closing. A partial string value is kept
+// as far as it got (never split inside a UTF-8 character); a key without its value, a dangling
+// ',' or ':', and a partial literal, escape or number are dropped. Fed incrementally, so a stream
+// can send each byte once it is part of the closable prefix.
+class JsonCloser {
+public:
+    void feed(std::string_view text);  // bytes after the first one JsonScanner rejects are ignored
+    size_t safe_size() const { return safe_; }               // 0: nothing closable yet
+    const std::string& closing() const { return closing_; }  // appended to the closable prefix
+    // The whole text: the closable prefix of `text` (all of it fed) and its closing; "{}" when
+    // nothing is closable.
+    static std::string close(std::string_view text);
+
+private:
+    JsonScanner scanner_;
+    size_t fed_ = 0, safe_ = 0;
+    std::string closing_;
+    bool failed_ = false;
+    int utf8_left_ = 0;  // continuation bytes still due in a string
 };
 
 }  // namespace strata::serve

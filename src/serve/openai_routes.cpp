@@ -3,6 +3,8 @@
 // Server::stream (call_events.cpp) drive the generations and hand over CallEvents.
 #include <httplib.h>
 
+#include <algorithm>
+
 #include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
@@ -40,8 +42,10 @@ json completion_usage(const Usage& u) {
             {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
-const char* chat_finish_reason(const std::string& reason, bool tool_calls) {
-    if (tool_calls) return "tool_calls";
+// "tool_calls" when the answer ends with whole calls; a call cut by max_tokens is "length".
+const char* chat_finish_reason(const std::string& reason, const ParsedOutput& parsed) {
+    const bool cut = std::any_of(parsed.tool_calls.begin(), parsed.tool_calls.end(), [](const auto& c) { return c.truncated; });
+    if (!parsed.tool_calls.empty() && !cut) return "tool_calls";
     if (reason == "length" || reason == "context") return "length";
     return "stop";
 }
@@ -110,7 +114,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                                      {"function", {{"name", a.parsed.tool_calls[c].name}, {"arguments", a.parsed.tool_calls[c].arguments_json}}}});
                 msg["tool_calls"] = calls;
             }
-            json choice = {{"index", i}, {"message", msg}, {"finish_reason", chat_finish_reason(a.finish_reason, !a.parsed.tool_calls.empty())},
+            json choice = {{"index", i}, {"message", msg}, {"finish_reason", chat_finish_reason(a.finish_reason, a.parsed)},
                            {"logprobs", call->chat.logprobs ? json{{"content", a.logprobs}} : json()}};
             choices.push_back(std::move(choice));
             metrics_.count_request("openai", choices.back()["finish_reason"]);
@@ -183,14 +187,15 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                         ok = chunk(out, i, {{"tool_calls", json::array({{{"index", o.index}, {"function", {{"arguments", o.text}}}}})}}, nullptr, take_logprobs());
                     break;
                 case OutputEvent::Kind::ToolCallEnd:
-                    // A call that broke off after its start: its raw text follows as content.
+                    // A call that broke off after its start: its raw text follows as content. (A
+                    // truncated one has no text: it stands, with the arguments sent so far.)
                     if (!o.complete && !o.text.empty()) ok = chunk(out, i, {{"content", o.text}}, nullptr, take_logprobs());
                     break;
             }
             if (!ok) return false;
         }
         if (e.kind != GenerationEvent::Kind::Done) return true;
-        const char* finish = chat_finish_reason(e.finish_reason, !a.parsed.tool_calls.empty());
+        const char* finish = chat_finish_reason(e.finish_reason, a.parsed);
         metrics_.count_request("openai", finish);
         if (!chunk(out, i, json::object(), finish, take_logprobs())) return false;
         if (!e.last) return true;

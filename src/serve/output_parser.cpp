@@ -198,6 +198,7 @@ private:
     void begin_call(const std::string& name);
     void end_call();  // the body parsed: ToolCallEnd
     void fail_call();
+    void cut_call();  // the output ended inside the call
     void reset_call();
     void take(size_t n);  // consume n bytes into the current call's raw text
     std::string_view rest() const { return std::string_view(buf_).substr(pos_); }
@@ -354,7 +355,7 @@ bool QwenOutputParser::step_call_start() {
     take(n);
     if (pos_ == buf_.size()) {
         if (!at_end_) return false;
-        fail_call();
+        cut_call();
         return true;
     }
     // Either body is accepted whatever the format: models trained on one sometimes write the other.
@@ -540,7 +541,7 @@ bool QwenOutputParser::step_hermes() {
         }
     }
     if (!at_end_) return false;
-    fail_call();  // the output ended inside the object
+    cut_call();  // the output ended inside the object
     return true;
 }
 
@@ -613,6 +614,8 @@ bool QwenOutputParser::step_xml() {
                 if (m == Match::Partial) {
                     if (!at_end_) return false;
                     take(r.size());
+                    cut_call();
+                    return true;
                 }
                 fail_call();
                 return true;
@@ -631,7 +634,7 @@ bool QwenOutputParser::step_xml() {
                 take(i);
                 if (i == r.size()) {
                     if (!at_end_) return false;
-                    fail_call();
+                    cut_call();
                     return true;
                 }
                 take(1);  // '>'
@@ -678,6 +681,8 @@ bool QwenOutputParser::step_xml() {
                 if (param == Match::Partial || function == Match::Partial || call == Match::Partial) {
                     if (!at_end_) return false;
                     take(t.size());
+                    cut_call();
+                    return true;
                 }
                 fail_call();
                 return true;
@@ -685,7 +690,7 @@ bool QwenOutputParser::step_xml() {
             case XState::ValueStart:
                 if (r.empty()) {
                     if (!at_end_) return false;
-                    fail_call();
+                    cut_call();
                     return true;
                 }
                 if (r.front() == '\n') take(1);
@@ -700,12 +705,14 @@ bool QwenOutputParser::step_xml() {
                     x_ = XState::Params;
                     break;
                 }
+                const size_t keep = held_suffix(r, kValueHolds);
                 if (at_end_) {
+                    // Cut inside the value: what could still be its closing tag is markup.
+                    release_value(r.substr(0, r.size() - keep));
                     take(r.size());
-                    fail_call();
+                    cut_call();
                     return true;
                 }
-                const size_t keep = held_suffix(r, kValueHolds);
                 release_value(r.substr(0, r.size() - keep));
                 take(r.size() - keep);
                 return false;
@@ -720,6 +727,7 @@ bool QwenOutputParser::step_after_call() {
     const Match m = match_literal(rest(), kCallClose);
     if (m == Match::Partial && !at_end_) return false;
     if (m == Match::Yes) pos_ += kCallClose.size();
+    if (m == Match::Partial && !rest().empty()) pos_ = buf_.size();  // a cut </tool_call> is markup
     mode_ = Mode::Content;
     skip_newlines_ = m == Match::Yes ? 2 : 0;
     return true;
@@ -792,6 +800,33 @@ void QwenOutputParser::fail_call() {
     skip_newlines_ = 0;
 }
 
+// The output ended inside the call (max_tokens, most often). Before its name is complete there is
+// no call to keep: the markup read so far is dropped. After, the call stands with the arguments
+// so far and ends with ToolCallEnd{complete = false, truncated = true}; an XML call's arguments
+// are closed into one object (the parameter being read, as far as it got, as a string or the
+// JSON it is, and the closing brace), a Hermes call's are the model's JSON text as it was cut.
+void QwenOutputParser::cut_call() {
+    if (!begun_) {
+        reset_call();
+        mode_ = Mode::Content;
+        skip_newlines_ = 0;
+        return;
+    }
+    if (mode_ == Mode::Xml) {
+        if (x_ == XState::ValueStart || x_ == XState::Value) close_value();
+        emit_text(Kind::ToolCallArguments, "}");
+    }
+    OutputEvent e;
+    e.kind = Kind::ToolCallEnd;
+    e.index = index_;
+    e.complete = false;
+    e.truncated = true;
+    out_.push_back(std::move(e));
+    reset_call();
+    mode_ = Mode::Content;
+    skip_newlines_ = 0;
+}
+
 }  // namespace
 
 const char* to_string(OutputFormat format) {
@@ -840,7 +875,9 @@ void ParsedOutput::add(const OutputEvent& event) {
             if (!tool_calls.empty()) tool_calls.back().arguments_json += event.text;
             break;
         case Kind::ToolCallEnd:
-            if (!event.complete) {
+            if (event.truncated) {
+                if (!tool_calls.empty()) tool_calls.back().truncated = true;
+            } else if (!event.complete) {
                 if (!tool_calls.empty()) tool_calls.pop_back();
                 content += event.text;
             }

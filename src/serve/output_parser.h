@@ -21,9 +21,16 @@
 // and then every event's text is).
 //
 // Malformed output never throws and never loses text: a <tool_call> whose body does not parse is
-// given back as answer text (the raw text, tags included), and so is one cut off by the end of
-// generation. A call whose ToolCallBegin has already gone out cannot be taken back: it ends with a
-// ToolCallEnd with complete = false carrying the raw text, and parse_whole turns it into content.
+// given back as answer text (the raw text, tags included). A call whose ToolCallBegin has already
+// gone out cannot be taken back: it ends with a ToolCallEnd with complete = false carrying the raw
+// text, and parse_whole turns it into content.
+//
+// A call cut off by the end of generation (max_tokens) is not text. Cut before its name is
+// complete, it is dropped: no call, and its markup is not content (the text before it stays). Cut
+// after, it stays a call with the arguments so far and ends with ToolCallEnd{truncated = true}
+// (docs/output_parsing.md, "Calls cut off"). Only a cut inside the opening "<tool_call>" itself
+// leaves those bytes as text: they cannot be told from text (and the tag is one token in the Qwen
+// vocabularies, so a real cut never lands there).
 #pragma once
 
 #include <memory>
@@ -72,9 +79,14 @@ struct OutputEvent {
     int index = -1;    // ToolCall*: the call's number in this output, 0, 1, ...
     std::string name;  // ToolCallBegin: the function's name (not checked against the tools list)
     // ToolCallEnd: true when the call parsed; the arguments fragments then concatenate to one JSON
-    // object. False when it broke off after its Begin (malformed, or the output ended): the
-    // fragments need not be valid JSON, and `text` holds the call's raw text.
+    // object. False when it broke off after its Begin: malformed (the fragments need not be valid
+    // JSON, and `text` holds the call's raw text), or truncated.
     bool complete = true;
+    // ToolCallEnd: the output ended inside the call, after its name (complete is false, text is
+    // empty). The call stands with the fragments sent: an XML call's close into one JSON object
+    // (the parameters so far, the one being read as far as it got); a Hermes call's are the
+    // model's JSON text as it was cut (JsonCloser makes an object of them).
+    bool truncated = false;
 
     bool operator==(const OutputEvent&) const = default;
 };
@@ -85,8 +97,8 @@ public:
     virtual ~OutputParser() = default;
     // The events this piece makes certain (possibly none: the piece may be held back).
     virtual std::vector<OutputEvent> push(std::string_view piece) = 0;
-    // End of generation: everything still held back, an unfinished call as text (or as a
-    // ToolCallEnd with complete == false). Further pushes throw std::logic_error.
+    // End of generation: everything still held back; an unfinished call is dropped (cut before its
+    // name) or ends truncated. Further pushes throw std::logic_error.
     virtual std::vector<OutputEvent> finish() = 0;
 };
 
@@ -97,12 +109,14 @@ struct ParsedOutput {
     struct Call {
         std::string name;
         std::string arguments_json;
+        bool truncated = false;  // cut by the end of the output: arguments_json as far as it got
         bool operator==(const Call&) const = default;
     };
     std::string reasoning, content;
     std::vector<Call> tool_calls;
 
-    // Applies one event; a ToolCallEnd with complete == false moves its call into content.
+    // Applies one event; a malformed call's ToolCallEnd (complete == false, not truncated) moves the
+    // call into content.
     void add(const OutputEvent& event);
     bool operator==(const ParsedOutput&) const = default;
 };

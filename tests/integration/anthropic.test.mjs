@@ -239,3 +239,44 @@ test('authentication: x-api-key or Bearer; 401 in Anthropic shape', async (t) =>
   for (const path of ['/', '/api/hello']) assert.equal((await fetch(keyed.base + path, { method: 'HEAD' })).status, 200, path);
   assert.equal((await fetch(keyed.base + '/v1/models')).status, 401);
 });
+
+// A tool call cut by max_tokens (coding agents hit it with large write calls): a tool_use block
+// whose input is the arguments so far (closed into an object), stop_reason "max_tokens", no
+// markup in any text, and the stream (raw events and the SDK's helper) equal to the whole answer.
+// Qwen3 (Hermes): the forced call's JSON constraint writes the call. Qwen3.5 (XML): the prompt
+// opens the named call, and the bias makes the random model write newlines, so the call is cut
+// before its first parameter.
+test('a tool call cut by max_tokens stays a tool_use with stop_reason max_tokens, whole and streamed (Hermes and XML)', async () => {
+  const cases = [
+    ['qwen3', client, { tool_choice: { type: 'tool', name: 'get_weather' }, max_tokens: 32, temperature: 0 }],
+    ['qwen35', thinkingClient, { tool_choice: { type: 'tool', name: 'get_weather' }, max_tokens: 4, temperature: 0, logit_bias: { 198: 100 } }],
+  ];
+  for (const [kind, c, extra] of cases) {
+    const body = { model, tools, messages: [{ role: 'user', content: 'Weather in Rio?' }], ...extra };
+    const whole = await c.messages.create(body);
+    assert.equal(whole.stop_reason, 'max_tokens', kind);
+    const uses = whole.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1, `${kind}: ${JSON.stringify(whole.content)}`);
+    assert.equal(uses[0].name, 'get_weather');
+    assert.equal(typeof uses[0].input, 'object');
+    if (kind === 'qwen3') assert.ok(Object.keys(uses[0].input).length >= 1, JSON.stringify(uses[0].input));
+    else assert.deepEqual(uses[0].input, {});
+    for (const b of whole.content) if (b.type === 'text') assert.ok(!b.text.includes('<'), `${kind}: markup in the text: ${b.text}`);
+
+    // Raw events: one tool_use block, its deltas parse to the whole answer's input.
+    const events = [];
+    for await (const e of await c.messages.create({ ...body, stream: true })) events.push(e);
+    const starts = events.filter((e) => e.type === 'content_block_start');
+    assert.deepEqual(starts.map((e) => e.content_block.type), whole.content.map((b) => b.type), kind);
+    const partial = events.filter((e) => e.delta?.type === 'input_json_delta').map((e) => e.delta.partial_json).join('');
+    assert.deepEqual(JSON.parse(partial), uses[0].input, kind);
+    const text = events.filter((e) => e.delta?.type === 'text_delta').map((e) => e.delta.text).join('');
+    assert.equal(text, whole.content.filter((b) => b.type === 'text').map((b) => b.text).join(''));
+    assert.equal(events.find((e) => e.type === 'message_delta').delta.stop_reason, 'max_tokens', kind);
+
+    // The SDK's stream helper assembles the same message.
+    const final = await c.messages.stream(body).finalMessage();
+    assert.equal(final.stop_reason, 'max_tokens');
+    assert.deepEqual(final.content.map((b) => b.type === 'tool_use' ? { name: b.name, input: b.input } : b), whole.content.map((b) => b.type === 'tool_use' ? { name: b.name, input: b.input } : b));
+  }
+});

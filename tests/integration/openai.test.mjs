@@ -256,3 +256,55 @@ test('an API key is required when configured (401 in OpenAI shape)', async (t) =
   const r = await good.chat.completions.create({ model: 'strata-tiny', messages: hello, max_tokens: 2 });
   assert.equal(r.choices.length, 1);
 });
+
+// A tool call cut by max_tokens (coding agents hit it with large write calls): a tool call with
+// its arguments so far, finish_reason "length", no markup in the text, the stream adding up to
+// the whole answer. Qwen3 (Hermes): the forced call's JSON constraint writes the call.
+// Qwen3.5 (XML): the random test model cannot write XML by itself, so a response_format string
+// spells an XML call for it (the parser finds calls in any answer text; the text keeps the
+// string's opening quote).
+test('a tool call cut by max_tokens stays a call with finish_reason length, whole and streamed (Hermes and XML)', async () => {
+  const xmlCall = '<tool_call><function=get_weather><parameter=city>Rio de Janeiro, Brazil</parameter><parameter=days>12</parameter></function></tool_call>';
+  const cases = [
+    ['qwen3', client, { tools: [weather], tool_choice: 'required', max_tokens: 32, temperature: 0 }],
+    ['qwen35', thinkingClient, { tools: [weather], max_tokens: 26, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'call', schema: { type: 'string', const: xmlCall } } } }],
+  ];
+  for (const [kind, c, extra] of cases) {
+    const body = { model: 'strata-tiny', messages: [{ role: 'user', content: 'Weather in Rio?' }], ...extra };
+    const whole = await c.chat.completions.create(body);
+    const choice = whole.choices[0];
+    assert.equal(choice.finish_reason, 'length', kind);
+    assert.equal(choice.message.tool_calls?.length, 1, `${kind}: ${JSON.stringify(choice.message)}`);
+    const call = choice.message.tool_calls[0].function;
+    assert.equal(call.name, 'get_weather');
+    assert.ok(!(choice.message.content ?? '').includes('<'), `${kind}: markup in the text: ${choice.message.content}`);
+    if (kind === 'qwen3') {
+      // The JSON as far as it got: a prefix of an object, not yet one.
+      assert.ok(call.arguments.startsWith('{'), call.arguments);
+      assert.throws(() => JSON.parse(call.arguments));
+    } else {
+      // The parameters so far, the one being read as far as it got.
+      const args = JSON.parse(call.arguments);
+      assert.ok(typeof args.city === 'string' && 'Rio de Janeiro, Brazil'.startsWith(args.city) && args.city.length < 22, call.arguments);
+      assert.equal(args.days, undefined);
+    }
+    const stream = await c.chat.completions.create({ ...body, stream: true });
+    let text = '', args = '', name = '', finish = null, calls = 0;
+    for await (const chunk of stream) {
+      const ch = chunk.choices[0];
+      if (!ch) continue;
+      text += ch.delta.content ?? '';
+      for (const tc of ch.delta.tool_calls ?? []) {
+        if (tc.id) { calls += 1; name = tc.function.name; }
+        args += tc.function.arguments ?? '';
+      }
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+    assert.equal(finish, 'length', kind);
+    assert.equal(calls, 1, kind);
+    assert.equal(name, call.name);
+    assert.equal(args, call.arguments, kind);
+    assert.equal(text, choice.message.content ?? '', kind);
+  }
+});

@@ -94,7 +94,8 @@ std::string describe(const std::vector<OutputEvent>& events) {
         s += kNames[static_cast<int>(e.kind)];
         if (e.index >= 0) s += "#" + std::to_string(e.index);
         if (!e.name.empty()) s += "(" + e.name + ")";
-        if (!e.complete) s += "!incomplete";
+        if (e.truncated) s += "!truncated";
+        else if (!e.complete) s += "!incomplete";
         if (!e.text.empty()) s += " " + json(e.text).dump(-1, ' ', false, json::error_handler_t::replace);
         s += "\n";
     }
@@ -128,6 +129,11 @@ void expect_well_formed(const std::vector<OutputEvent>& events) {
             case Kind::ToolCallEnd: {
                 EXPECT_EQ(e.index, open) << describe(events);
                 open = -1;
+                if (e.truncated) {
+                    EXPECT_FALSE(e.complete);
+                    EXPECT_TRUE(e.text.empty());
+                    break;
+                }
                 if (!e.complete) {
                     EXPECT_FALSE(e.text.empty());
                     break;
@@ -696,27 +702,185 @@ TEST(MalformedOutput, BrokenArgumentsAfterBegin) {
     EXPECT_TRUE(p.tool_calls.empty());
 }
 
-TEST(MalformedOutput, UnfinishedCallsBecomeContent) {
-    for (const auto& [format, text] : std::vector<std::pair<OutputFormat, std::string>>{
-             {OutputFormat::Qwen3Hermes, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1"},
-             {OutputFormat::Qwen3Hermes, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}"},
-             {OutputFormat::Qwen3Hermes, "Text\n\n<tool_call>\n{\"na"},
-             {OutputFormat::Qwen3Hermes, "Text\n\n<tool_call>\n"},
-             {OutputFormat::Qwen3CoderXml, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhel"},
-             {OutputFormat::Qwen3CoderXml,
-              "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhello\n</param"},
-             {OutputFormat::Qwen3CoderXml,
-              "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhello\n</parameter>\n"},
-             {OutputFormat::Qwen3CoderXml, "Text\n\n<tool_call>\n<function=f"},
-             {OutputFormat::Qwen3CoderXml, "Text\n\n<tool_call>\n<funct"}}) {
-        for (const auto& pieces : {std::vector<std::string>{text}, split_bytes(text)}) {
-            const auto events = events_of(format, ParserOptions{}, pieces);
+// A call cut by the end of the output (max_tokens) is not text: dropped before its name is complete,
+// kept truncated with its arguments so far after.
+TEST(CutCalls, Stages) {
+    struct Case {
+        OutputFormat format;
+        std::string text;
+        bool call;             // a call is kept
+        std::string args;      // its arguments
+    };
+    const auto H = OutputFormat::Qwen3Hermes;
+    const auto X = OutputFormat::Qwen3CoderXml;
+    for (const Case& c : std::vector<Case>{
+             {H, "Text\n\n<tool_call>\n", false, ""},
+             {H, "Text\n\n<tool_call>\n{\"na", false, ""},
+             {H, "Text\n\n<tool_call>\n{\"name\": \"f", false, ""},
+             {H, "Text\n\n<tool_call>\n{\"name\": \"f\"", true, ""},
+             {H, "Text\n\n<tool_call>\n{\n\n\"name\"\r\n:\r\n\"f\"\r\n,\"", true, ""},
+             {H, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1", true, "{\"a\": 1"},
+             {H, "Text\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}", true, "{\"a\": 1}"},
+             {X, "Text\n\n<tool_call>\n<funct", false, ""},
+             {X, "Text\n\n<tool_call>\n<function=f", false, ""},
+             {X, "Text\n\n<tool_call>\n<function=f>", true, "{}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhel", true, "{\"a\": \"hel\"}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhello\n</param", true, "{\"a\": \"hello\"}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\nhello\n</parameter>\n", true, "{\"a\": \"hello\"}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n", true,
+              "{\"a\": 1, \"b\": \"\"}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<param", true, "{\"a\": 1}"},
+             {X, "Text\n\n<tool_call>\n<function=f>\n</function>\n</tool", false, ""}}) {
+        for (const auto& pieces : {std::vector<std::string>{c.text}, split_bytes(c.text)}) {
+            const auto events = events_of(c.format, ParserOptions{}, pieces);
             expect_well_formed(events);
             const ParsedOutput p = to_parsed(events);
-            EXPECT_EQ(p.content, text) << describe(events);
-            EXPECT_TRUE(p.tool_calls.empty());
+            EXPECT_EQ(p.content, "Text") << c.text << "\n" << describe(events);
+            if (c.text.ends_with("</tool")) {  // whole, then cut in the closing tag
+                ASSERT_EQ(p.tool_calls.size(), 1u) << c.text;
+                EXPECT_FALSE(p.tool_calls[0].truncated);
+                continue;
+            }
+            ASSERT_EQ(p.tool_calls.size(), c.call ? 1u : 0u) << c.text << "\n" << describe(events);
+            if (!c.call) continue;
+            EXPECT_EQ(p.tool_calls[0].name, "f");
+            EXPECT_TRUE(p.tool_calls[0].truncated);
+            EXPECT_EQ(p.tool_calls[0].arguments_json, c.args) << c.text;
         }
     }
+}
+
+// Every cut of a Hermes and an XML call, at each byte and streamed in random pieces: no markup in
+// the text, the call once its name is complete (truncated until its body is, which is what makes
+// the APIs' finish reason "length"), the streamed events adding up to the whole answer.
+TEST(CutCalls, EveryCutOfACall) {
+    const std::string lead = "I'll write it.\n\n";
+    struct Case {
+        OutputFormat format;
+        ParserOptions options;
+        std::string call;
+        std::string name_done;  // the call's text up to where its name is complete
+        std::string body_done;  // ... and its body
+    };
+    const std::string hermes_body =
+        "{\"name\": \"write_file\", \"arguments\": {\"path\": \"src/a.py\", \"content\": \"print(\\\"h\u00e9\\\")\\n\", "
+        "\"mode\": 420, \"flags\": [true, null]}}";
+    const std::string xml_body =
+        "<function=get_weather>\n<parameter=city>\nSão Paulo\n</parameter>\n<parameter=days>\n12\n</parameter>\n"
+        "<parameter=unit>\ncelsius\n</parameter>\n</function>";
+    const std::string xml_untyped =
+        "<function=write_file>\n<parameter=path>\nsrc/a.py\n</parameter>\n<parameter=content>\nif a < b:\n    "
+        "x = {\"k\": [1]}\n</parameter>\n</function>";
+    const std::vector<Case> cases = {
+        {OutputFormat::Qwen3Hermes, qwen3_options(), "<tool_call>\n" + hermes_body + "\n</tool_call>",
+         "<tool_call>\n{\"name\": \"write_file\"", "<tool_call>\n" + hermes_body},
+        {OutputFormat::Qwen3CoderXml, coder_options(), "<tool_call>\n" + xml_body + "\n</tool_call>",
+         "<tool_call>\n<function=get_weather>", "<tool_call>\n" + xml_body},
+        {OutputFormat::Qwen3CoderXml, ParserOptions{.parse_thinking = false}, "<tool_call>\n" + xml_untyped + "\n</tool_call>",
+         "<tool_call>\n<function=write_file>", "<tool_call>\n" + xml_untyped},
+    };
+    std::mt19937 rng(7);
+    for (const Case& c : cases) {
+        const std::string full = lead + c.call;
+        const ParsedOutput whole_call = parse(c.format, c.options, full);
+        ASSERT_EQ(whole_call.tool_calls.size(), 1u);
+        const json full_args = arguments(whole_call.tool_calls[0]);
+        for (size_t cut = lead.size() + 1; cut <= full.size(); ++cut) {
+            // The parser is fed whole UTF-8 characters (tokenizer::StreamDecoder): no cut inside one.
+            if (cut < full.size() && (static_cast<unsigned char>(full[cut]) & 0xC0) == 0x80) continue;
+            const std::string text = full.substr(0, cut);
+            const size_t in_call = cut - lead.size();
+            const ParsedOutput whole = parse(c.format, c.options, text);
+            const std::string where = "cut at " + std::to_string(in_call) + ": " + json(text).dump();
+            for (int round = 0; round < 4; ++round) {
+                const auto pieces = round == 0 ? split_bytes(text) : split_random(text, rng, round * 5);
+                const auto events = events_of(c.format, c.options, pieces);
+                expect_well_formed(events);
+                EXPECT_EQ(to_parsed(events), whole) << where << "\n" << describe(events);
+            }
+            if (in_call < std::string_view("<tool_call>").size()) {
+                // Inside the opening tag: cannot be told from text (one token in the Qwen vocabularies).
+                EXPECT_EQ(whole.content, text) << where;
+                EXPECT_TRUE(whole.tool_calls.empty()) << where;
+                continue;
+            }
+            EXPECT_EQ(whole.content, "I'll write it.") << where;
+            if (in_call < c.name_done.size()) {
+                EXPECT_TRUE(whole.tool_calls.empty()) << where;
+                continue;
+            }
+            ASSERT_EQ(whole.tool_calls.size(), 1u) << where;
+            const auto& call = whole.tool_calls[0];
+            EXPECT_EQ(call.name, whole_call.tool_calls[0].name);
+            EXPECT_EQ(call.truncated, in_call < c.body_done.size()) << where;
+            if (!call.truncated) {
+                EXPECT_EQ(call, whole_call.tool_calls[0]) << where;
+                continue;
+            }
+            if (c.format == OutputFormat::Qwen3Hermes) {
+                // The model's JSON as far as it got, and an object once closed.
+                EXPECT_TRUE(whole_call.tool_calls[0].arguments_json.starts_with(call.arguments_json)) << where;
+                const json closed = json::parse(JsonCloser::close(call.arguments_json));
+                ASSERT_TRUE(closed.is_object()) << where;
+                for (const auto& [k, v] : closed.items()) {
+                    ASSERT_TRUE(full_args.contains(k)) << where;
+                    if (v.is_string()) {
+                        EXPECT_TRUE(full_args[k].get<std::string>().starts_with(v.get<std::string>())) << where;
+                    }
+                }
+            } else {
+                // One object: the parameters so far, the last as far as it got.
+                const json args = json::parse(call.arguments_json);
+                ASSERT_TRUE(args.is_object()) << where;
+                for (const auto& [k, v] : args.items()) {
+                    ASSERT_TRUE(full_args.contains(k)) << where << " " << call.arguments_json;
+                    if (v.is_string() && full_args[k].is_string()) {
+                        EXPECT_TRUE(full_args[k].get<std::string>().starts_with(v.get<std::string>()))
+                            << where << " " << call.arguments_json;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(JsonCloser, ClosesWhatCanBeKept) {
+    for (const auto& [text, closed] : std::vector<std::pair<std::string, std::string>>{
+             {"", "{}"},
+             {"  ", "{}"},
+             {"{", "{}"},
+             {"{\"pa", "{}"},
+             {"{\"path\"", "{}"},
+             {"{\"path\": ", "{}"},
+             {"{\"path\": \"", "{\"path\": \"\"}"},
+             {"{\"path\": \"a\\", "{\"path\": \"a\"}"},
+             {"{\"path\": \"a\\u00", "{\"path\": \"a\"}"},
+             {"{\"path\": \"a.py\", ", "{\"path\": \"a.py\"}"},
+             {"{\"n\": 12", "{\"n\": 12}"},
+             {"{\"n\": 1.", "{\"n\": 1}"},
+             {"{\"n\": -", "{}"},
+             {"{\"a\": [1, tr", "{\"a\": [1]}"},
+             {"{\"a\": [1, {\"b\": [", "{\"a\": [1, {\"b\": []}]}"},
+             {"{\"a\": 1}", "{\"a\": 1}"},
+             {"{\"s\": \"\xc3", "{\"s\": \"\"}"},
+             {"{\"s\": \"\xc3\xa9", "{\"s\": \"\xc3\xa9\"}"}}) {
+        EXPECT_EQ(JsonCloser::close(text), closed) << text;
+    }
+}
+
+TEST(JsonCloser, EveryPrefixClosesToJson) {
+    const std::string text = R"({"path": "src/a.py", "content": "print(\"h\u00e9\")\n", "n": -12.5e3, "f": [true, false, null, {"x": []}]})";
+    std::string last = "{}";
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+        const std::string closed = JsonCloser::close(text.substr(0, cut));
+        EXPECT_TRUE(json::accept(closed)) << closed;
+        // Incremental feeding agrees with the whole.
+        JsonCloser inc;
+        inc.feed(text.substr(0, cut / 2));
+        inc.feed(text.substr(cut / 2, cut - cut / 2));
+        EXPECT_EQ(inc.safe_size() == 0 ? "{}" : text.substr(0, inc.safe_size()) + inc.closing(), closed);
+    }
+    EXPECT_EQ(JsonCloser::close(text), text);
 }
 
 TEST(MalformedOutput, UnclosedThinkIsAllReasoning) {
