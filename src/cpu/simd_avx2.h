@@ -199,6 +199,7 @@ struct SimdAvx2 {
     // sub-block. Two at a time, as on AVX-512, would need more registers than AVX2's 16 and spill.
     struct Step {
         static constexpr int kSubs = 1;
+        static constexpr int kDecodeAhead = 1;  // steps decoded before the columns take them
         using V = __m256i;
         static V load(const uint8_t* p) { return loadu256(p); }
         static V set1_8(char v) { return _mm256_set1_epi8(v); }

@@ -60,51 +60,15 @@ inline void q3k_unpack(const uint8_t* packed, int8_t out[16]) {
     for (int i = 0; i < 16; ++i) out[i] = static_cast<int8_t>(bytes[i] - 32);
 }
 
-// The columns' float sums over the blocks: the main term d * sumi (S::F) and the per-block
-// corrections (mins or code offsets times the activation sums), which come as 8 int32 (256 bits).
-// At 256 bits (AVX2) both go into one accumulator, and a correction at the codes' own scale is
-// subtracted in integers first; a 512-bit accumulator (AVX-512) keeps a 256-bit one beside it for
-// the corrections, added at the end.
-struct NoApart {};
-
-template <class S, int NC>
-struct ColumnSums {
-    static constexpr bool kApart = S::kFloats > 8;
-    struct Apart {
-        __m256 v[NC];
-    };
-    typename S::F main[NC];
-    [[no_unique_address]] std::conditional_t<kApart, Apart, NoApart> apart;
-
-    ColumnSums() {
-        for (int c = 0; c < NC; ++c) main[c] = S::zero();
-        if constexpr (kApart)
-            for (int c = 0; c < NC; ++c) apart.v[c] = _mm256_setzero_ps();
-    }
-    // Column c += d * sumi.
-    void add(int c, float d, typename S::I32 sumi) { main[c] = S::fmadd(S::set1(d), S::to_f32(sumi), main[c]); }
-    // Column c += d * sumi + k * corr.
-    void add(int c, float d, typename S::I32 sumi, float k, __m256i corr) {
-        add(c, d, sumi);
-        if constexpr (kApart) {
-            apart.v[c] = _mm256_fmadd_ps(_mm256_set1_ps(k), _mm256_cvtepi32_ps(corr), apart.v[c]);
-        } else {
-            main[c] = _mm256_fmadd_ps(_mm256_set1_ps(k), _mm256_cvtepi32_ps(corr), main[c]);
-        }
-    }
-    // Column c += d * (sumi - 2^shift * off): code offsets, at the codes' scale.
-    void add_offset(int c, float d, typename S::I32 sumi, __m256i off, int shift) {
-        if constexpr (kApart) {
-            add(c, d, sumi, -static_cast<float>(1 << shift) * d, off);
-        } else {
-            add(c, d, _mm256_sub_epi32(sumi, shift != 0 ? _mm256_slli_epi32(off, shift) : off));
-        }
-    }
-    float total(int c) const {
-        if constexpr (kApart) return S::hsum(main[c]) + hsum_ps(apart.v[c]);
-        return S::hsum(main[c]);
-    }
-};
+// A column's float sum over the blocks: the main term d * sumi in acc (S::F), and the
+// per-block corrections (mins or code offsets times the activation sums), which come as 8 int32
+// (256 bits). At 256 bits (AVX2) both go into acc, and a correction at the codes' own scale is
+// subtracted in integers first; next to a 512-bit acc (AVX-512) the corrections get a 256-bit
+// accumulator of their own (apart), added at the end. Written out in each kernel on plain
+// arrays: with a struct or helpers around them, GCC chose registers that kept Q4_K's DRAM-bound
+// loop 13 % slower.
+template <class S>
+constexpr bool kApart = S::kFloats > 8;
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------------
 
@@ -117,7 +81,10 @@ struct Q45KDot {
         using V = typename S::V;
         const V m4 = S::set1_8(0x0f);
         const typename S::template PairScales<NC> pair_scales;
-        ColumnSums<S, NC> acc;
+        typename S::F acc[NC];
+        __m256 apart[kApart<S> ? NC : 1];
+        for (int c = 0; c < NC; ++c) acc[c] = S::zero();
+        for (__m256& v : apart) v = _mm256_setzero_ps();
         for (int64_t b = 0; b < n_blocks; ++b) {
             const uint8_t* x = w + b * sizeof(Blk);
             uint8_t scales[8], mins[8];
@@ -158,18 +125,30 @@ struct Q45KDot {
                 const __m256i s = loadu256(ab + kAsums);
                 const __m128i sums32 = _mm_hadd_epi16(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
                 const __m256i msum = _mm256_zextsi128_si256(_mm_madd_epi16(mins16, sums32));
-                acc.add(c, dw * da, sumi[c], -dmin * da, msum);
+                acc[c] = S::fmadd(S::set1(dw * da), S::to_f32(sumi[c]), acc[c]);
+                if constexpr (kApart<S>) {
+                    apart[c] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * da), _mm256_cvtepi32_ps(msum), apart[c]);
+                } else {
+                    acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(-dmin * da), _mm256_cvtepi32_ps(msum), acc[c]);
+                }
             }
         }
-        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+        for (int c = 0; c < NC; ++c) {
+            if constexpr (kApart<S>) {
+                out[c] = S::hsum(acc[c]) + hsum_ps(apart[c]);
+            } else {
+                out[c] = S::hsum(acc[c]);
+            }
+        }
     }
 };
 
 // ---- Q6_K ------------------------------------------------------------------------------------
 
 // The 128-value halves of Q6_K, Q3_K and Q2_K go in steps of S::Step::kSubs 32-value
-// sub-blocks (u: the first one in the half); each step's codes and scales are decoded, then
-// every column takes them before the next step (AVX2 has the registers for one sub-block's).
+// sub-blocks (u: the first one in the half); S::Step::kDecodeAhead steps' codes and scales are
+// decoded, then every column takes them before the next ones (AVX2 has the registers for one
+// sub-block's, AVX-512 for the half's).
 
 template <class S>
 struct Q6KDot {
@@ -178,10 +157,14 @@ struct Q6KDot {
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
         using Q = typename S::Step;
         using V = typename Q::V;
+        constexpr int kAhead = Q::kDecodeAhead, kUnits = Q::kSubs * Q::kDecodeAhead;
         const V m4 = Q::set1_8(0x0f);
         const V m3 = Q::set1_8(0x03);
         const typename Q::template Scales16<NC> scales16;
-        ColumnSums<S, NC> acc;
+        typename S::F acc[NC];
+        __m256 apart[kApart<S> ? NC : 1];
+        for (int c = 0; c < NC; ++c) acc[c] = S::zero();
+        for (__m256& v : apart) v = _mm256_setzero_ps();
         for (int64_t b = 0; b < n_blocks; ++b) {
             const uint8_t* x = w + b * sizeof(BlockQ6_K);
             const auto* sc = reinterpret_cast<const int8_t*>(x + offsetof(BlockQ6_K, scales));
@@ -193,10 +176,19 @@ struct Q6KDot {
                 // j = 0, 1, high ones for 2, 3), high 2 bits at bits 2j..2j+1 of qh[32h + l].
                 const typename Q::Nibbles ql = Q::nibbles(x + offsetof(BlockQ6_K, ql) + 64 * h);
                 const typename Q::Crumbs qh = Q::crumbs(loadu256(x + offsetof(BlockQ6_K, qh) + 32 * h));
-                for (int u = 0; u < 4; u += Q::kSubs) {
-                    const V q = Q::or_(Q::and_(Q::nibble_plane(ql, u), m4), Q::slli16(Q::and_(Q::crumb_plane(qh, u), m3), 4));
-                    const V scale = scb.at(8 * h + 2 * u);
-                    for (int c = 0; c < NC; ++c) sumi[c] = Q::dot_scaled(sumi[c], q, Q::load(a[c] + b * kA + kAqs + 128 * h + 32 * u), scale);
+                for (int u0 = 0; u0 < 4; u0 += kUnits) {
+                    V q[kAhead], scale[kAhead];
+                    for (int t = 0; t < kAhead; ++t) {
+                        const int u = u0 + Q::kSubs * t;
+                        q[t] = Q::or_(Q::and_(Q::nibble_plane(ql, u), m4), Q::slli16(Q::and_(Q::crumb_plane(qh, u), m3), 4));
+                        scale[t] = scb.at(8 * h + 2 * u);
+                    }
+                    for (int c = 0; c < NC; ++c) {
+                        for (int t = 0; t < kAhead; ++t) {
+                            const uint8_t* q8 = a[c] + b * kA + kAqs + 128 * h + 32 * (u0 + Q::kSubs * t);
+                            sumi[c] = Q::dot_scaled(sumi[c], q[t], Q::load(q8), scale[t]);
+                        }
+                    }
                 }
             }
             // Codes are stored + 32: subtract 32 * sum_g scale_g * bsum_g.
@@ -205,10 +197,22 @@ struct Q6KDot {
             for (int c = 0; c < NC; ++c) {
                 const uint8_t* ab = a[c] + b * kA;
                 const __m256i off = _mm256_madd_epi16(sc_i16, loadu256(ab + kAsums));
-                acc.add_offset(c, dw * load_f32(ab), sumi[c], off, 5);
+                const float d = dw * load_f32(ab);
+                if constexpr (kApart<S>) {
+                    acc[c] = S::fmadd(S::set1(d), S::to_f32(sumi[c]), acc[c]);
+                    apart[c] = _mm256_fmadd_ps(_mm256_set1_ps(-32.0f * d), _mm256_cvtepi32_ps(off), apart[c]);
+                } else {
+                    acc[c] = S::fmadd(S::set1(d), S::to_f32(_mm256_sub_epi32(sumi[c], _mm256_slli_epi32(off, 5))), acc[c]);
+                }
             }
         }
-        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+        for (int c = 0; c < NC; ++c) {
+            if constexpr (kApart<S>) {
+                out[c] = S::hsum(acc[c]) + hsum_ps(apart[c]);
+            } else {
+                out[c] = S::hsum(acc[c]);
+            }
+        }
     }
 };
 
@@ -226,8 +230,12 @@ struct Q23KDot {
         using Blk = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
         using Q = typename S::Step;
         using V = typename Q::V;
+        constexpr int kAhead = Q::kDecodeAhead, kUnits = Q::kSubs * Q::kDecodeAhead;
         const V m3 = Q::set1_8(0x03);
-        ColumnSums<S, NC> acc;
+        typename S::F acc[NC];
+        __m256 apart[kApart<S> ? NC : 1];
+        for (int c = 0; c < NC; ++c) acc[c] = S::zero();
+        for (__m256& v : apart) v = _mm256_setzero_ps();
         for (int64_t b = 0; b < n_blocks; ++b) {
             const uint8_t* x = w + b * sizeof(Blk);
             int8_t sc[16];      // multiplier per 16 values
@@ -247,11 +255,20 @@ struct Q23KDot {
             for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
             for (int h = 0; h < 2; ++h) {
                 const typename Q::Crumbs bits = Q::crumbs(loadu256(x + offsetof(Blk, qs) + 32 * h));
-                for (int u = 0; u < 4; u += Q::kSubs) {
-                    V q = Q::and_(Q::crumb_plane(bits, u), m3);
-                    if constexpr (kQ3) q = Q::or_(q, Q::slli16(Q::bit_plane(hm, 4 * h + u), 2));
-                    const V scale = Q::scales16_at(sc + 8 * h + 2 * u);
-                    for (int c = 0; c < NC; ++c) sumi[c] = Q::dot_scaled(sumi[c], q, Q::load(a[c] + b * kA + kAqs + 128 * h + 32 * u), scale);
+                for (int u0 = 0; u0 < 4; u0 += kUnits) {
+                    V q[kAhead], scale[kAhead];
+                    for (int t = 0; t < kAhead; ++t) {
+                        const int u = u0 + Q::kSubs * t;
+                        q[t] = Q::and_(Q::crumb_plane(bits, u), m3);
+                        if constexpr (kQ3) q[t] = Q::or_(q[t], Q::slli16(Q::bit_plane(hm, 4 * h + u), 2));
+                        scale[t] = Q::scales16_at(sc + 8 * h + 2 * u);
+                    }
+                    for (int c = 0; c < NC; ++c) {
+                        for (int t = 0; t < kAhead; ++t) {
+                            const uint8_t* q8 = a[c] + b * kA + kAqs + 128 * h + 32 * (u0 + Q::kSubs * t);
+                            sumi[c] = Q::dot_scaled(sumi[c], q[t], Q::load(q8), scale[t]);
+                        }
+                    }
                 }
             }
             const __m256i off16 = _mm256_cvtepi8_epi16(loadu128(offset));
@@ -260,15 +277,28 @@ struct Q23KDot {
                 const uint8_t* ab = a[c] + b * kA;
                 const float da = load_f32(ab);
                 const __m256i osum = _mm256_madd_epi16(off16, loadu256(ab + kAsums));
-                if constexpr (kQ3) {
-                    acc.add_offset(c, dw * da, sumi[c], osum, 0);  // Q3_K: offsets scale with d
+                // Q3_K's offsets scale with d (an integer subtraction at 256 bits), Q2_K's mins with dmin.
+                if constexpr (kQ3 && !kApart<S>) {
+                    acc[c] = S::fmadd(S::set1(dw * da), S::to_f32(_mm256_sub_epi32(sumi[c], osum)), acc[c]);
                 } else {
-                    const float dmin = load_f16(x + offsetof(BlockQ2_K, dmin));
-                    acc.add(c, dw * da, sumi[c], -dmin * da, osum);
+                    float doff = dw;
+                    if constexpr (!kQ3) doff = load_f16(x + offsetof(BlockQ2_K, dmin));
+                    acc[c] = S::fmadd(S::set1(dw * da), S::to_f32(sumi[c]), acc[c]);
+                    if constexpr (kApart<S>) {
+                        apart[c] = _mm256_fmadd_ps(_mm256_set1_ps(-doff * da), _mm256_cvtepi32_ps(osum), apart[c]);
+                    } else {
+                        acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(-doff * da), _mm256_cvtepi32_ps(osum), acc[c]);
+                    }
                 }
             }
         }
-        for (int c = 0; c < NC; ++c) out[c] = acc.total(c);
+        for (int c = 0; c < NC; ++c) {
+            if constexpr (kApart<S>) {
+                out[c] = S::hsum(acc[c]) + hsum_ps(apart[c]);
+            } else {
+                out[c] = S::hsum(acc[c]);
+            }
+        }
     }
 };
 
