@@ -31,7 +31,8 @@ gateway::Conversation long_chat(uint64_t seed, int64_t tokens) {
     int64_t bytes = 0;
     for (int t = 0; bytes < tokens * 42 / 10; ++t) {
         std::string user;
-        if (t % 7 == 3) user = "Here is the module we discussed:\n```python\n" + join(code_blocks(g, 1500), "\n") + "```\nWhat does it do?";
+        if (t % 7 == 3)
+            user = "Here is the module we discussed:\n```python\n" + join(code_blocks(g, 1500), "\n") + "```\nWhat does it do?";
         else user = join(prose_paragraphs(g, g.uniform(200, 2500)), "\n\n") + "\n\nWhat do you think?";
         c.messages.push_back({"user", std::move(user), true});
         c.messages.push_back({"assistant", join(prose_paragraphs(g, g.uniform(300, 1500)), "\n\n"), false});
@@ -43,7 +44,10 @@ gateway::Conversation long_chat(uint64_t seed, int64_t tokens) {
 
 void add_turn(gateway::Conversation& c, Gen& g, int i) {
     c.messages.push_back({"assistant", join(prose_paragraphs(g, 400), "\n\n"), false});
-    c.messages.push_back({"user", "Follow-up " + std::to_string(i) + ": and what about the " + std::string(g.pick(pools().noun)) + " of " + std::string(g.pick(pools().place)) + "?", true});
+    c.messages.push_back({"user",
+                          "Follow-up " + std::to_string(i) + ": and what about the " + std::string(g.pick(pools().noun)) +
+                              " of " + std::string(g.pick(pools().place)) + "?",
+                          true});
 }
 
 struct Series {
@@ -65,8 +69,9 @@ struct Series {
     }
     void print(const char* name) const {
         using strata::bench::median;
-        std::printf("%-8s %9.1f %9.1f %12.1f %9.1f %9.1f %11lld %10lld %7d/%-7d %s\n", name, median(total), median(session), median(chunk_count), median(index), median(retrieve),
-                    static_cast<long long>(tokens_in), static_cast<long long>(tokens_out), chunks_new, chunks_total, hit ? "hit" : "miss");
+        std::printf("%-8s %9.1f %9.1f %12.1f %9.1f %9.1f %11lld %10lld %7d/%-7d %s\n", name, median(total), median(session),
+                    median(chunk_count), median(index), median(retrieve), static_cast<long long>(tokens_in),
+                    static_cast<long long>(tokens_out), chunks_new, chunks_total, hit ? "hit" : "miss");
     }
 };
 
@@ -85,7 +90,8 @@ int main(int argc, char** argv) {
         else if (a == "--tokenizer" && i + 1 < argc) tok_dir = argv[++i];
         else if (a == "--work" && i + 1 < argc) work = argv[++i];
         else {
-            std::fprintf(stderr, "usage: bench_assemble_speed [--tokens N] [--runs R] [--budget B] [--tokenizer DIR] [--work DIR]\n");
+            std::fprintf(stderr,
+                         "usage: bench_assemble_speed [--tokens N] [--runs R] [--budget B] [--tokenizer DIR] [--work DIR]\n");
             return 2;
         }
     }
@@ -100,11 +106,14 @@ int main(int argc, char** argv) {
             const auto t0 = Clock::now();
             const size_t n = tok->encode_parallel(all, 2, false).size();
             const double ms = ms_since(t0);
-            std::printf("conversation: %zu messages, %.1f MB, %zu tokens; tokenizer alone (encode_parallel, 2 threads) %.0f ms = %.1f MB/s\n",
-                        chat.messages.size(), all.size() / 1e6, n, ms, all.size() / 1e3 / ms);
+            std::printf(
+                "conversation: %zu messages, %.1f MB, %zu tokens; tokenizer alone (encode_parallel, 2 threads) %.0f ms = %.1f "
+                "MB/s\n",
+                chat.messages.size(), all.size() / 1e6, n, ms, all.size() / 1e3 / ms);
         }
         const gateway::AssembleOptions opt{.budget_tokens = budget};
-        std::printf("%-8s %9s %9s %12s %9s %9s %11s %10s %15s\n", "case", "total ms", "session", "chunk+count", "index", "retrieve", "tokens in", "tokens out", "chunks new/all");
+        std::printf("%-8s %9s %9s %12s %9s %9s %11s %10s %15s\n", "case", "total ms", "session", "chunk+count", "index",
+                    "retrieve", "tokens in", "tokens out", "chunks new/all");
 
         Series first, next, restart, paste;
         const auto db = work / "sessions.db";
@@ -115,27 +124,40 @@ int main(int argc, char** argv) {
             gateway::SessionStore store({.path = db});
             gateway::ContextAssembler a(&store, count);
             auto t0 = Clock::now();
-            { const auto res = a.assemble("bench", chat, opt); first.add(res, ms_since(t0)); }
+            {
+                const auto res = a.assemble("bench", chat, opt);
+                first.add(res, ms_since(t0));
+            }
             add_turn(chat, g, ++turn);
             t0 = Clock::now();
-            { const auto res = a.assemble("bench", chat, opt); next.add(res, ms_since(t0)); }
+            {
+                const auto res = a.assemble("bench", chat, opt);
+                next.add(res, ms_since(t0));
+            }
             chat.messages.resize(chat.messages.size() - 2);
         }
-        {   // Restart: the store file holds the conversation; each run reopens it and asks a new next turn.
+        {  // Restart: the store file holds the conversation; each run reopens it and asks a new next turn.
             for (int r = 0; r < runs; ++r) {
                 gateway::SessionStore store({.path = db});
                 gateway::ContextAssembler a(&store, count);
                 add_turn(chat, g, ++turn);
                 const auto t0 = Clock::now();
-                { const auto res = a.assemble("bench", chat, opt); restart.add(res, ms_since(t0)); }
+                {
+                    const auto res = a.assemble("bench", chat, opt);
+                    restart.add(res, ms_since(t0));
+                }
             }
         }
         {
-            gateway::Conversation p = paste_conversation(join(prose_paragraphs(g, tokens), "\n\n"), "What is the secret passphrase for the quiet orchard project?");
+            gateway::Conversation p = paste_conversation(join(prose_paragraphs(g, tokens), "\n\n"),
+                                                         "What is the secret passphrase for the quiet orchard project?");
             for (int r = 0; r < runs; ++r) {
                 gateway::ContextAssembler a(nullptr, count);
                 const auto t0 = Clock::now();
-                { const auto res = a.assemble("bench", p, opt); paste.add(res, ms_since(t0)); }
+                {
+                    const auto res = a.assemble("bench", p, opt);
+                    paste.add(res, ms_since(t0));
+                }
             }
         }
         first.print("first");

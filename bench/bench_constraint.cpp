@@ -85,14 +85,12 @@ double percentile(std::vector<double> v, double p) {
 }
 
 void print(const char* what, const Stats& s) {
-    std::printf("  %-22s %6zu steps  mask median %8.1f us  p90 %8.1f  max %8.1f   accept median %6.2f us\n",
-                what, s.mask_us.size(), percentile(s.mask_us, 0.5), percentile(s.mask_us, 0.9),
-                percentile(s.mask_us, 1.0), percentile(s.accept_us, 0.5));
+    std::printf("  %-22s %6zu steps  mask median %8.1f us  p90 %8.1f  max %8.1f   accept median %6.2f us\n", what,
+                s.mask_us.size(), percentile(s.mask_us, 0.5), percentile(s.mask_us, 0.9), percentile(s.mask_us, 1.0),
+                percentile(s.accept_us, 0.5));
 }
 
-double since_us(Clock::time_point t0) {
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
+double since_us(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
 void run_document(JsonConstraint& c, const std::vector<int32_t>& ids, int32_t end_token, Stats& stats) {
     TokenMask mask;
@@ -109,8 +107,7 @@ void run_document(JsonConstraint& c, const std::vector<int32_t>& ids, int32_t en
     }
 }
 
-void run_random(JsonConstraint& c, const TokenIndex& index, std::mt19937& rng, Stats& stats,
-                size_t& total_tokens) {
+void run_random(JsonConstraint& c, const TokenIndex& index, std::mt19937& rng, Stats& stats, size_t& total_tokens) {
     TokenMask mask;
     c.reset();
     std::vector<int32_t> allowed, closing;
@@ -157,16 +154,11 @@ int main(int argc, char** argv) {
     uint32_t seed = 1;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "-m" && i + 1 < argc)
-            model = argv[++i];
-        else if (a == "--runs" && i + 1 < argc)
-            runs = std::max(1, std::atoi(argv[++i]));
-        else if (a == "--random-docs" && i + 1 < argc)
-            random_docs = std::max(0, std::atoi(argv[++i]));
-        else if (a == "--seed" && i + 1 < argc)
-            seed = static_cast<uint32_t>(std::atoi(argv[++i]));
-        else
-            return usage();
+        if (a == "-m" && i + 1 < argc) model = argv[++i];
+        else if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--random-docs" && i + 1 < argc) random_docs = std::max(0, std::atoi(argv[++i]));
+        else if (a == "--seed" && i + 1 < argc) seed = static_cast<uint32_t>(std::atoi(argv[++i]));
+        else return usage();
     }
     if (model.empty()) return usage();
     try {
@@ -174,21 +166,18 @@ int main(int argc, char** argv) {
         const auto tok = tokenizer::Tokenizer::from_gguf(*f);
         auto t0 = Clock::now();
         const auto index = std::make_shared<TokenIndex>(*tok);
-        std::printf(
-            "vocabulary %d tokens; TokenIndex built in %.0f ms (trie %u nodes, non-plain trie %u nodes)\n",
-            tok->n_vocab(), since_us(t0) / 1000, index->all_tokens().size(),
-            index->non_plain_tokens().size());
+        std::printf("vocabulary %d tokens; TokenIndex built in %.0f ms (trie %u nodes, non-plain trie %u nodes)\n",
+                    tok->n_vocab(), since_us(t0) / 1000, index->all_tokens().size(), index->non_plain_tokens().size());
         if (index->end_tokens().empty()) throw Error(model + ": the vocabulary has no end token");
         const int32_t end_token = index->end_tokens().front();
 
         for (const Case& cs : kCases) {
             t0 = Clock::now();
-            const auto grammar =
-                cs.schema ? JsonGrammar::from_schema_text(cs.schema) : JsonGrammar::any_json_object();
+            const auto grammar = cs.schema ? JsonGrammar::from_schema_text(cs.schema) : JsonGrammar::any_json_object();
             const double compile_us = since_us(t0);
             const std::vector<int32_t> ids = tok->encode(cs.document, false);
-            std::printf("%s: schema compiled in %.0f us; document %zu bytes, %zu tokens\n", cs.name,
-                        compile_us, std::string(cs.document).size(), ids.size());
+            std::printf("%s: schema compiled in %.0f us; document %zu bytes, %zu tokens\n", cs.name, compile_us,
+                        std::string(cs.document).size(), ids.size());
             for (const bool cached : {true, false}) {
                 JsonConstraint c(grammar, index);
                 if (!cached) c.set_mask_cache_size(0);

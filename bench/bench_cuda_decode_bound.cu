@@ -45,9 +45,9 @@
 #include <string>
 #include <vector>
 
-#include "devices/backend_factory.h"
 #include "bench_util.h"
 #include "cuda/cuda_common.cuh"
+#include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/architecture.h"
 
@@ -69,10 +69,10 @@ enum Phase { kIn, kMix, kOut, kRouter, kGateUp, kDown, kHead, kPhases };
 const char* const kPhaseNames[kPhases] = {"in", "mix", "out", "router", "gate_up", "down", "head"};
 
 struct PhaseRange {
-    int begin, end;          // its tiles
-    int pf_begin, pf_end;    // tiles it asks L2 for first (persistent+prefetch)
-    bool known_early;        // addresses independent of this layer's routing
-    bool next_known;         // the next phase's addresses are known while this one runs
+    int begin, end;        // its tiles
+    int pf_begin, pf_end;  // tiles it asks L2 for first (persistent+prefetch)
+    bool known_early;      // addresses independent of this layer's routing
+    bool next_known;       // the next phase's addresses are known while this one runs
 };
 
 // One tile's loads of this thread, issued together (kLoadsPerThread in flight).
@@ -180,7 +180,8 @@ __global__ void persistent_kernel(const Tile* tiles, const PhaseRange* phases, i
         const PhaseRange r = phases[p];
         if (mode == 1) prefetch_tiles(tiles, r.pf_begin, r.pf_end, blockIdx.x, gridDim.x);
         if (has_pending) acc ^= pending.folded();
-        acc ^= read_tiles(tiles, r.begin, r.end, static_cast<int>(blockIdx.x) + (has_pending ? static_cast<int>(gridDim.x) : 0), gridDim.x);
+        acc ^= read_tiles(tiles, r.begin, r.end, static_cast<int>(blockIdx.x) + (has_pending ? static_cast<int>(gridDim.x) : 0),
+                          gridDim.x);
         has_pending = false;
         if (p + 1 < n_phases) {
             const PhaseRange& n = phases[p + 1];
@@ -217,7 +218,8 @@ void add_tiles(Step& s, const uint8_t* p, size_t bytes) {
     const uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~uintptr_t{15};
     const size_t units = hi > lo ? (hi - lo) / 16 : 0;
     for (size_t u = 0; u < units; u += kTileUnits)
-        s.tiles.push_back({reinterpret_cast<const uint4*>(lo) + u, static_cast<uint32_t>(std::min<size_t>(kTileUnits, units - u))});
+        s.tiles.push_back(
+            {reinterpret_cast<const uint4*>(lo) + u, static_cast<uint32_t>(std::min<size_t>(kTileUnits, units - u))});
 }
 
 }  // namespace
@@ -295,7 +297,8 @@ int main(int argc, char** argv) {
         // The mix phase's bytes: the KV cache at `depth` (f16) or a Gated DeltaNet state (f32).
         const size_t kv_bytes = static_cast<size_t>(std::max(depth, 1)) * static_cast<size_t>(c.n_head_kv) *
                                 static_cast<size_t>(c.head_dim_k + c.head_dim_v) * 2;
-        const size_t state_bytes = c.ssm_d_inner > 0 ? static_cast<size_t>(c.ssm_d_inner) * static_cast<size_t>(c.ssm_d_state) * 4 : 0;
+        const size_t state_bytes =
+            c.ssm_d_inner > 0 ? static_cast<size_t>(c.ssm_d_inner) * static_cast<size_t>(c.ssm_d_state) * 4 : 0;
         std::vector<uint8_t*> mix(static_cast<size_t>(c.n_layer));
         for (auto& m : mix) {
             const size_t b = std::max(kv_bytes, state_bytes) + 16;
@@ -308,7 +311,8 @@ int main(int argc, char** argv) {
         std::mt19937 rng(1234);
         for (int64_t l = 0; l < c.n_layer; ++l) {
             auto& L = layers[static_cast<size_t>(l)];
-            const bool gdn = std::any_of(L.in.begin(), L.in.end(), [](const auto& e) { return e.first->name.find("ssm_") != std::string::npos; });
+            const bool gdn = std::any_of(L.in.begin(), L.in.end(),
+                                         [](const auto& e) { return e.first->name.find("ssm_") != std::string::npos; });
             std::vector<int> ids(static_cast<size_t>(c.n_expert));
             for (int i = 0; i < c.n_expert; ++i) ids[static_cast<size_t>(i)] = i;
             std::shuffle(ids.begin(), ids.end(), rng);
@@ -367,7 +371,8 @@ int main(int argc, char** argv) {
             for (size_t p = 0; p < s.phases.size(); ++p) {
                 auto& r = s.phases[p];
                 asked = std::max(asked, static_cast<int>(p) + 1);
-                r.pf_begin = r.pf_end = s.phases[static_cast<size_t>(std::min<int>(asked, static_cast<int>(s.phases.size()) - 1))].begin;
+                r.pf_begin = r.pf_end =
+                    s.phases[static_cast<size_t>(std::min<int>(asked, static_cast<int>(s.phases.size()) - 1))].begin;
                 size_t bytes = 0;
                 int q = asked;
                 for (; q < static_cast<int>(s.phases.size()); ++q) {
@@ -386,8 +391,8 @@ int main(int argc, char** argv) {
 
         const double copy_bw = strata::devices::cuda_copy_bandwidth(0) * 1e9;
         std::printf("model: %s (%s, %lld layers, %lld/%lld experts), %.2f GiB on the device\n", path.c_str(), c.arch_name.c_str(),
-                    static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used), static_cast<long long>(c.n_expert),
-                    allocated / (1 << 30));
+                    static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used),
+                    static_cast<long long>(c.n_expert), allocated / (1 << 30));
         std::printf("device: %s, %d SMs; copy bandwidth %.1f GB/s\n", prop.name, prop.multiProcessorCount, copy_bw / 1e9);
         std::printf("a step: %zu phases, %zu tiles of <= 16 KiB, %.1f MB of weights (+ %.1f MB KV/state at depth %d)\n",
                     s.phases.size(), s.tiles.size(), s.weight_bytes / 1e6, s.other_bytes / 1e6, depth);
@@ -436,7 +441,8 @@ int main(int argc, char** argv) {
                 attr[0].val.programmaticStreamSerializationAllowed = 1;
                 cfg.attrs = attr;
                 cfg.numAttrs = 1;
-                check(cudaLaunchKernelEx(&cfg, phase_kernel, static_cast<const Tile*>(d_tiles), r.begin, r.end, r.known_early ? mode : 0, d_sink),
+                check(cudaLaunchKernelEx(&cfg, phase_kernel, static_cast<const Tile*>(d_tiles), r.begin, r.end,
+                                         r.known_early ? mode : 0, d_sink),
                       "launch");
             }
             check(cudaStreamEndCapture(stream, &g), "capture");
@@ -460,14 +466,20 @@ int main(int argc, char** argv) {
                     const PhaseRange* ph = d_phases;
                     int np = n_phases;
                     void* args[] = {&t, &ph, &np, &pmode, &d_barriers, &d_sink};
-                    check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(resident), dim3(kThreads), args, 0, stream),
+                    check(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(persistent_kernel), dim3(resident), dim3(kThreads),
+                                                      args, 0, stream),
                           "cooperative launch");
                 }
             }
             check(cudaGetLastError(), "launch");
         };
-        const char* const mode_names[] = {"stream",     "kernels",             "kernels+prefetch",   "kernels+loadahead",
-                                          "persistent", "persistent+prefetch", "persistent+loadahead"};
+        const char* const mode_names[] = {"stream",
+                                          "kernels",
+                                          "kernels+prefetch",
+                                          "kernels+loadahead",
+                                          "persistent",
+                                          "persistent+prefetch",
+                                          "persistent+loadahead"};
         constexpr int kModes = 7;
         std::vector<std::vector<double>> ms(kModes);
         cudaEvent_t e0, e1;
@@ -484,13 +496,13 @@ int main(int argc, char** argv) {
                 if (round > 0) ms[static_cast<size_t>(mode)].push_back(t / steps);
             }
         }
-        std::printf("%d blocks of %d threads resident (%d per SM); medians of %d rounds of %d steps\n", resident, kThreads, per_sm,
-                    rounds, steps);
+        std::printf("%d blocks of %d threads resident (%d per SM); medians of %d rounds of %d steps\n", resident, kThreads,
+                    per_sm, rounds, steps);
         std::printf("| way | µs / step | steps/s | weight bytes / s | share of copy bandwidth |\n|---|---|---|---|---|\n");
         for (int mode = 0; mode < kModes; ++mode) {
             const double t = median(ms[static_cast<size_t>(mode)]) * 1e-3;
-            std::printf("| %s | %.1f | %.1f | %.1f GB/s | %.0f %% |\n", mode_names[mode], t * 1e6, 1.0 / t, s.weight_bytes / t / 1e9,
-                        100.0 * s.weight_bytes / t / copy_bw);
+            std::printf("| %s | %.1f | %.1f | %.1f GB/s | %.0f %% |\n", mode_names[mode], t * 1e6, 1.0 / t,
+                        s.weight_bytes / t / 1e9, 100.0 * s.weight_bytes / t / copy_bw);
         }
         for (void* p : allocations) cudaFree(p);
     } catch (const std::exception& e) {

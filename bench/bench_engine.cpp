@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "devices/backend_factory.h"
 #include "bench_util.h"
+#include "devices/backend_factory.h"
 #include "model/model.h"
 #include "runtime/json_constraint.h"
 #include "runtime/scheduler.h"
@@ -113,7 +113,8 @@ std::vector<int> parse_list(const char* s) {
 
 // Decode tokens/s with c sequences: prompts of 32 tokens are prefilled first (not timed), then
 // n steps of pure decode are timed.
-double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int n, const std::string& sampling, RowSampling rows) {
+double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int n, const std::string& sampling,
+                   RowSampling rows) {
     runtime::SchedulerOptions o;
     o.max_running = c;
     o.max_batched_tokens = std::max(512, c + 64);
@@ -206,7 +207,9 @@ int main(int argc, char** argv) {
         }
     }
     if (path.empty() || (mode != "decode" && mode != "ttft" && mode != "constraint")) {
-        std::fprintf(stderr, "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] [--sampling S,..] [--rows auto,never] [-r R] | ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2] [--device cpu|cuda]\n");
+        std::fprintf(stderr,
+                     "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] [--sampling S,..] [--rows auto,never] [-r R] | "
+                     "ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2] [--device cpu|cuda]\n");
         return 2;
     }
     devices::BackendOptions bo;
@@ -242,7 +245,8 @@ int main(int argc, char** argv) {
             for (const auto& sm : samplings)
                 for (RowSampling rm : rows_modes)
                     for (int c : conc) rates[{sm, static_cast<int>(rm), c}].push_back(decode_rate(*m, *tok, c, n, sm, rm));
-        std::printf("| sampling | rows | concurrent sequences | aggregate decode tok/s (median of %d) |\n|---|---|---:|---:|\n", rounds);
+        std::printf("| sampling | rows | concurrent sequences | aggregate decode tok/s (median of %d) |\n|---|---|---:|---:|\n",
+                    rounds);
         for (const auto& sm : samplings)
             for (RowSampling rm : rows_modes)
                 for (int c : conc)
@@ -267,7 +271,9 @@ int main(int argc, char** argv) {
             warm.push_back(time_to_first_token(s, "warm", with(static_cast<uint32_t>(rep + 50)), &cached_warm));
         }
         const double c = median(cold), w = median(warm);
-        std::printf("| prompt | TTFT, empty cache | TTFT, shared prefix cached | cached tokens | speed-up |\n|---|---:|---:|---:|---:|\n");
+        std::printf(
+            "| prompt | TTFT, empty cache | TTFT, shared prefix cached | cached tokens | speed-up "
+            "|\n|---|---:|---:|---:|---:|\n");
         std::printf("| %lld shared + %lld new tokens | %.3f s | %.3f s | %lld | %.1fx |\n", static_cast<long long>(prefix),
                     static_cast<long long>(suffix), c, w, static_cast<long long>(cached_warm), c / w);
         (void)cached_cold;
@@ -306,7 +312,9 @@ int main(int argc, char** argv) {
             run(true);
         }
         const double free_s = median(steps_free), con_s = median(steps_con);
-        std::printf("| decode step (median of all steps, 3 alternating runs each) | unconstrained | JSON schema | overhead |\n|---|---:|---:|---:|\n");
+        std::printf(
+            "| decode step (median of all steps, 3 alternating runs each) | unconstrained | JSON schema | overhead "
+            "|\n|---|---:|---:|---:|\n");
         std::printf("| one sequence, %lld / %lld tokens | %.2f ms | %.2f ms | %+.1f%% |\n", static_cast<long long>(n_free),
                     static_cast<long long>(n_con), free_s * 1e3, con_s * 1e3, (con_s / free_s - 1) * 100);
     }

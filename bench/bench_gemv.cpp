@@ -24,14 +24,14 @@
 #include <string>
 #include <vector>
 
-#include "util/cpu_features.h"
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
-#include "util/thread_pool.h"
 #include "quant/blocks.h"
 #include "quant/quantize.h"
 #include "quant/types.h"
+#include "util/cpu_features.h"
 #include "util/fp16.h"
+#include "util/thread_pool.h"
 
 namespace {
 
@@ -162,7 +162,8 @@ double read_bandwidth(util::ThreadPool& pool, const Buffer& buf, int reps, doubl
 }
 
 struct Options {
-    std::vector<std::string> types = {"q4_K", "q8_0", "q4_0", "q5_K", "q6_K", "iq4_xs", "iq4_nl", "iq3_xxs", "iq2_xxs", "f16", "bf16"};
+    std::vector<std::string> types = {"q4_K",   "q8_0",    "q4_0",    "q5_K", "q6_K", "iq4_xs",
+                                      "iq4_nl", "iq3_xxs", "iq2_xxs", "f16",  "bf16"};
     std::vector<int> threads = {1, 2};
     std::vector<int> batches = {1, 8, 16};
     int reps = 30;
@@ -205,9 +206,10 @@ Options parse(int argc, char** argv) {
         } else if (a == "--no-bw") {
             o.measure_bw = false;
         } else {
-            std::fprintf(stderr,
-                         "usage: bench_gemv [--types q4_K,q8_0] [--threads 1,2] [--batch 1,8,16] [--reps N] [--isa scalar|avx2|avx512]\n"
-                         "                  [--rows R] [--cols C] [--min-mb MB] [--no-bw]\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_gemv [--types q4_K,q8_0] [--threads 1,2] [--batch 1,8,16] [--reps N] [--isa scalar|avx2|avx512]\n"
+                "                  [--rows R] [--cols C] [--min-mb MB] [--no-bw]\n");
             std::exit(a == "--help" || a == "-h" ? 0 : 2);
         }
     }
@@ -269,7 +271,8 @@ int main(int argc, char** argv) {
         for (int m = 0; m < copies; ++m) {
             mats.emplace_back(mat_bytes);
             for (int64_t r = 0; r < opt.rows; ++r) {
-                std::memcpy(mats.back().data + static_cast<size_t>(r) * rb, pattern.data() + static_cast<size_t>(r % pattern_rows) * rb, rb);
+                std::memcpy(mats.back().data + static_cast<size_t>(r) * rb,
+                            pattern.data() + static_cast<size_t>(r % pattern_rows) * rb, rb);
             }
         }
         const int max_batch = *std::max_element(opt.batches.begin(), opt.batches.end());
@@ -295,8 +298,8 @@ int main(int argc, char** argv) {
                 const double gbs = static_cast<double>(mat_bytes) / med / 1e9;
                 char tok[32] = "";
                 if (batch > 1) std::snprintf(tok, sizeof tok, "%9.1f", batch / med);
-                std::printf("%-8s %7d %5d %10.3f %10.2f %8.0f%% %10.2f %9s\n", name.c_str(), opt.threads[ti], batch, med * 1e3, gbs,
-                            100.0 * gbs / bw[ti], static_cast<double>(mat_bytes) / best / 1e9, tok);
+                std::printf("%-8s %7d %5d %10.3f %10.2f %8.0f%% %10.2f %9s\n", name.c_str(), opt.threads[ti], batch, med * 1e3,
+                            gbs, 100.0 * gbs / bw[ti], static_cast<double>(mat_bytes) / best / 1e9, tok);
                 std::fflush(stdout);
             }
         }

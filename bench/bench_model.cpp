@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
-#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
 #include "bench_util.h"
-#include "util/thread_pool.h"
+#include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "util/thread_pool.h"
 
 using namespace strata;
 
@@ -53,7 +53,8 @@ double read_bandwidth(int threads) {
             for (size_t i = begin; i < end; i += 16) s += buf[i] ^ buf[i + 4] ^ buf[i + 8] ^ buf[i + 12];
             sums[static_cast<size_t>(task)] = s;
         });
-        runs.push_back(static_cast<double>(n * 4) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9);
+        runs.push_back(static_cast<double>(n * 4) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                       1e9);
     }
     volatile uint64_t sink = sums[0];
     (void)sink;
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
         else if (a == "--device") device = next();
         else if (a == "-g") greedy_ids = true;
         else {
-            std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
+            std::fprintf(stderr,
+                         "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
             return 2;
         }
     }
@@ -110,8 +112,9 @@ int main(int argc, char** argv) {
             if (t.name.find("_exps.") != std::string::npos) expert_bytes += t.n_bytes;
             else if (t.name != "token_embd.weight" || c.tied_output) other += t.n_bytes;
         }
-        const double per_token =
-            static_cast<double>(other) + static_cast<double>(expert_bytes) * static_cast<double>(c.n_expert_used) / static_cast<double>(c.n_expert);
+        const double per_token = static_cast<double>(other) + static_cast<double>(expert_bytes) *
+                                                                  static_cast<double>(c.n_expert_used) /
+                                                                  static_cast<double>(c.n_expert);
         std::printf("model: %s (%s, %lld layers, %lld/%lld experts), %.2f GiB of weights, %d threads\n", path.c_str(),
                     c.arch_name.c_str(), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_expert_used),
                     static_cast<long long>(c.n_expert), static_cast<double>(m->weight_bytes()) / (1 << 30), threads);

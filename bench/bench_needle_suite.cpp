@@ -88,24 +88,28 @@ int main(int argc, char** argv) {
                 const auto t0 = std::chrono::steady_clock::now();
                 const gateway::AssembleResult r = assembler.assemble("needles", k.conversation, o);
                 t.ms[budget].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-                if (r.stats.tokens_out > budget) std::printf("!! %s over budget: %lld > %lld\n", k.kind.c_str(), static_cast<long long>(r.stats.tokens_out), static_cast<long long>(budget));
+                if (r.stats.tokens_out > budget)
+                    std::printf("!! %s over budget: %lld > %lld\n", k.kind.c_str(), static_cast<long long>(r.stats.tokens_out),
+                                static_cast<long long>(budget));
                 const int f = needles_found(k, r);
                 t.found[budget] += f;
                 t.all_found[budget] += f == static_cast<int>(k.needles.size()) ? 1 : 0;
                 if (budget == budgets.front()) t.tokens = std::max(t.tokens, r.stats.tokens_in);
                 if (f < static_cast<int>(k.needles.size()) && std::getenv("NEEDLE_VERBOSE"))
-                    std::printf("miss: %s depth %.2f budget %lld found %d/%zu\n", k.kind.c_str(), k.depth, static_cast<long long>(budget), f, k.needles.size());
+                    std::printf("miss: %s depth %.2f budget %lld found %d/%zu\n", k.kind.c_str(), k.depth,
+                                static_cast<long long>(budget), f, k.needles.size());
             }
         }
         std::printf("%-8s %6s %8s %10s", "kind", "cases", "needles", "max tokens");
-        for (int64_t b : budgets) std::printf("   recall@%-6lld all@%-6lld  ms", static_cast<long long>(b), static_cast<long long>(b));
+        for (int64_t b : budgets)
+            std::printf("   recall@%-6lld all@%-6lld  ms", static_cast<long long>(b), static_cast<long long>(b));
         std::printf("\n");
         for (const std::string& kind : order) {
             const Tally& t = by_kind[kind];
             std::printf("%-8s %6d %8d %10lld", kind.c_str(), t.cases, t.needles, static_cast<long long>(t.tokens));
             for (int64_t b : budgets)
-                std::printf("   %7.1f%%      %5.1f%%  %5.0f", 100.0 * t.found.at(b) / t.needles, 100.0 * t.all_found.at(b) / t.cases,
-                            strata::bench::median(t.ms.at(b)));
+                std::printf("   %7.1f%%      %5.1f%%  %5.0f", 100.0 * t.found.at(b) / t.needles,
+                            100.0 * t.all_found.at(b) / t.cases, strata::bench::median(t.ms.at(b)));
             std::printf("\n");
         }
     } catch (const std::exception& e) {

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "devices/backend_factory.h"
-#include "util/cpu_features.h"
 #include "runtime/sampler.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace {
@@ -74,7 +74,9 @@ int rows_on_device(const std::string& device, int n_rows, const std::vector<floa
     std::vector<float> host(static_cast<size_t>(n_rows * vocab));
     std::printf("sampling %d rows of %lld logits on %s, per decode step, median of %d runs of 20 steps\n", n_rows,
                 static_cast<long long>(vocab), device.c_str(), runs);
-    std::printf("| sampling | rows to the host + Sampler::sample | sample_rows + Sampler::sample_row | ratio | whole rows |\n|---|---:|---:|---:|---:|\n");
+    std::printf(
+        "| sampling | rows to the host + Sampler::sample | sample_rows + Sampler::sample_row | ratio | whole rows "
+        "|\n|---|---:|---:|---:|---:|\n");
     const int32_t k = backend::kMaxRowSampleTop;
     for (const Case& c : cases) {
         std::vector<Sampler> samplers;
@@ -159,8 +161,8 @@ int main(int argc, char** argv) {
             {"T 0.8 + top_p 0.9 + logprobs", params(0.8f, 0, 0.9f, 0.0f, true)},
         };
         if (!device.empty()) return rows_on_device(device, n_rows, logits, cases, runs);
-        std::printf("sampler, %d logits ~ N(0, %.1f), median of %d runs, exp kernels: %s\n", vocab,
-                    static_cast<double>(scale), runs, strata::util::isa_name(strata::util::best_isa()));
+        std::printf("sampler, %d logits ~ N(0, %.1f), median of %d runs, exp kernels: %s\n", vocab, static_cast<double>(scale),
+                    runs, strata::util::isa_name(strata::util::best_isa()));
         for (const Case& c : cases) {
             Sampler sampler(c.params, vocab);
             const int batch = 50;

@@ -37,7 +37,8 @@ inline std::filesystem::path qwen3_tokenizer_dir(const std::filesystem::path& so
 
 // A GGUF holding only the tokenizer metadata (as `strata make-model --tokenizer` writes it),
 // written to gguf_path once, then loaded.
-inline std::unique_ptr<tokenizer::Tokenizer> load_qwen3_tokenizer(const std::filesystem::path& dir, const std::filesystem::path& gguf_path) {
+inline std::unique_ptr<tokenizer::Tokenizer> load_qwen3_tokenizer(const std::filesystem::path& dir,
+                                                                  const std::filesystem::path& gguf_path) {
     if (!std::filesystem::exists(gguf_path)) {
         gguf::Writer w;
         w.set("general.architecture", gguf::Value::of_string("qwen3moe"));
@@ -98,28 +99,34 @@ struct Pools {
         "repaired inspected painted visited described measured ordered borrowed delivered rebuilt sketched recorded "
         "cataloged polished guarded abandoned restored surveyed praised criticized funded organized postponed announced "
         "translated copied examined cleaned moved sold");
-    std::vector<std::string_view> adverb = words(
-        "slowly carefully eagerly quietly twice reluctantly suddenly gradually often rarely patiently cheerfully");
-    std::vector<std::string_view> month = words("January February March April May June July August September October November December");
+    std::vector<std::string_view> adverb =
+        words("slowly carefully eagerly quietly twice reluctantly suddenly gradually often rarely patiently cheerfully");
+    std::vector<std::string_view> month =
+        words("January February March April May June July August September October November December");
     std::vector<std::string_view> color = words("red blue green yellow purple orange black white grey brown violet golden");
     std::vector<std::string_view> container = words("box chest crate trunk tin casket satchel drawer cabinet basket jar case");
     std::vector<std::string_view> room = words("attic cellar pantry study loft vestry scullery gallery boathouse stable chapel");
     std::vector<std::string_view> thing = words("door gate cabinet safe vault locker shed wardrobe");
     std::vector<std::string_view> dish = words("stew pie soup curry chowder risotto casserole tart dumplings pudding");
-    std::vector<std::string_view> ingredient = words(
-        "saffron cardamom tamarind juniper sumac fenugreek lovage chervil galangal asafoetida mace anise sorrel borage");
+    std::vector<std::string_view> ingredient =
+        words("saffron cardamom tamarind juniper sumac fenugreek lovage chervil galangal asafoetida mace anise sorrel borage");
     // Common Chinese characters and words.
     std::vector<std::string_view> hanzi = words(
-        "的 一 是 在 不 了 有 和 人 这 中 大 为 上 个 国 我 以 要 他 时 来 用 们 生 到 作 地 于 出 就 分 对 成 会 可 主 发 年 动 同 "
-        "工 也 能 下 过 子 说 产 种 面 而 方 后 多 定 行 学 法 所 民 得 经 十 三 之 进 着 等 部 度 家 电 力 里 如 水 化 高 自 二 理 起 小 "
-        "物 现 实 加 量 都 两 体 制 机 当 使 点 从 业 本 去 把 性 好 应 开 它 合 还 因 由 其 些 然 前 外 天 政 四 日 那 社 义 事 平 形 相 "
-        "全 表 间 样 与 关 各 重 新 线 内 数 正 心 反 你 明 看 原 又 么 利 比 或 但 质 气 第 向 道 命 此 变 条 只 没 结 解 问 意 建 月 公");
+        "的 一 是 在 不 了 有 和 人 这 中 大 为 上 个 国 我 以 要 他 时 来 用 们 生 到 作 地 于 出 就 分 对 成 会 可 主 发 年 动 "
+        "同 "
+        "工 也 能 下 过 子 说 产 种 面 而 方 后 多 定 行 学 法 所 民 得 经 十 三 之 进 着 等 部 度 家 电 力 里 如 水 化 高 自 二 "
+        "理 起 小 "
+        "物 现 实 加 量 都 两 体 制 机 当 使 点 从 业 本 去 把 性 好 应 开 它 合 还 因 由 其 些 然 前 外 天 政 四 日 那 社 义 事 "
+        "平 形 相 "
+        "全 表 间 样 与 关 各 重 新 线 内 数 正 心 反 你 明 看 原 又 么 利 比 或 但 质 气 第 向 道 命 此 变 条 只 没 结 解 问 意 "
+        "建 月 公");
     std::vector<std::string_view> ciyu = words(
         "城市 河流 学校 工厂 市场 图书馆 花园 火车站 医院 博物馆 公园 山谷 村庄 港口 桥梁 农民 工人 学生 老师 医生 "
         "研究 发展 建设 管理 生产 设计 计划 调查 会议 报告 历史 文化 经济 技术 科学 艺术 音乐 电影 新闻 天气 "
         "春天 夏天 秋天 冬天 早上 晚上 今天 明天 昨天 朋友 家庭 孩子 父母 邻居 旅行 工作 生活 时间 问题 方法");
     std::vector<std::string_view> cjk_surname = words("王 李 张 刘 陈 杨 赵 黄 周 吴 徐 孙 胡 朱 高 林 何 郭 马 罗");
-    std::vector<std::string_view> cjk_given = words("伟 芳 娜 敏 静 丽 强 磊 军 洋 勇 艳 杰 娟 涛 明 超 秀 霞 平 刚 桂 英 华 玉 兰 文 辉 鹏 宇");
+    std::vector<std::string_view> cjk_given =
+        words("伟 芳 娜 敏 静 丽 强 磊 军 洋 勇 艳 杰 娟 涛 明 超 秀 霞 平 刚 桂 英 华 玉 兰 文 辉 鹏 宇");
 };
 
 inline const Pools& pools() {
@@ -131,7 +138,9 @@ class Gen {
 public:
     explicit Gen(uint64_t seed) : rng_(seed) {}
     template <class T>
-    const T& pick(const std::vector<T>& v) { return v[rng_() % v.size()]; }
+    const T& pick(const std::vector<T>& v) {
+        return v[rng_() % v.size()];
+    }
     int64_t uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng_() % static_cast<uint64_t>(hi - lo + 1)); }
     double unit() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
     std::mt19937_64& rng() { return rng_; }
@@ -147,18 +156,63 @@ inline std::string prose_sentence(Gen& g) {
     std::string name = std::string(g.pick(p.first)) + " " + std::string(g.pick(p.last));
     std::string s;
     switch (g.uniform(0, 11)) {
-    case 0: s = name + " " + std::string(g.pick(p.verb)) + " the " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.noun)) + " in " + std::string(g.pick(p.place)) + " in " + std::string(g.pick(p.month)) + " " + std::to_string(g.uniform(1820, 2024)) + "."; break;
-    case 1: s = "The " + std::string(g.pick(p.noun)) + " of " + std::string(g.pick(p.place)) + " was " + std::string(g.pick(p.adverb)) + " " + std::string(g.pick(p.verb)) + " by " + std::to_string(g.uniform(2, 90)) + " volunteers."; break;
-    case 2: s = "According to the " + std::string(g.pick(p.noun)) + " records, " + name + " kept " + std::to_string(g.uniform(3, 4000)) + " " + std::string(g.pick(p.noun)) + "s near the " + std::string(g.pick(p.color)) + " " + std::string(g.pick(p.noun)) + "."; break;
-    case 3: s = "Nobody in " + std::string(g.pick(p.place)) + " remembered why the " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.noun)) + " had been " + std::string(g.pick(p.verb)) + " so " + std::string(g.pick(p.adverb)) + "."; break;
-    case 4: s = "In " + std::string(g.pick(p.month)) + ", " + name + " wrote that the " + std::string(g.pick(p.noun)) + " smelled of " + std::string(g.pick(p.ingredient)) + " and " + std::string(g.pick(p.adj)) + " rain."; break;
-    case 5: s = "A " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.container)) + " stood beside the " + std::string(g.pick(p.noun)) + ", though " + std::string(g.pick(p.first)) + " insisted it belonged in the " + std::string(g.pick(p.room)) + "."; break;
-    case 6: s = "The " + std::string(g.pick(p.noun)) + " committee met " + std::to_string(g.uniform(2, 40)) + " times before it " + std::string(g.pick(p.verb)) + " the plan for the " + std::string(g.pick(p.noun)) + "."; break;
-    case 7: s = name + " was " + std::string(g.pick(p.adverb)) + " convinced that " + std::string(g.pick(p.place)) + " needed a new " + std::string(g.pick(p.noun)) + " more than a " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.noun)) + "."; break;
-    case 8: s = "By " + std::to_string(g.uniform(1850, 2023)) + " the road between " + std::string(g.pick(p.place)) + " and " + std::string(g.pick(p.place)) + " carried " + std::to_string(g.uniform(10, 9000)) + " carts a week."; break;
-    case 9: s = "The " + std::string(g.pick(p.color)) + " " + std::string(g.pick(p.thing)) + " of the " + std::string(g.pick(p.noun)) + " was " + std::string(g.pick(p.verb)) + " after the " + std::string(g.pick(p.noun)) + " of " + std::to_string(g.uniform(1700, 2020)) + "."; break;
-    case 10: s = "Her cousin " + std::string(g.pick(p.first)) + " preferred " + std::string(g.pick(p.dish)) + " with " + std::string(g.pick(p.ingredient)) + ", which the " + std::string(g.pick(p.noun)) + " keeper found " + std::string(g.pick(p.adj)) + "."; break;
-    default: s = "Every " + std::string(g.pick(p.month)) + " the " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.noun)) + " in " + std::string(g.pick(p.place)) + " was " + std::string(g.pick(p.verb)) + " again."; break;
+        case 0:
+            s = name + " " + std::string(g.pick(p.verb)) + " the " + std::string(g.pick(p.adj)) + " " +
+                std::string(g.pick(p.noun)) + " in " + std::string(g.pick(p.place)) + " in " + std::string(g.pick(p.month)) +
+                " " + std::to_string(g.uniform(1820, 2024)) + ".";
+            break;
+        case 1:
+            s = "The " + std::string(g.pick(p.noun)) + " of " + std::string(g.pick(p.place)) + " was " +
+                std::string(g.pick(p.adverb)) + " " + std::string(g.pick(p.verb)) + " by " + std::to_string(g.uniform(2, 90)) +
+                " volunteers.";
+            break;
+        case 2:
+            s = "According to the " + std::string(g.pick(p.noun)) + " records, " + name + " kept " +
+                std::to_string(g.uniform(3, 4000)) + " " + std::string(g.pick(p.noun)) + "s near the " +
+                std::string(g.pick(p.color)) + " " + std::string(g.pick(p.noun)) + ".";
+            break;
+        case 3:
+            s = "Nobody in " + std::string(g.pick(p.place)) + " remembered why the " + std::string(g.pick(p.adj)) + " " +
+                std::string(g.pick(p.noun)) + " had been " + std::string(g.pick(p.verb)) + " so " +
+                std::string(g.pick(p.adverb)) + ".";
+            break;
+        case 4:
+            s = "In " + std::string(g.pick(p.month)) + ", " + name + " wrote that the " + std::string(g.pick(p.noun)) +
+                " smelled of " + std::string(g.pick(p.ingredient)) + " and " + std::string(g.pick(p.adj)) + " rain.";
+            break;
+        case 5:
+            s = "A " + std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.container)) + " stood beside the " +
+                std::string(g.pick(p.noun)) + ", though " + std::string(g.pick(p.first)) + " insisted it belonged in the " +
+                std::string(g.pick(p.room)) + ".";
+            break;
+        case 6:
+            s = "The " + std::string(g.pick(p.noun)) + " committee met " + std::to_string(g.uniform(2, 40)) +
+                " times before it " + std::string(g.pick(p.verb)) + " the plan for the " + std::string(g.pick(p.noun)) + ".";
+            break;
+        case 7:
+            s = name + " was " + std::string(g.pick(p.adverb)) + " convinced that " + std::string(g.pick(p.place)) +
+                " needed a new " + std::string(g.pick(p.noun)) + " more than a " + std::string(g.pick(p.adj)) + " " +
+                std::string(g.pick(p.noun)) + ".";
+            break;
+        case 8:
+            s = "By " + std::to_string(g.uniform(1850, 2023)) + " the road between " + std::string(g.pick(p.place)) + " and " +
+                std::string(g.pick(p.place)) + " carried " + std::to_string(g.uniform(10, 9000)) + " carts a week.";
+            break;
+        case 9:
+            s = "The " + std::string(g.pick(p.color)) + " " + std::string(g.pick(p.thing)) + " of the " +
+                std::string(g.pick(p.noun)) + " was " + std::string(g.pick(p.verb)) + " after the " +
+                std::string(g.pick(p.noun)) + " of " + std::to_string(g.uniform(1700, 2020)) + ".";
+            break;
+        case 10:
+            s = "Her cousin " + std::string(g.pick(p.first)) + " preferred " + std::string(g.pick(p.dish)) + " with " +
+                std::string(g.pick(p.ingredient)) + ", which the " + std::string(g.pick(p.noun)) + " keeper found " +
+                std::string(g.pick(p.adj)) + ".";
+            break;
+        default:
+            s = "Every " + std::string(g.pick(p.month)) + " the " + std::string(g.pick(p.adj)) + " " +
+                std::string(g.pick(p.noun)) + " in " + std::string(g.pick(p.place)) + " was " + std::string(g.pick(p.verb)) +
+                " again.";
+            break;
     }
     return s;
 }
@@ -259,10 +313,12 @@ struct Case {
 };
 
 // Puts each needle at its depth (a fraction of the blocks) as a sentence of its own.
-inline void insert_needles(std::vector<std::string>& blocks, const std::vector<std::pair<double, std::string>>& needles, Gen& g, bool cjk = false) {
+inline void insert_needles(std::vector<std::string>& blocks, const std::vector<std::pair<double, std::string>>& needles, Gen& g,
+                           bool cjk = false) {
     // Highest index first, so earlier positions stay valid.
     std::vector<std::pair<size_t, std::string>> at;
-    for (const auto& [d, text] : needles) at.emplace_back(std::min(blocks.size() - 1, static_cast<size_t>(d * static_cast<double>(blocks.size()))), text);
+    for (const auto& [d, text] : needles)
+        at.emplace_back(std::min(blocks.size() - 1, static_cast<size_t>(d * static_cast<double>(blocks.size()))), text);
     std::sort(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (const auto& [i, text] : at) {
         std::string& b = blocks[i];
@@ -287,7 +343,8 @@ inline std::string join(const std::vector<std::string>& blocks, std::string_view
 inline gateway::Conversation paste_conversation(std::string body, std::string_view question) {
     gateway::Conversation c;
     c.system = "You are a careful assistant. Answer from the user's documents.";
-    c.messages.push_back({"user", "Here is a document I need help with:\n\n" + body + "\n\nQuestion: " + std::string(question), true});
+    c.messages.push_back(
+        {"user", "Here is a document I need help with:\n\n" + body + "\n\nQuestion: " + std::string(question), true});
     return c;
 }
 
@@ -301,10 +358,15 @@ inline Case single_needle(uint64_t seed, int64_t tokens, double depth) {
     std::vector<std::pair<double, std::string>> ns{{depth, needle}};
     for (int d = 0; d < 3; ++d) {  // distractors: the same shape, other projects
         const std::string other = std::string(g.pick(p.adj)) + " " + std::string(g.pick(p.noun));
-        if (other != project) ns.emplace_back(g.unit(), "The secret passphrase for the " + other + " project is " + std::string(g.pick(p.ingredient)) + "-" + std::to_string(g.uniform(1000, 9999)) + ".");
+        if (other != project)
+            ns.emplace_back(g.unit(), "The secret passphrase for the " + other + " project is " +
+                                          std::string(g.pick(p.ingredient)) + "-" + std::to_string(g.uniform(1000, 9999)) + ".");
     }
     insert_needles(blocks, ns, g);
-    return {"single", depth, paste_conversation(join(blocks, "\n\n"), "What is the secret passphrase for the " + project + " project?"), {needle}};
+    return {"single",
+            depth,
+            paste_conversation(join(blocks, "\n\n"), "What is the secret passphrase for the " + project + " project?"),
+            {needle}};
 }
 
 inline Case multi_needle(uint64_t seed, int64_t tokens, int n_needles = 4) {
@@ -320,12 +382,14 @@ inline Case multi_needle(uint64_t seed, int64_t tokens, int n_needles = 4) {
         do ing = g.pick(p.ingredient);
         while (std::find(used.begin(), used.end(), ing) != used.end());
         used.push_back(ing);
-        needles.push_back("One of the secret ingredients in " + cook + "'s " + dish + " is " + std::string(ing) + ", added at minute " + std::to_string(g.uniform(2, 59)) + ".");
+        needles.push_back("One of the secret ingredients in " + cook + "'s " + dish + " is " + std::string(ing) +
+                          ", added at minute " + std::to_string(g.uniform(2, 59)) + ".");
         ns.emplace_back((i + g.unit()) / n_needles, needles.back());
     }
     auto blocks = prose_paragraphs(g, tokens);
     insert_needles(blocks, ns, g);
-    return {"multi", ns[0].first, paste_conversation(join(blocks, "\n\n"), "List every secret ingredient in " + cook + "'s " + dish + "."), needles};
+    return {"multi", ns[0].first,
+            paste_conversation(join(blocks, "\n\n"), "List every secret ingredient in " + cook + "'s " + dish + "."), needles};
 }
 
 inline Case two_hop(uint64_t seed, int64_t tokens, double depth) {
@@ -336,18 +400,24 @@ inline Case two_hop(uint64_t seed, int64_t tokens, double depth) {
     while (color2 == color1) color2 = std::string(g.pick(p.color));
     const std::string container(g.pick(p.container)), room(g.pick(p.room)), noun(g.pick(p.noun)), place(g.pick(p.place));
     const std::string hop1 = "The key to the " + color1 + " " + thing + " is hidden in the " + color2 + " " + container + ".";
-    const std::string hop2 = "The " + color2 + " " + container + " is kept in the " + room + " of the " + noun + " at " + place + ".";
+    const std::string hop2 =
+        "The " + color2 + " " + container + " is kept in the " + room + " of the " + noun + " at " + place + ".";
     auto blocks = prose_paragraphs(g, tokens);
     // The second hop anywhere; the first at the depth under test.
     std::vector<std::pair<double, std::string>> ns{{depth, hop1}, {g.unit(), hop2}};
     insert_needles(blocks, ns, g);
-    return {"two-hop", depth, paste_conversation(join(blocks, "\n\n"), "Where is the key to the " + color1 + " " + thing + "? Name the room and the building."), {hop1, hop2}};
+    return {"two-hop",
+            depth,
+            paste_conversation(join(blocks, "\n\n"),
+                               "Where is the key to the " + color1 + " " + thing + "? Name the room and the building."),
+            {hop1, hop2}};
 }
 
 inline Case code_needle(uint64_t seed, int64_t tokens, double depth) {
     Gen g(seed);
     std::string constant = identifier(g, true);
-    std::transform(constant.begin(), constant.end(), constant.begin(), [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
+    std::transform(constant.begin(), constant.end(), constant.begin(),
+                   [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
     constant += "_TIMEOUT_MS";
     const std::string needle = "static const int " + constant + " = " + std::to_string(g.uniform(10000, 99999)) + ";";
     auto blocks = code_blocks(g, tokens);
@@ -355,20 +425,23 @@ inline Case code_needle(uint64_t seed, int64_t tokens, double depth) {
     blocks.insert(blocks.begin() + static_cast<ptrdiff_t>(at), needle + "\n");
     gateway::Conversation c;
     c.system = "You are a senior engineer reviewing code.";
-    c.messages.push_back({"user", "```c\n" + join(blocks, "\n") + "```\n\nIn the code above, what value is " + constant + " set to?", true});
+    c.messages.push_back(
+        {"user", "```c\n" + join(blocks, "\n") + "```\n\nIn the code above, what value is " + constant + " set to?", true});
     return {"code", depth, std::move(c), {needle}};
 }
 
 inline Case cjk_needle(uint64_t seed, int64_t tokens, double depth) {
     Gen g(seed);
     const Pools& p = pools();
-    const std::string name = std::string(g.pick(p.cjk_surname)) + std::string(g.pick(p.cjk_given)) + std::string(g.pick(p.cjk_given));
+    const std::string name =
+        std::string(g.pick(p.cjk_surname)) + std::string(g.pick(p.cjk_given)) + std::string(g.pick(p.cjk_given));
     const std::string needle = name + "的保险箱密码是" + std::to_string(g.uniform(100000, 999999)) + "。";
     auto blocks = cjk_paragraphs(g, tokens);
     insert_needles(blocks, {{depth, needle}}, g, true);
     gateway::Conversation c;
     c.system = "你是一个认真的助手。";
-    c.messages.push_back({"user", "请阅读下面的文件：\n\n" + join(blocks, "\n\n") + "\n\n问题：" + name + "的保险箱密码是多少？", true});
+    c.messages.push_back(
+        {"user", "请阅读下面的文件：\n\n" + join(blocks, "\n\n") + "\n\n问题：" + name + "的保险箱密码是多少？", true});
     return {"cjk", depth, std::move(c), {needle}};
 }
 
@@ -377,7 +450,8 @@ inline Case chat_needle(uint64_t seed, int turns, int64_t tokens_per_turn, doubl
     Gen g(seed);
     const Pools& p = pools();
     const std::string place(g.pick(p.place));
-    const std::string combo = std::to_string(g.uniform(10, 99)) + "-" + std::to_string(g.uniform(10, 99)) + "-" + std::to_string(g.uniform(10, 99));
+    const std::string combo =
+        std::to_string(g.uniform(10, 99)) + "-" + std::to_string(g.uniform(10, 99)) + "-" + std::to_string(g.uniform(10, 99));
     const std::string needle = "By the way, my locker combination at the " + place + " gym is " + combo + ".";
     gateway::Conversation c;
     c.system = "You are a friendly assistant with a long memory.";

@@ -1,16 +1,16 @@
 // libFuzzer target over the engine's line protocol: any line must be parsed into a command or an
 // error message — and a submit that parses must run to its done event on a real (tiny) model
 // without crashing, hanging or leaking KV memory.
+#include <unistd.h>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include "backend/cpu_backend.h"
-#include "model_tools/make_model.h"
 #include "model/model.h"
+#include "model_tools/make_model.h"
 #include "runtime/engine_protocol.h"
 #include "runtime/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -78,7 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         return 0;
     }
     for (int i = 0; i < 64 && w.sched->has_work(); ++i) w.sched->step();
-    if (w.sched->has_work() || sink.done != 1) __builtin_trap();  // every request ends exactly once
+    if (w.sched->has_work() || sink.done != 1) __builtin_trap();   // every request ends exactly once
     if (w.sched->stats().kv_blocks_in_use != 0) __builtin_trap();  // and frees its memory
     return 0;
 }

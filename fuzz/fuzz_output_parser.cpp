@@ -33,14 +33,11 @@ const std::vector<ToolSpec>& tools() {
     static const std::vector<ToolSpec> specs = {
         {"get_weather", nlohmann::json::parse(R"({"type": "object", "properties": {"city": {"type": "string"},
             "days": {"type": "integer"}, "unit": {"enum": ["c", "f"]}, "v": {"type": ["number", "null"]}}})")},
-        {"f",
-         nlohmann::json::parse(
-             R"({"type": "object", "properties": {"a": {"type": "object"}, "v": {"type": "string"}}})")}};
+        {"f", nlohmann::json::parse(R"({"type": "object", "properties": {"a": {"type": "object"}, "v": {"type": "string"}}})")}};
     return specs;
 }
 
-std::vector<OutputEvent> run(OutputFormat format, const ParserOptions& options,
-                             const std::vector<std::string_view>& pieces) {
+std::vector<OutputEvent> run(OutputFormat format, const ParserOptions& options, const std::vector<std::string_view>& pieces) {
     auto parser = make_output_parser(format, options);
     std::vector<OutputEvent> events;
     for (std::string_view piece : pieces)
@@ -53,12 +50,9 @@ std::vector<OutputEvent> run(OutputFormat format, const ParserOptions& options,
 std::vector<OutputEvent> merged(const std::vector<OutputEvent>& events) {
     std::vector<OutputEvent> out;
     for (const OutputEvent& e : events) {
-        const bool text =
-            e.kind == Kind::Reasoning || e.kind == Kind::Content || e.kind == Kind::ToolCallArguments;
-        if (text && !out.empty() && out.back().kind == e.kind && out.back().index == e.index)
-            out.back().text += e.text;
-        else
-            out.push_back(e);
+        const bool text = e.kind == Kind::Reasoning || e.kind == Kind::Content || e.kind == Kind::ToolCallArguments;
+        if (text && !out.empty() && out.back().kind == e.kind && out.back().index == e.index) out.back().text += e.text;
+        else out.push_back(e);
     }
     return out;
 }

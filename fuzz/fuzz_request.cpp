@@ -27,9 +27,7 @@ using namespace strata::serve;
 }
 
 // Thinking signatures: "valid" passes, anything else does not (both paths get exercised).
-bool verify(const void*, const std::string&, const std::string& signature) {
-    return signature == "valid";
-}
+bool verify(const void*, const std::string&, const std::string& signature) { return signature == "valid"; }
 
 // A string the server may write into JSON: dumping it must not throw (valid UTF-8).
 void check_text(const std::string& s, const char* what) {
@@ -43,8 +41,7 @@ void check_text(const std::string& s, const char* what) {
 void check_stop(const std::vector<std::string>& stop, const RequestLimits& limits) {
     if (static_cast<int64_t>(stop.size()) > limits.max_stop) fail("too many stop strings");
     for (const auto& s : stop)
-        if (s.empty() || static_cast<int64_t>(s.size()) > limits.max_stop_bytes)
-            fail("a stop string out of bounds");
+        if (s.empty() || static_cast<int64_t>(s.size()) > limits.max_stop_bytes) fail("a stop string out of bounds");
 }
 
 void check_chat(const ChatRequest& r, const RequestLimits& limits, bool anthropic, bool count_tokens_only) {
@@ -54,12 +51,10 @@ void check_chat(const ChatRequest& r, const RequestLimits& limits, bool anthropi
             !m["content"].is_string())
             fail("a message without a role or text content");
         const auto& role = m["role"].get_ref<const std::string&>();
-        if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-            fail("unknown role " + role);
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool") fail("unknown role " + role);
         check_text(m["content"].get_ref<const std::string&>(), "content");
         if (m.contains("tool_calls")) {
-            if (role != "assistant" || !m["tool_calls"].is_array())
-                fail("tool_calls outside an assistant message");
+            if (role != "assistant" || !m["tool_calls"].is_array()) fail("tool_calls outside an assistant message");
             for (const auto& call : m["tool_calls"]) {
                 const auto& fn = call.at("function");
                 if (!fn.at("name").is_string()) fail("a tool call without a name");
@@ -76,12 +71,10 @@ void check_chat(const ChatRequest& r, const RequestLimits& limits, bool anthropi
     }
     const bool forced = r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named;
     if (forced && r.tools.empty()) fail("a forced tool without tools");
-    if (r.tool_choice == ToolChoice::Named && !names.count(r.tool_name))
-        fail("the forced tool does not exist");
+    if (r.tool_choice == ToolChoice::Named && !names.count(r.tool_name)) fail("the forced tool does not exist");
     check_stop(r.stop, limits);
     if (r.n < 1 || r.n > limits.max_n) fail("n out of bounds");
-    if (r.top_logprobs < 0 || r.top_logprobs > 20 || (r.top_logprobs > 0 && !r.logprobs))
-        fail("top_logprobs out of bounds");
+    if (r.top_logprobs < 0 || r.top_logprobs > 20 || (r.top_logprobs > 0 && !r.logprobs)) fail("top_logprobs out of bounds");
     if (anthropic) {
         if (forced && r.thinking.value_or(false)) fail("thinking with a forced tool");
         if (!count_tokens_only && r.thinking_budget && *r.thinking_budget >= r.max_tokens)
@@ -98,8 +91,7 @@ void check_completion(const CompletionRequest& r, const RequestLimits& limits) {
         check_text(r.prompt_text, "prompt");
     }
     check_stop(r.stop, limits);
-    if (r.n < 1 || r.n > limits.max_n || r.logprobs < -1 || r.logprobs > 5 || r.max_tokens < 0)
-        fail("a field out of bounds");
+    if (r.n < 1 || r.n > limits.max_n || r.logprobs < -1 || r.logprobs > 5 || r.max_tokens < 0) fail("a field out of bounds");
 }
 
 }  // namespace
@@ -121,18 +113,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         const ojson json = parse_json_body(body);
         switch (selector & 3) {
-            case 0:
-                check_chat(parse_openai_chat(json, limits), limits, false, false);
-                break;
-            case 1:
-                check_chat(parse_anthropic_messages(json, limits, verify, nullptr), limits, true, false);
-                break;
-            case 2:
-                check_chat(parse_anthropic_messages(json, limits, verify, nullptr, true), limits, true, true);
-                break;
-            default:
-                check_completion(parse_openai_completion(json, limits), limits);
-                break;
+            case 0: check_chat(parse_openai_chat(json, limits), limits, false, false); break;
+            case 1: check_chat(parse_anthropic_messages(json, limits, verify, nullptr), limits, true, false); break;
+            case 2: check_chat(parse_anthropic_messages(json, limits, verify, nullptr, true), limits, true, true); break;
+            default: check_completion(parse_openai_completion(json, limits), limits); break;
         }
     } catch (const ApiError& e) {
         if (e.status != 400 && e.status != 413) fail("status " + std::to_string(e.status) + ": " + e.what());

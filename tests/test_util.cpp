@@ -20,8 +20,8 @@ CommandResult run_strata(const std::string& args, const std::string& stdin_text)
         std::ofstream in(dir / "stdin", std::ios::binary);
         in << stdin_text;
     }
-    const std::string cmd = std::string("'") + STRATA_BINARY + "' " + args + " <'" + (dir / "stdin").string() +
-                            "' >'" + (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
+    const std::string cmd = std::string("'") + STRATA_BINARY + "' " + args + " <'" + (dir / "stdin").string() + "' >'" +
+                            (dir / "stdout").string() + "' 2>'" + (dir / "stderr").string() + "'";
     const int status = std::system(cmd.c_str());
     CommandResult r;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -33,8 +33,8 @@ inline int64_t scaled(int64_t n, int64_t floor = 1) {
 }
 
 // Skips the current test when a fixture is missing (the project builds and tests without shared/).
-#define STRATA_REQUIRE_FIXTURE(path)                                                   \
-    do {                                                                               \
+#define STRATA_REQUIRE_FIXTURE(path)                                                       \
+    do {                                                                                   \
         if (!std::filesystem::exists(path)) GTEST_SKIP() << "fixture missing: " << (path); \
     } while (0)
 

@@ -22,8 +22,8 @@
 namespace strata::backend {
 
 struct RopeParams {
-    int64_t n_rot = 0;           // rotated dims per head (<= head_dim); NeoX pairs (i, i + n_rot/2)
-    float theta = 10000.0f;      // frequency base
+    int64_t n_rot = 0;                  // rotated dims per head (<= head_dim); NeoX pairs (i, i + n_rot/2)
+    float theta = 10000.0f;             // frequency base
     std::array<int32_t, 4> sections{};  // M-RoPE sections in pairs (t, h, w, extra); all zero: plain RoPE
     bool interleaved_mrope = false;     // Qwen3.5: sections interleaved over the pairs (t h w t h w ...)
     bool freqs_bf16 = false;            // round the frequencies to bf16 (model::LoadOptions::rope_freqs_bf16)
@@ -60,7 +60,7 @@ struct AttentionArgs {
     const float* q = nullptr;  // [n_tokens][n_head][head_dim_k], normed and rotated
     float* out = nullptr;      // [n_tokens][n_head][head_dim_v]
     int64_t n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim_k = 0, head_dim_v = 0;
-    float scale = 1.0f;        // usually 1/sqrt(head_dim_k)
+    float scale = 1.0f;                      // usually 1/sqrt(head_dim_k)
     const int32_t* pos = nullptr;            // [n_tokens]: token attends to cache rows 0..pos
     const KvCacheView* const* kv = nullptr;  // [n_tokens]: the cache of the token's sequence
     // The backend may round q, k, v and the probabilities to f16 for its products (~5e-4
@@ -85,11 +85,11 @@ struct MoeArgs {
     const Weight* down = nullptr;  // [n_expert][n_embd][n_ff]
     const float* x = nullptr;      // [n_tokens][n_embd]
     int64_t n_tokens = 0;
-    const int32_t* ids = nullptr;      // [n_tokens][k] expert ids (backend memory)
-    const float* weights = nullptr;    // [n_tokens][k] routing weights (backend memory)
+    const int32_t* ids = nullptr;    // [n_tokens][k] expert ids (backend memory)
+    const float* weights = nullptr;  // [n_tokens][k] routing weights (backend memory)
     int64_t k = 0;
-    float* out = nullptr;              // [n_tokens][n_embd], overwritten
-    int layer = -1;                    // for statistics / placement decisions
+    float* out = nullptr;  // [n_tokens][n_embd], overwritten
+    int layer = -1;        // for statistics / placement decisions
     // null: every expert resident in this backend's copy of the weights (made at upload). Else the
     // store's placement of this layer's experts; a backend that cannot honour it throws.
     const ExpertPlacement* placement = nullptr;
@@ -129,19 +129,19 @@ enum class KeyHeadMap : uint8_t {
 // chunk length for a run (the CUDA backend: 64-token chunks for runs of 128+ tokens with
 // head sizes it has the kernels for, token by token otherwise).
 struct DeltaRuleArgs {
-    const float* q = nullptr;     // token t at q + t*q_stride: [n_k_heads][d_k]
-    const float* k = nullptr;     // token t at k + t*k_stride: [n_k_heads][d_k]
-    const float* v = nullptr;     // token t at v + t*v_stride: [n_v_heads][d_v]
+    const float* q = nullptr;                          // token t at q + t*q_stride: [n_k_heads][d_k]
+    const float* k = nullptr;                          // token t at k + t*k_stride: [n_k_heads][d_k]
+    const float* v = nullptr;                          // token t at v + t*v_stride: [n_v_heads][d_v]
     int64_t q_stride = 0, k_stride = 0, v_stride = 0;  // floats between tokens; 0: dense rows
-    const float* g = nullptr;     // [n_tokens][n_v_heads] log decay (<= 0)
-    const float* beta = nullptr;  // [n_tokens][n_v_heads] in (0, 1)
-    float* state = nullptr;       // [n_v_heads][d_k][d_v], updated in place
-    float* out = nullptr;         // [n_tokens][n_v_heads][d_v]
+    const float* g = nullptr;                          // [n_tokens][n_v_heads] log decay (<= 0)
+    const float* beta = nullptr;                       // [n_tokens][n_v_heads] in (0, 1)
+    float* state = nullptr;                            // [n_v_heads][d_k][d_v], updated in place
+    float* out = nullptr;                              // [n_tokens][n_v_heads][d_v]
     int64_t n_tokens = 0, n_v_heads = 0, d_k = 0, d_v = 0;
-    int64_t n_k_heads = 0;        // 0: one key head per value head; else divides n_v_heads
+    int64_t n_k_heads = 0;  // 0: one key head per value head; else divides n_v_heads
     KeyHeadMap key_heads = KeyHeadMap::Grouped;
     float scale = 1.0f;
-    int64_t chunk_size = 0;       // 0: recurrent form; > 0: chunked form with chunks of this size
+    int64_t chunk_size = 0;  // 0: recurrent form; > 0: chunked form with chunks of this size
 };
 
 // Gated DeltaNet gates per token t and value head h (n_heads of them):
@@ -239,8 +239,7 @@ public:
     virtual void copy_from_host(const float* host, float* dst, size_t n) = 0;
     virtual void copy(const float* src, float* dst, size_t n) = 0;
     // A strided block: dst row r (cols values at dst + r*dst_stride) = src row r (src + r*src_stride).
-    virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
-                           int64_t cols) = 0;
+    virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) = 0;
 
     // out [n][ne0] = rows ids of the table (dequantised).
     virtual void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
@@ -261,8 +260,7 @@ public:
     // x[r][:] *= sigmoid(g[r * g_stride + c]) for every column c (g_stride 0: one gate per row).
     virtual void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) = 0;
     // Rotates the first n_rot dims of every head: x [n_tokens][n_heads][head_dim].
-    virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-                      const RopeParams& p) = 0;
+    virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) = 0;
     // Attention's per-head q/k RMSNorm then RoPE, in place (QkNormRopeArgs), and the optional
     // cache store. A backend may do it all in one pass; by default: rms_norm q, rms_norm k, rope
     // q, rope k, kv_store.
@@ -274,14 +272,14 @@ public:
         if (a.kv != nullptr) kv_store(a.kv, a.pos, a.n_tokens, a.k, a.n_head_kv * a.head_dim, a.v, a.v_row);
     }
     // Writes rows of k [n_tokens][n_head_kv*head_dim_k] and v into the caches at pos.
-    virtual void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,
-                          int64_t k_row, const float* v, int64_t v_row) = 0;
+    virtual void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
+                          const float* v, int64_t v_row) = 0;
     virtual void attention(const AttentionArgs& a) = 0;
     // Routing: softmax over n_expert logits per token, top-k (ties to the lower id), optional
     // renormalisation of the chosen weights. ids [n_tokens][k] and weights [n_tokens][k] are
     // backend memory (int32 and float views of the model's scratch arena: model/scratch.h).
-    virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
-                                    int32_t* ids, float* weights) = 0;
+    virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                                    float* weights) = 0;
     virtual void moe(const MoeArgs& a) = 0;
 
     // Gated DeltaNet pieces.
@@ -305,7 +303,10 @@ public:
     Buffer() = default;
     Buffer(Backend* b, size_t n) : backend_(b), data_(b->alloc_floats(n)), size_(n) {}
     ~Buffer() { reset(); }
-    Buffer(Buffer&& o) noexcept : backend_(o.backend_), data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
+    Buffer(Buffer&& o) noexcept : backend_(o.backend_), data_(o.data_), size_(o.size_) {
+        o.data_ = nullptr;
+        o.size_ = 0;
+    }
     Buffer& operator=(Buffer&& o) noexcept {
         if (this != &o) {
             reset();

@@ -79,8 +79,7 @@ void CpuBackend::free_floats(float* p) {
 void CpuBackend::copy_to_host(const float* src, float* host, size_t n) { std::memcpy(host, src, n * sizeof(float)); }
 void CpuBackend::copy_from_host(const float* host, float* dst, size_t n) { std::memcpy(dst, host, n * sizeof(float)); }
 void CpuBackend::copy(const float* src, float* dst, size_t n) { std::memmove(dst, src, n * sizeof(float)); }
-void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
-                           int64_t cols) {
+void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; ++r)
         std::memmove(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(cols) * sizeof(float));
 }
@@ -89,7 +88,8 @@ void CpuBackend::get_rows(const Weight& table, const int32_t* ids, int64_t n, fl
     const int64_t dim = table.ne[0];
     for (int64_t i = 0; i < n; ++i) {
         if (ids[i] < 0 || ids[i] >= table.rows())
-            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) + ")");
+            throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) +
+                        ")");
         quant::dequantize_row(table.type, table.data + static_cast<size_t>(ids[i]) * table.row_bytes, out + i * dim, dim);
     }
 }
@@ -105,7 +105,8 @@ void CpuBackend::matmul(std::span<const MatmulArgs> products) {
     for (size_t i = 0; i < products.size(); ++i) {
         const MatmulArgs& p = products[i];
         const auto fmt = cpu::act_format_for(p.w->type);
-        if (!fmt) throw Error(std::string("no CPU kernel for weight type ") + quant::type_name(p.w->type) + " (" + p.w->name() + ")");
+        if (!fmt)
+            throw Error(std::string("no CPU kernel for weight type ") + quant::type_name(p.w->type) + " (" + p.w->name() + ")");
         size_t k = 0;
         while (k < keys.size() && !(keys[k].x == p.x && keys[k].fmt == *fmt)) ++k;
         if (k == keys.size()) {
@@ -155,8 +156,7 @@ void CpuBackend::mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim
     }
 }
 
-void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-                      const RopeParams& p) {
+void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) {
     const int64_t half = p.n_rot / 2;
     // Text-only M-RoPE: the three position streams are equal, so every section rotates with the
     // same position and the result is plain RoPE over n_rot dims (sections only matter once
@@ -176,8 +176,8 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
     }
 }
 
-void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k,
-                          int64_t k_row, const float* v, int64_t v_row) {
+void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
+                          const float* v, int64_t v_row) {
     for (int64_t t = 0; t < n_tokens; ++t) {
         const KvCacheView& c = *kv[t];
         if (pos[t] < 0 || pos[t] >= c.capacity())
@@ -233,8 +233,8 @@ void CpuBackend::attention(const AttentionArgs& a) {
     });
 }
 
-void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
-                                    int32_t* ids, float* weights) {
+void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                                    float* weights) {
     std::vector<float> p(static_cast<size_t>(n_expert));
     std::vector<int32_t> order(static_cast<size_t>(n_expert));
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -274,12 +274,14 @@ void CpuBackend::moe(const MoeArgs& a) {
     moe_pairs_.resize(static_cast<size_t>(n_pairs));
     {
         moe_fill_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
-        for (int64_t i = 0; i < n_pairs; ++i) moe_pairs_[static_cast<size_t>(moe_fill_[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
+        for (int64_t i = 0; i < n_pairs; ++i)
+            moe_pairs_[static_cast<size_t>(moe_fill_[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
     }
     // Token index of each grouped pair: the activation row it reads.
     std::vector<int32_t>& token_of = moe_token_of_;
     token_of.resize(static_cast<size_t>(n_pairs));
-    for (int64_t i = 0; i < n_pairs; ++i) token_of[static_cast<size_t>(i)] = moe_pairs_[static_cast<size_t>(i)] / static_cast<int32_t>(a.k);
+    for (int64_t i = 0; i < n_pairs; ++i)
+        token_of[static_cast<size_t>(i)] = moe_pairs_[static_cast<size_t>(i)] / static_cast<int32_t>(a.k);
 
     // gate and up for every pair: hidden [n_pairs][2][n_ff] in grouped order.
     if (acts_.size() < 2) acts_.resize(2);
@@ -334,13 +336,15 @@ void CpuBackend::moe(const MoeArgs& a) {
     // Weighted sum back per token, in slot order so the result does not depend on grouping.
     std::vector<int32_t>& grouped_of = moe_slot_of_;
     grouped_of.resize(static_cast<size_t>(n_pairs));
-    for (int64_t i = 0; i < n_pairs; ++i) grouped_of[static_cast<size_t>(moe_pairs_[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < n_pairs; ++i)
+        grouped_of[static_cast<size_t>(moe_pairs_[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
         float* o = a.out + t * n_embd;
         std::fill(o, o + n_embd, 0.0f);
         for (int64_t j = 0; j < a.k; ++j) {
             const float w = a.weights[t * a.k + j];
-            const float* r = moe_out_.data() + static_cast<size_t>(grouped_of[static_cast<size_t>(t * a.k + j)]) * static_cast<size_t>(n_embd);
+            const float* r =
+                moe_out_.data() + static_cast<size_t>(grouped_of[static_cast<size_t>(t * a.k + j)]) * static_cast<size_t>(n_embd);
             for (int64_t c = 0; c < n_embd; ++c) o[c] += w * r[c];
         }
     }

@@ -36,8 +36,7 @@ public:
     }
     void copy_from_host(const float* host, float* dst, size_t n) override;
     void copy(const float* src, float* dst, size_t n) override;
-    void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
-                   int64_t cols) override;
+    void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows, int64_t cols) override;
 
     void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override;
     void matmul(std::span<const MatmulArgs> products) override;
@@ -45,17 +44,16 @@ public:
     void add(float* y, const float* x, int64_t n) override;
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override;
     void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override;
-    void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
-              const RopeParams& p) override;
+    void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override;
     void kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
                   const float* v, int64_t v_row) override;
     void attention(const AttentionArgs& a) override;
-    void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm,
-                            int32_t* ids, float* weights) override;
+    void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                            float* weights) override;
     void moe(const MoeArgs& a) override;
     // The Gated DeltaNet ops live in cpu_gdn.cpp.
-    void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel,
-                       float* conv_state, float* out) override;
+    void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& w, int64_t kernel, float* conv_state,
+                       float* out) override;
     void gdn_gates(const GdnGateArgs& a) override;
     void delta_rule(const DeltaRuleArgs& a) override;
     void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override;

@@ -98,9 +98,9 @@ void delta_rule_chunked(const HeadView& hv, float* S, int64_t chunk, std::vector
     const int64_t d_k = a.d_k, d_v = a.d_v;
     chunk = std::min(chunk, a.n_tokens);
     scratch.resize(static_cast<size_t>(chunk + chunk * d_v + d_v));
-    float* G = scratch.data();        // [chunk] cumulative log decay
-    float* U = G + chunk;             // [chunk][d_v] corrections u_i
-    float* tmp = U + chunk * d_v;     // [d_v]
+    float* G = scratch.data();     // [chunk] cumulative log decay
+    float* U = G + chunk;          // [chunk][d_v] corrections u_i
+    float* tmp = U + chunk * d_v;  // [d_v]
     for (int64_t c0 = 0; c0 < a.n_tokens; c0 += chunk) {
         const int64_t L = std::min(chunk, a.n_tokens - c0);
         double cum = 0;
@@ -159,7 +159,9 @@ void CpuBackend::ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channel
     const float* w = f32_values(weight, channels * kernel);  // [channels][kernel]
     const int64_t hist = kernel - 1;
     // Input at time src (may be negative: the carried state holds times -hist .. -1).
-    auto input = [&](int64_t src, int64_t c) { return src >= 0 ? x[src * channels + c] : conv_state[(hist + src) * channels + c]; };
+    auto input = [&](int64_t src, int64_t c) {
+        return src >= 0 ? x[src * channels + c] : conv_state[(hist + src) * channels + c];
+    };
     // Channels are independent: blocks of them run in parallel, each over all tokens.
     constexpr int64_t kBlock = 256;
     const int64_t n_blocks = (channels + kBlock - 1) / kBlock;
@@ -203,10 +205,8 @@ void CpuBackend::delta_rule(const DeltaRuleArgs& a) {
         const HeadView hv(a, h);
         float* S = a.state + h * a.d_k * a.d_v;  // [d_k][d_v]
         std::vector<float> scratch;
-        if (a.chunk_size == 0)
-            delta_rule_recurrent(hv, S, scratch);
-        else
-            delta_rule_chunked(hv, S, a.chunk_size, scratch);
+        if (a.chunk_size == 0) delta_rule_recurrent(hv, S, scratch);
+        else delta_rule_chunked(hv, S, a.chunk_size, scratch);
     });
 }
 

@@ -23,26 +23,26 @@ struct LogitEdit {
 };
 
 struct RowSampleRequest {
-    int64_t row = 0;                    // which row of x
-    std::span<const LogitEdit> edits;   // distinct ids inside the row
-    float inv_temperature = 1.0f;       // 1/T for sum_t and the draw
-    double u = -1.0;                    // in [0, 1): draw a token (below); < 0: no draw
+    int64_t row = 0;                   // which row of x
+    std::span<const LogitEdit> edits;  // distinct ids inside the row
+    float inv_temperature = 1.0f;      // 1/T for sum_t and the draw
+    double u = -1.0;                   // in [0, 1): draw a token (below); < 0: no draw
     // What the draw keeps (the sampler's steps 8-9 without top-k): the smallest set of most
     // likely tokens whose weight reaches top_p * sum_t, then of those the tokens with weight
     // >= min_p (the weight of the most likely is 1).
     float top_p = 1.0f;
     float min_p = 0.0f;
-    int32_t top = kMaxRowSampleTop;     // how many of the most likely tokens to return (at most k)
+    int32_t top = kMaxRowSampleTop;  // how many of the most likely tokens to return (at most k)
 };
 
 // x below is the row after its edits, with +inf replaced by the largest finite float.
 struct RowSample {
-    float max = 0.0f;      // largest logit (NaN counts as -inf); -inf when no token can be sampled
-    double sum_t = 0.0;    // sum over the row of exp((x - max) * inv_temperature), terms below exp(-87) as 0
-    double sum_1 = 0.0;    // sum over the row of exp(x - max), the same way (log-softmax at T = 1)
-    int32_t drawn = -1;    // u >= 0: the first kept id, in id order, whose running weight passes u * (kept weight)
+    float max = 0.0f;    // largest logit (NaN counts as -inf); -inf when no token can be sampled
+    double sum_t = 0.0;  // sum over the row of exp((x - max) * inv_temperature), terms below exp(-87) as 0
+    double sum_1 = 0.0;  // sum over the row of exp(x - max), the same way (log-softmax at T = 1)
+    int32_t drawn = -1;  // u >= 0: the first kept id, in id order, whose running weight passes u * (kept weight)
     float drawn_logit = 0.0f;
-    int32_t n_top = 0;     // entries in top: min(k, request's top, tokens above -inf)
+    int32_t n_top = 0;  // entries in top: min(k, request's top, tokens above -inf)
 };
 
 // One of a row's most likely tokens: higher logit first, ties to the lower id.

@@ -25,28 +25,28 @@ namespace {
 
 // 264 common English words; with a leading space each is one token in Qwen's vocabulary.
 constexpr const char* kWords[] = {
-    "the",    "of",     "and",    "to",     "in",     "is",     "it",     "that",   "was",    "for",    "on",     "are",
-    "with",   "as",     "his",    "they",   "be",     "at",     "one",    "have",   "this",   "from",   "or",     "had",
-    "by",     "not",    "word",   "but",    "what",   "some",   "we",     "can",    "out",    "other",  "were",   "all",
-    "there",  "when",   "up",     "use",    "your",   "how",    "said",   "an",     "each",   "she",    "which",  "do",
-    "their",  "time",   "if",     "will",   "way",    "about",  "many",   "then",   "them",   "write",  "would",  "like",
-    "so",     "these",  "her",    "long",   "make",   "thing",  "see",    "him",    "two",    "has",    "look",   "more",
-    "day",    "could",  "go",     "come",   "did",    "number", "sound",  "no",     "most",   "people", "my",     "over",
-    "know",   "water",  "than",   "call",   "first",  "who",    "may",    "down",   "side",   "been",   "now",    "find",
-    "any",    "new",    "work",   "part",   "take",   "get",    "place",  "made",   "live",   "where",  "after",  "back",
-    "little", "only",   "round",  "man",    "year",   "came",   "show",   "every",  "good",   "me",     "give",   "our",
-    "under",  "name",   "very",   "through", "just",  "form",   "great",  "think",  "say",    "help",   "low",    "line",
-    "before", "turn",   "cause",  "same",   "mean",   "differ", "move",   "right",  "boy",    "old",    "too",    "does",
-    "tell",   "set",    "three",  "want",   "air",    "well",   "also",   "play",   "small",  "end",    "put",    "home",
-    "read",   "hand",   "port",   "large",  "spell",  "add",    "even",   "land",   "here",   "must",   "big",    "high",
-    "such",   "follow", "act",    "why",    "ask",    "men",    "change", "went",   "light",  "kind",   "off",    "need",
-    "house",  "picture", "try",   "us",     "again",  "animal", "point",  "mother", "world",  "near",   "build",  "self",
-    "earth",  "father", "head",   "stand",  "own",    "page",   "should", "country", "found", "answer", "school", "grow",
-    "study",  "still",  "learn",  "plant",  "cover",  "food",   "sun",    "four",   "thought", "let",   "keep",   "eye",
-    "never",  "last",   "door",   "between", "city",  "tree",   "cross",  "since",  "hard",   "start",  "might",  "story",
-    "saw",    "far",    "sea",    "draw",   "left",   "late",   "run",    "while",  "press",  "close",  "night",  "real",
-    "life",   "few",    "stop",   "open",   "seem",   "together", "next", "white",  "children", "begin", "got",   "walk",
-    "example", "ease",  "paper",  "often",  "always", "music",  "those",  "both",   "mark",   "book",   "letter", "until",
+    "the",     "of",      "and",   "to",      "in",     "is",       "it",     "that",    "was",      "for",    "on",     "are",
+    "with",    "as",      "his",   "they",    "be",     "at",       "one",    "have",    "this",     "from",   "or",     "had",
+    "by",      "not",     "word",  "but",     "what",   "some",     "we",     "can",     "out",      "other",  "were",   "all",
+    "there",   "when",    "up",    "use",     "your",   "how",      "said",   "an",      "each",     "she",    "which",  "do",
+    "their",   "time",    "if",    "will",    "way",    "about",    "many",   "then",    "them",     "write",  "would",  "like",
+    "so",      "these",   "her",   "long",    "make",   "thing",    "see",    "him",     "two",      "has",    "look",   "more",
+    "day",     "could",   "go",    "come",    "did",    "number",   "sound",  "no",      "most",     "people", "my",     "over",
+    "know",    "water",   "than",  "call",    "first",  "who",      "may",    "down",    "side",     "been",   "now",    "find",
+    "any",     "new",     "work",  "part",    "take",   "get",      "place",  "made",    "live",     "where",  "after",  "back",
+    "little",  "only",    "round", "man",     "year",   "came",     "show",   "every",   "good",     "me",     "give",   "our",
+    "under",   "name",    "very",  "through", "just",   "form",     "great",  "think",   "say",      "help",   "low",    "line",
+    "before",  "turn",    "cause", "same",    "mean",   "differ",   "move",   "right",   "boy",      "old",    "too",    "does",
+    "tell",    "set",     "three", "want",    "air",    "well",     "also",   "play",    "small",    "end",    "put",    "home",
+    "read",    "hand",    "port",  "large",   "spell",  "add",      "even",   "land",    "here",     "must",   "big",    "high",
+    "such",    "follow",  "act",   "why",     "ask",    "men",      "change", "went",    "light",    "kind",   "off",    "need",
+    "house",   "picture", "try",   "us",      "again",  "animal",   "point",  "mother",  "world",    "near",   "build",  "self",
+    "earth",   "father",  "head",  "stand",   "own",    "page",     "should", "country", "found",    "answer", "school", "grow",
+    "study",   "still",   "learn", "plant",   "cover",  "food",     "sun",    "four",    "thought",  "let",    "keep",   "eye",
+    "never",   "last",    "door",  "between", "city",   "tree",     "cross",  "since",   "hard",     "start",  "might",  "story",
+    "saw",     "far",     "sea",   "draw",    "left",   "late",     "run",    "while",   "press",    "close",  "night",  "real",
+    "life",    "few",     "stop",  "open",    "seem",   "together", "next",   "white",   "children", "begin",  "got",    "walk",
+    "example", "ease",    "paper", "often",   "always", "music",    "those",  "both",    "mark",     "book",   "letter", "until",
 };
 
 uint64_t splitmix64(uint64_t x) {
@@ -137,7 +137,8 @@ bool chunk_has_content(const json& chunk, Endpoint endpoint) {
     if (endpoint == Endpoint::Completions) return nonempty_string(choice, "text");
     auto d = choice.find("delta");
     if (d == choice.end() || !d->is_object()) return false;
-    if (nonempty_string(*d, "content") || nonempty_string(*d, "reasoning_content") || nonempty_string(*d, "reasoning")) return true;
+    if (nonempty_string(*d, "content") || nonempty_string(*d, "reasoning_content") || nonempty_string(*d, "reasoning"))
+        return true;
     auto calls = d->find("tool_calls");
     return calls != d->end() && calls->is_array() && !calls->empty();
 }
@@ -243,7 +244,8 @@ Summary summarize(const std::vector<RequestResult>& results, double duration_s) 
     for (const auto& r : results) {
         if (!r.ok) {
             ++s.failed;
-            if (s.errors.size() < 5 && std::find(s.errors.begin(), s.errors.end(), r.error) == s.errors.end()) s.errors.push_back(r.error);
+            if (s.errors.size() < 5 && std::find(s.errors.begin(), s.errors.end(), r.error) == s.errors.end())
+                s.errors.push_back(r.error);
             continue;
         }
         ++s.completed;
@@ -297,7 +299,8 @@ struct Url {
 
 Url parse_url(const std::string& url) {
     std::string rest = url;
-    if (rest.starts_with("https://")) throw Error("--url " + url + ": https is not supported (run the benchmark where it can reach the server over http)");
+    if (rest.starts_with("https://"))
+        throw Error("--url " + url + ": https is not supported (run the benchmark where it can reach the server over http)");
     if (rest.starts_with("http://")) rest = rest.substr(7);
     else if (rest.find("://") != std::string::npos) throw Error("--url " + url + ": expected http://HOST[:PORT][/PREFIX]");
     Url u;
@@ -403,7 +406,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Target> http_target(const std::string& url, const std::string& api_key, Endpoint endpoint, std::chrono::seconds timeout) {
+std::unique_ptr<Target> http_target(const std::string& url, const std::string& api_key, Endpoint endpoint,
+                                    std::chrono::seconds timeout) {
     return std::make_unique<HttpTarget>(parse_url(url), api_key, endpoint, timeout);
 }
 
@@ -415,7 +419,8 @@ std::string first_model_id(const std::string& url, const std::string& api_key) {
     if (!res) throw Error("cannot reach " + url + ": " + httplib::to_string(res.error()));
     if (res->status != 200) return {};
     const json j = json::parse(res->body, nullptr, false);
-    if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object()) return {};
+    if (j.is_discarded() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() || !j["data"][0].is_object())
+        return {};
     return j["data"][0].value("id", "");
 }
 
@@ -431,7 +436,8 @@ public:
         limits_.n_vocab = model_.tokenizer().n_vocab();  // as strata serve: logit_bias ids outside it are refused at parse time
         engine_.start();
         const json ready = engine_.ready_info();
-        if (ready.contains("limits") && ready["limits"].contains("max_context")) model_.set_max_context(ready["limits"]["max_context"].get<int64_t>());
+        if (ready.contains("limits") && ready["limits"].contains("max_context"))
+            model_.set_max_context(ready["limits"]["max_context"].get<int64_t>());
     }
     std::string name() const override { return "engine"; }
     void connect(int) override {}
@@ -545,7 +551,8 @@ std::unique_ptr<Target> engine_target(const std::string& model_path, std::vector
 // ---------------------------------------------------------------------------------------------
 // The load
 
-RunResult run_load(Target& target, const std::vector<BenchRequest>& requests, int concurrency, double request_rate, uint64_t seed) {
+RunResult run_load(Target& target, const std::vector<BenchRequest>& requests, int concurrency, double request_rate,
+                   uint64_t seed) {
     RunResult out;
     out.requests.resize(requests.size());
     if (requests.empty()) return out;
@@ -566,7 +573,8 @@ RunResult run_load(Target& target, const std::vector<BenchRequest>& requests, in
     for (int w = 0; w < workers; ++w)
         threads.emplace_back([&, w] {
             for (size_t i; (i = next.fetch_add(1)) < requests.size();) {
-                std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival[i])));
+                std::this_thread::sleep_until(
+                    start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrival[i])));
                 try {
                     out.requests[i] = target.send(w, requests[i]);
                 } catch (const std::exception& e) {

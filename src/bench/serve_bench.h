@@ -85,9 +85,9 @@ std::vector<BenchRequest> make_requests(const WorkloadOptions& o, const PromptMa
 
 struct RequestResult {
     bool ok = false;
-    std::string error;            // why it failed
+    std::string error;  // why it failed
     double ttft_s = 0, e2e_s = 0;
-    std::vector<double> itl_s;    // gaps between successive content chunks
+    std::vector<double> itl_s;  // gaps between successive content chunks
     int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;
     int64_t content_chunks = 0;
     bool usage_reported = false;  // output_tokens came from usage (else: counted content chunks)
@@ -168,6 +168,7 @@ struct RunResult {
 // Sends `requests` in order from `concurrency` workers (at most that many in flight). With a
 // finite `request_rate` (requests/s) request i is not sent before its Poisson arrival time
 // (exponential gaps drawn from `seed`); with infinity every request arrives at once.
-RunResult run_load(Target& target, const std::vector<BenchRequest>& requests, int concurrency, double request_rate, uint64_t seed);
+RunResult run_load(Target& target, const std::vector<BenchRequest>& requests, int concurrency, double request_rate,
+                   uint64_t seed);
 
 }  // namespace strata::bench

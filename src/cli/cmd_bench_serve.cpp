@@ -69,10 +69,22 @@ Ratios ratios(const Level& l) {
 }
 
 std::vector<std::string> engine_argv(const BenchServeArgs& a) {
-    std::vector<std::string> argv = {self_exe(), "engine", "-m", a.baseline_model, "-t", std::to_string(a.threads),
-                                     "--max-running", std::to_string(a.parallel), "--max-batched-tokens", std::to_string(a.max_batched_tokens),
-                                     "--prefill-chunk", std::to_string(a.prefill_chunk), "--kv-mib", std::to_string(a.kv_mib),
-                                     "--snapshot-mib", std::to_string(a.snapshot_mib)};
+    std::vector<std::string> argv = {self_exe(),
+                                     "engine",
+                                     "-m",
+                                     a.baseline_model,
+                                     "-t",
+                                     std::to_string(a.threads),
+                                     "--max-running",
+                                     std::to_string(a.parallel),
+                                     "--max-batched-tokens",
+                                     std::to_string(a.max_batched_tokens),
+                                     "--prefill-chunk",
+                                     std::to_string(a.prefill_chunk),
+                                     "--kv-mib",
+                                     std::to_string(a.kv_mib),
+                                     "--snapshot-mib",
+                                     std::to_string(a.snapshot_mib)};
     if (a.ctx > 0) argv.insert(argv.end(), {"--ctx", std::to_string(a.ctx)});
     if (a.no_prefix_cache) argv.push_back("--no-prefix-cache");
     return argv;
@@ -81,17 +93,19 @@ std::vector<std::string> engine_argv(const BenchServeArgs& a) {
 void print_tables(const std::vector<Level>& levels, bool baseline) {
     auto row_throughput = [](int c, const Summary& s, const char* who) {
         const double n = s.completed > 0 ? static_cast<double>(s.completed) : 1.0;
-        std::printf("%-7s %5d %6lld %5lld %8.2f %8.3f %10.2f %10.2f %8.1f %8.1f %8.1f\n", who, c, static_cast<long long>(s.completed),
-                    static_cast<long long>(s.failed), s.duration_s, s.request_throughput, s.output_throughput, s.total_throughput,
-                    static_cast<double>(s.input_tokens) / n, static_cast<double>(s.cached_tokens) / n, static_cast<double>(s.output_tokens) / n);
+        std::printf("%-7s %5d %6lld %5lld %8.2f %8.3f %10.2f %10.2f %8.1f %8.1f %8.1f\n", who, c,
+                    static_cast<long long>(s.completed), static_cast<long long>(s.failed), s.duration_s, s.request_throughput,
+                    s.output_throughput, s.total_throughput, static_cast<double>(s.input_tokens) / n,
+                    static_cast<double>(s.cached_tokens) / n, static_cast<double>(s.output_tokens) / n);
     };
     auto row_latency = [](int c, const Summary& s, const char* who) {
-        std::printf("%-7s %5d | %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f | %8.0f %8.0f %8.0f\n", who, c, s.ttft.median, s.ttft.mean,
-                    s.ttft.p99, s.tpot.median, s.tpot.mean, s.tpot.p99, s.itl.median, s.itl.mean, s.itl.p99, s.e2e.median, s.e2e.mean, s.e2e.p99);
+        std::printf("%-7s %5d | %8.1f %8.1f %8.1f | %7.2f %7.2f %7.2f | %7.2f %7.2f %7.2f | %8.0f %8.0f %8.0f\n", who, c,
+                    s.ttft.median, s.ttft.mean, s.ttft.p99, s.tpot.median, s.tpot.mean, s.tpot.p99, s.itl.median, s.itl.mean,
+                    s.itl.p99, s.e2e.median, s.e2e.mean, s.e2e.p99);
     };
     std::printf("\nThroughput (completed requests; tokens per request are means)\n");
-    std::printf("%-7s %5s %6s %5s %8s %8s %10s %10s %8s %8s %8s\n", "target", "conc", "done", "fail", "dur s", "req/s", "out tok/s", "tot tok/s",
-                "in tok", "cached", "out tok");
+    std::printf("%-7s %5s %6s %5s %8s %8s %10s %10s %8s %8s %8s\n", "target", "conc", "done", "fail", "dur s", "req/s",
+                "out tok/s", "tot tok/s", "in tok", "cached", "out tok");
     for (const auto& l : levels) {
         row_throughput(l.concurrency, l.serve, "serve");
         if (baseline) row_throughput(l.concurrency, l.engine, "engine");
@@ -107,8 +121,8 @@ void print_tables(const std::vector<Level>& levels, bool baseline) {
         std::printf("%5s %12s %12s %11s %14s %12s\n", "conc", "TPOT ratio", "overhead", "ms/token", "out tok/s ×", "TTFT ratio");
         for (const auto& l : levels) {
             const Ratios r = ratios(l);
-            std::printf("%5d %12.4f %+11.2f%% %+11.3f %14.4f %12.3f\n", l.concurrency, r.tpot, (r.tpot - 1) * 100, r.tpot_overhead_ms,
-                        r.output_throughput, r.ttft);
+            std::printf("%5d %12.4f %+11.2f%% %+11.3f %14.4f %12.3f\n", l.concurrency, r.tpot, (r.tpot - 1) * 100,
+                        r.tpot_overhead_ms, r.output_throughput, r.ttft);
         }
     }
     bool textless = false;
@@ -119,8 +133,9 @@ void print_tables(const std::vector<Level>& levels, bool baseline) {
             for (const auto& e : *errors) textless = textless || e.starts_with("no content chunk");
     }
     if (textless)
-        std::printf("(answers without text: a random-weight model sampled greedily with ignore_eos tends to repeat end-of-text tokens; "
-                    "try --temperature 1)\n");
+        std::printf(
+            "(answers without text: a random-weight model sampled greedily with ignore_eos tends to repeat end-of-text tokens; "
+            "try --temperature 1)\n");
     std::fflush(stdout);
 }
 
@@ -169,7 +184,8 @@ int run_bench_serve(BenchServeArgs& a) {
     if (a.rate != "inf") {
         char* end = nullptr;
         rate = std::strtod(a.rate.c_str(), &end);
-        if (a.rate.empty() || *end != '\0' || !(rate > 0) || !std::isfinite(rate)) throw Error("--request-rate " + a.rate + ": expected inf or a number > 0");
+        if (a.rate.empty() || *end != '\0' || !(rate > 0) || !std::isfinite(rate))
+            throw Error("--request-rate " + a.rate + ": expected inf or a number > 0");
     }
     if (a.api_key.empty())
         if (const char* env = std::getenv("STRATA_API_KEY")) a.api_key = env;
@@ -224,9 +240,11 @@ int run_bench_serve(BenchServeArgs& a) {
                 auto run = bench::run_load(*t, requests, c, rate, a.seed + static_cast<uint64_t>(round));
                 const Summary s = bench::summarize(run.requests, run.duration_s);
                 // (The baseline engine logs each request on the shared stderr: one line per run here.)
-                std::fprintf(stderr, "bench: concurrency %d, round %d/%d, %s: %zu requests in %.2f s, %.1f output tok/s, TPOT %.2f ms, %lld failed\n", c,
-                             round + 1, a.rounds, t->name().c_str(), l.requests, run.duration_s, s.output_throughput, s.tpot.median,
-                             static_cast<long long>(s.failed));
+                std::fprintf(stderr,
+                             "bench: concurrency %d, round %d/%d, %s: %zu requests in %.2f s, %.1f output tok/s, TPOT %.2f ms, "
+                             "%lld failed\n",
+                             c, round + 1, a.rounds, t->name().c_str(), l.requests, run.duration_s, s.output_throughput,
+                             s.tpot.median, static_cast<long long>(s.failed));
                 const bool is_serve = t == serve.get();
                 auto& pool = is_serve ? serve_all : engine_all;
                 pool.insert(pool.end(), run.requests.begin(), run.requests.end());
@@ -244,8 +262,9 @@ int run_bench_serve(BenchServeArgs& a) {
     workload += ", " + std::to_string(w.output_tokens) + " output tokens" + (w.ignore_eos ? " (ignore_eos)" : "");
     char rate_text[32] = "inf";
     if (std::isfinite(rate)) std::snprintf(rate_text, sizeof rate_text, "%g/s", rate);
-    std::printf("strata bench serve: %s (%s), model %s, %s, temperature %g, request rate %s, %d round(s)\n", a.url.c_str(), a.endpoint.c_str(),
-                w.model.empty() ? "(none named)" : w.model.c_str(), workload.c_str(), w.temperature, rate_text, a.rounds);
+    std::printf("strata bench serve: %s (%s), model %s, %s, temperature %g, request rate %s, %d round(s)\n", a.url.c_str(),
+                a.endpoint.c_str(), w.model.empty() ? "(none named)" : w.model.c_str(), workload.c_str(), w.temperature,
+                rate_text, a.rounds);
     print_tables(levels, engine != nullptr);
     if (!a.json_out.empty()) {
         std::ofstream f(a.json_out);
@@ -261,37 +280,77 @@ void add_bench_commands(CLI::App& app, Runner& run) {
     CLI::App* group = app.add_subcommand("bench", "benchmarks of a running system");
     group->require_subcommand(1);
     auto a = std::make_shared<BenchServeArgs>();
-    CLI::App* cmd = group->add_subcommand("serve", "load an OpenAI-compatible server at several concurrency levels (docs/BENCHMARKS.md)");
+    CLI::App* cmd =
+        group->add_subcommand("serve", "load an OpenAI-compatible server at several concurrency levels (docs/BENCHMARKS.md)");
     cmd->add_option("--url", a->url, "server base URL: http://HOST[:PORT][/PREFIX]")->capture_default_str();
     cmd->add_option("--api-key", a->api_key, "sent as a Bearer token (also STRATA_API_KEY)");
     cmd->add_option("--model-name", a->model_name, "the requests' \"model\" (default: the first of GET /v1/models)");
-    cmd->add_option("--endpoint", a->endpoint, "chat (/v1/chat/completions) or completions (/v1/completions)")->check(CLI::IsMember({"chat", "completions"}))->capture_default_str();
+    cmd->add_option("--endpoint", a->endpoint, "chat (/v1/chat/completions) or completions (/v1/completions)")
+        ->check(CLI::IsMember({"chat", "completions"}))
+        ->capture_default_str();
     cmd->add_option("-c,--concurrency", a->concurrency, "requests in flight at once; a list runs each level in turn")
         ->delimiter(',')
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
-    cmd->add_option("-n,--requests", a->requests, "requests per level and round (default: 4 × concurrency, at least 8)")->check(CLI::Range(1, 1 << 24));
-    cmd->add_option("--rounds", a->rounds, "runs of each level (serve and engine alternate; ratios are medians over rounds)")->check(CLI::Range(1, 1000))->capture_default_str();
-    cmd->add_option("--input-tokens", a->input_tokens, "prompt tokens of each request (distinct per request)")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--shared-prefix", a->shared_prefix, "tokens of a prefix every request shares, before its own part")->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--output-tokens", a->output_tokens, "max_tokens of each request")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
+    cmd->add_option("-n,--requests", a->requests, "requests per level and round (default: 4 × concurrency, at least 8)")
+        ->check(CLI::Range(1, 1 << 24));
+    cmd->add_option("--rounds", a->rounds, "runs of each level (serve and engine alternate; ratios are medians over rounds)")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    cmd->add_option("--input-tokens", a->input_tokens, "prompt tokens of each request (distinct per request)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--shared-prefix", a->shared_prefix, "tokens of a prefix every request shares, before its own part")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--output-tokens", a->output_tokens, "max_tokens of each request")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+        ->capture_default_str();
     cmd->add_flag("--no-ignore-eos", a->no_ignore_eos, "do not send ignore_eos (answers may then end before --output-tokens)");
     cmd->add_option("--temperature", a->temperature, "sampling temperature")->check(CLI::Range(0.0, 2.0))->capture_default_str();
-    cmd->add_option("--request-rate", a->rate, "inf (all requests at once) or requests/s with Poisson arrivals")->capture_default_str();
-    cmd->add_option("--seed", a->seed, "seed of prompts and arrivals (reusing one against the same server hits its prefix cache)")->capture_default_str();
-    cmd->add_option("--tokenizer", a->tokenizer_model, "GGUF whose tokenizer makes prompt lengths exact (default: --engine-baseline's model)")->check(CLI::ExistingFile);
-    cmd->add_option("--timeout", a->timeout_s, "seconds a response may stay silent")->check(CLI::Range(1, 86400))->capture_default_str();
+    cmd->add_option("--request-rate", a->rate, "inf (all requests at once) or requests/s with Poisson arrivals")
+        ->capture_default_str();
+    cmd->add_option("--seed", a->seed, "seed of prompts and arrivals (reusing one against the same server hits its prefix cache)")
+        ->capture_default_str();
+    cmd->add_option("--tokenizer", a->tokenizer_model,
+                    "GGUF whose tokenizer makes prompt lengths exact (default: --engine-baseline's model)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--timeout", a->timeout_s, "seconds a response may stay silent")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
     cmd->add_flag("--no-warmup", a->no_warmup, "skip the one request sent to each target before measuring");
     cmd->add_option("--json", a->json_out, "also write the results as JSON to this file");
-    cmd->add_option("--engine-baseline", a->baseline_model, "also run the workload through `strata engine` on this GGUF and compare")->check(CLI::ExistingFile);
+    cmd->add_option("--engine-baseline", a->baseline_model,
+                    "also run the workload through `strata engine` on this GGUF and compare")
+        ->check(CLI::ExistingFile);
     const char* engine_group = "Baseline engine (use the server's values)";
-    cmd->add_option("-t,--threads", a->threads, "engine compute threads")->check(CLI::Range(1, 1024))->capture_default_str()->group(engine_group);
-    cmd->add_option("--parallel", a->parallel, "sequences computed at once (--max-running)")->check(CLI::Range(1, 4096))->capture_default_str()->group(engine_group);
-    cmd->add_option("--ctx", a->ctx, "positions per sequence")->check(CLI::Range(int64_t{0}, int64_t{1} << 30))->group(engine_group);
-    cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str()->group(engine_group);
-    cmd->add_option("--snapshot-mib", a->snapshot_mib, "recurrent-state snapshots, MiB")->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str()->group(engine_group);
-    cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens in one forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(engine_group);
-    cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens of one sequence per step")->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(engine_group);
+    cmd->add_option("-t,--threads", a->threads, "engine compute threads")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str()
+        ->group(engine_group);
+    cmd->add_option("--parallel", a->parallel, "sequences computed at once (--max-running)")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str()
+        ->group(engine_group);
+    cmd->add_option("--ctx", a->ctx, "positions per sequence")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+        ->group(engine_group);
+    cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+        ->capture_default_str()
+        ->group(engine_group);
+    cmd->add_option("--snapshot-mib", a->snapshot_mib, "recurrent-state snapshots, MiB")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+        ->capture_default_str()
+        ->group(engine_group);
+    cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens in one forward pass")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str()
+        ->group(engine_group);
+    cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens of one sequence per step")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str()
+        ->group(engine_group);
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not reuse KV of earlier requests")->group(engine_group);
     cmd->callback([&run, a] { run = [a] { return run_bench_serve(*a); }; });
 }

@@ -2,9 +2,9 @@
 // events leave as JSON lines on stdout (docs/protocol.md); logs go to stderr. A reader thread
 // splits stdin into lines; the engine thread parses them and owns the scheduler and all output,
 // so events of one request are always in order. End of input drains the work in flight, then exits 0.
-#include <csignal>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <iostream>
@@ -14,8 +14,8 @@
 #include <thread>
 #include <unordered_map>
 
-#include "devices/backend_factory.h"
 #include "cli/commands.h"
+#include "devices/backend_factory.h"
 #include "model/model.h"
 #include "runtime/engine_protocol.h"
 #include "runtime/scheduler.h"
@@ -130,13 +130,15 @@ int run_engine(EngineArgs& a) {
     Scheduler sched(*model, *tok, a.sched);
     const auto& c = model->config();
     const SchedulerStats st = sched.stats();
-    std::fprintf(stderr,
-                 "engine: %s (%s, %lld layers), %.1f MiB of weights, loaded in %.0f ms; KV: %d blocks of %d positions "
-                 "(%lld positions per sequence at most), %d state snapshots; %d running at most, %d tokens per step, %d threads\n",
-                 a.model.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer), static_cast<double>(model->weight_bytes()) / (1 << 20),
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), st.kv_blocks, st.block_size,
-                 static_cast<long long>(st.max_context), st.snapshot_capacity, sched.options().max_running, sched.options().max_batched_tokens,
-                 a.threads);
+    std::fprintf(
+        stderr,
+        "engine: %s (%s, %lld layers), %.1f MiB of weights, loaded in %.0f ms; KV: %d blocks of %d positions "
+        "(%lld positions per sequence at most), %d state snapshots; %d running at most, %d tokens per step, %d threads\n",
+        a.model.c_str(), c.arch_name.c_str(), static_cast<long long>(c.n_layer),
+        static_cast<double>(model->weight_bytes()) / (1 << 20),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), st.kv_blocks, st.block_size,
+        static_cast<long long>(st.max_context), st.snapshot_capacity, sched.options().max_running,
+        sched.options().max_batched_tokens, a.threads);
 
     StdoutSink sink(*tok);
     sink.line(ready_event(sched));
@@ -205,19 +207,36 @@ int run_engine(EngineArgs& a) {
 
 void add_engine_command(CLI::App& app, Runner& run) {
     auto a = std::make_shared<EngineArgs>();
-    CLI::App* cmd = app.add_subcommand("engine", "run the engine process: JSON-lines protocol on stdin/stdout (docs/protocol.md)");
+    CLI::App* cmd =
+        app.add_subcommand("engine", "run the engine process: JSON-lines protocol on stdin/stdout (docs/protocol.md)");
     cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
     cmd->add_option("-t,--threads", a->threads, "compute threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
-    cmd->add_option("--max-running", a->sched.max_running, "sequences computed at once")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--max-batched-tokens", a->sched.max_batched_tokens, "tokens in one forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-    cmd->add_option("--prefill-chunk", a->sched.prefill_chunk, "most prompt tokens of one sequence per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-    cmd->add_option("--ctx", a->sched.max_context, "positions per sequence (default: the model's, capped by KV memory)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-    cmd->add_option("--kv-mib", a->kv_mib, "memory for the paged KV cache, MiB")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--block-size", a->sched.kv.block_size, "positions per KV block")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--snapshot-mib", a->snapshot_mib, "memory for recurrent-state snapshots of hybrid models, MiB")->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--snapshot-interval", a->sched.snapshot_interval, "hybrid models: also snapshot every N prompt tokens (0: prompt ends only)")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+    cmd->add_option("--max-running", a->sched.max_running, "sequences computed at once")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    cmd->add_option("--max-batched-tokens", a->sched.max_batched_tokens, "tokens in one forward pass")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--prefill-chunk", a->sched.prefill_chunk, "most prompt tokens of one sequence per step")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--ctx", a->sched.max_context, "positions per sequence (default: the model's, capped by KV memory)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+    cmd->add_option("--kv-mib", a->kv_mib, "memory for the paged KV cache, MiB")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--block-size", a->sched.kv.block_size, "positions per KV block")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    cmd->add_option("--snapshot-mib", a->snapshot_mib, "memory for recurrent-state snapshots of hybrid models, MiB")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--snapshot-interval", a->sched.snapshot_interval,
+                    "hybrid models: also snapshot every N prompt tokens (0: prompt ends only)")
+        ->check(CLI::Range(0, 1 << 30))
+        ->capture_default_str();
     cmd->add_flag("!--no-prefix-cache", a->sched.prefix_cache, "do not reuse KV of earlier requests");
     cmd->callback([&run, a] { run = [a] { return run_engine(*a); }; });
 }

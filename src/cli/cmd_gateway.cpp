@@ -46,7 +46,8 @@ int run_gateway(GatewayArgs& a) {
     gateway::GatewayConfig c;
     if (!a.config_path.empty()) {
         if (!a.upstream.empty()) throw Error("give either --config or --upstream, not both");
-        if (!a.upstream_key.empty()) throw Error("--upstream-key goes with --upstream; in a config, give upstream_key in the lane's entry");
+        if (!a.upstream_key.empty())
+            throw Error("--upstream-key goes with --upstream; in a config, give upstream_key in the lane's entry");
         c = gateway::load_gateway_config(a.config_path);
     } else {
         if (a.upstream.empty()) throw Error("no lanes: give --upstream URL (a running `strata serve`) or --config FILE");
@@ -86,12 +87,14 @@ int run_gateway(GatewayArgs& a) {
 
     // Lanes' model-info files: a private folder (mkdtemp: fresh, mode 0700, unpredictable name).
     std::string cache_template = (std::filesystem::temp_directory_path() / "strata-gateway-XXXXXX").string();
-    if (!::mkdtemp(cache_template.data())) throw Error("cannot make a temporary folder under " + std::filesystem::temp_directory_path().string());
+    if (!::mkdtemp(cache_template.data()))
+        throw Error("cannot make a temporary folder under " + std::filesystem::temp_directory_path().string());
     const std::filesystem::path cache = cache_template;
     gateway::Gateway gw(c, cache);
     gw.start();
     gw.bind();
-    serve_until_signal("gateway", [&] { gw.listen(); }, [&] { gw.stop(); });
+    serve_until_signal(
+        "gateway", [&] { gw.listen(); }, [&] { gw.stop(); });
     std::error_code ec;
     std::filesystem::remove_all(cache, ec);
     std::fprintf(stderr, "gateway: stopped\n");
@@ -102,25 +105,37 @@ int run_gateway(GatewayArgs& a) {
 
 void add_gateway_command(CLI::App& app, Runner& run) {
     auto a = std::make_shared<GatewayArgs>();
-    CLI::App* cmd = app.add_subcommand("gateway", "the network-facing gateway: lanes, keys, limits, 1M-token conversations (docs/gateway.md)");
-    cmd->add_option("--config", a->config_path, "TOML config: listen, TLS, lanes, keys, limits, long context (examples/gateway.toml)")->check(CLI::ExistingFile);
-    cmd->add_option("--upstream", a->upstream, "quick start: one lane, a running `strata serve` at this http:// URL; every model id goes there");
-    cmd->add_option("--upstream-key", a->upstream_key, "the key the --upstream lane itself expects (its --api-key), sent as x-api-key");
+    CLI::App* cmd = app.add_subcommand(
+        "gateway", "the network-facing gateway: lanes, keys, limits, 1M-token conversations (docs/gateway.md)");
+    cmd->add_option("--config", a->config_path,
+                    "TOML config: listen, TLS, lanes, keys, limits, long context (examples/gateway.toml)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--upstream", a->upstream,
+                    "quick start: one lane, a running `strata serve` at this http:// URL; every model id goes there");
+    cmd->add_option("--upstream-key", a->upstream_key,
+                    "the key the --upstream lane itself expects (its --api-key), sent as x-api-key");
     cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (default 127.0.0.1:8090; 0.0.0.0:PORT to face the network)");
     cmd->add_option("--api-key", a->api_keys, "accepted key (repeatable; also STRATA_API_KEY); kept only as a digest");
-    cmd->add_option("--key-name", a->key_name, "the name --api-key keys go by in logs, /concurrency and the lane")->capture_default_str();
-    cmd->add_option("--keys", a->keys_path, "TOML file of [[keys]] entries (name, sha256; see `strata gateway hash-key`)")->check(CLI::ExistingFile);
-    cmd->add_option("--store", a->store, "session store (SQLite) for long conversations; \"\": in memory only (default: $XDG_STATE_HOME/strata/gateway-sessions.sqlite)");
-    cmd->add_flag("--no-long-context", a->no_long_context, "never abridge: a conversation beyond the lane's window gets the lane's 400");
+    cmd->add_option("--key-name", a->key_name, "the name --api-key keys go by in logs, /concurrency and the lane")
+        ->capture_default_str();
+    cmd->add_option("--keys", a->keys_path, "TOML file of [[keys]] entries (name, sha256; see `strata gateway hash-key`)")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--store", a->store,
+                    "session store (SQLite) for long conversations; \"\": in memory only (default: "
+                    "$XDG_STATE_HOME/strata/gateway-sessions.sqlite)");
+    cmd->add_flag("--no-long-context", a->no_long_context,
+                  "never abridge: a conversation beyond the lane's window gets the lane's 400");
     cmd->add_flag("--debug-endpoints", a->debug_endpoints, "serve POST /v1/gateway/assemble to loopback clients");
-    cmd->add_option("--lane-wait", a->lane_wait_s, "seconds a request waits for a dead lane before a 503 (default 30; [limits] lane_wait_s)")
+    cmd->add_option("--lane-wait", a->lane_wait_s,
+                    "seconds a request waits for a dead lane before a 503 (default 30; [limits] lane_wait_s)")
         ->check(CLI::Range(0, 3600));
     cmd->callback([&run, a, cmd] {
         if (cmd->get_subcommands().empty()) run = [a] { return run_gateway(*a); };
     });
 
     auto name = std::make_shared<std::string>();
-    CLI::App* hash = cmd->add_subcommand("hash-key", "read a secret key on stdin; print a [[keys]] entry with its SHA-256 digest");
+    CLI::App* hash =
+        cmd->add_subcommand("hash-key", "read a secret key on stdin; print a [[keys]] entry with its SHA-256 digest");
     hash->add_option("--name", *name, "the key's name")->required();
     hash->callback([&run, name] {
         run = [name] {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "devices/backend_factory.h"
 #include "cli/commands.h"
+#include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "template/chat_template.h"
@@ -102,10 +102,12 @@ int run_generate(const GenerateArgs& a) {
     std::vector<int32_t> prompt = a.tokens.empty() ? tok->encode(text_in) : parse_token_list(a.tokens);
     if (prompt.empty()) throw Error("the prompt encodes to no tokens");
     for (int32_t t : prompt)
-        if (t >= cfg.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(cfg.n_vocab) + ")");
+        if (t >= cfg.n_vocab)
+            throw Error("token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(cfg.n_vocab) + ")");
     const int64_t ctx = a.ctx > 0 ? a.ctx : static_cast<int64_t>(prompt.size()) + a.n_predict;
     if (static_cast<int64_t>(prompt.size()) + a.n_predict > ctx)
-        throw Error("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(a.n_predict) + " exceeds --ctx " + std::to_string(ctx));
+        throw Error("prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(a.n_predict) +
+                    " exceeds --ctx " + std::to_string(ctx));
     auto seq = model->new_sequence(ctx);
     std::fprintf(stderr, "sequence state: %.2f MiB for %lld positions\n", static_cast<double>(seq->bytes()) / (1 << 20),
                  static_cast<long long>(ctx));

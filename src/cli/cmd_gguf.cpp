@@ -1,6 +1,6 @@
 // `strata gguf info FILE [--json]` and `strata gguf dequant FILE TENSOR OUT.f32`.
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -45,8 +45,8 @@ json value_to_json(const gguf::Value& v, bool summarise) {
             return json{{"array_of", gguf::value_type_name(v.elem_type)}, {"count", n}, {"head", items}};
         }
         default:
-            if (gguf::is_integer(v.type) && (v.type == ValueType::I8 || v.type == ValueType::I16 ||
-                                             v.type == ValueType::I32 || v.type == ValueType::I64))
+            if (gguf::is_integer(v.type) &&
+                (v.type == ValueType::I8 || v.type == ValueType::I16 || v.type == ValueType::I32 || v.type == ValueType::I64))
                 return v.i;
             return v.u;
     }
@@ -132,8 +132,8 @@ int run_dequant(const std::string& path, const std::string& tensor_name, const s
 // per type our quantiser supports, all from the same random source, and reports each type's
 // size and round-trip error. The demo inspects the result with `gguf info`.
 int run_sample(const std::string& out_path, uint64_t rows, uint64_t cols, uint32_t seed) {
-    const std::vector<quant::Type> types = {quant::Type::F32,  quant::Type::F16,    quant::Type::BF16,  quant::Type::Q8_0,
-                                            quant::Type::Q4_0, quant::Type::Q6_K,   quant::Type::Q5_K,  quant::Type::Q4_K,
+    const std::vector<quant::Type> types = {quant::Type::F32,    quant::Type::F16,   quant::Type::BF16, quant::Type::Q8_0,
+                                            quant::Type::Q4_0,   quant::Type::Q6_K,  quant::Type::Q5_K, quant::Type::Q4_K,
                                             quant::Type::IQ4_NL, quant::Type::IQ4_XS};
     if (cols == 0 || cols % 256 != 0) throw Error("--cols must be a positive multiple of 256");
     if (rows == 0 || rows > (1u << 16)) throw Error("--rows must be between 1 and 65536");
@@ -196,7 +196,8 @@ void add_gguf_commands(CLI::App& app, Runner& run) {
     info->add_option("FILE", info_args->file, "GGUF file (any part of a split model)")->required();
     info->add_flag("--json", info_args->json, "Print one JSON object");
     info->add_flag("--full", info_args->full, "Do not summarise long arrays");
-    info->callback([&run, info_args] { run = [info_args] { return run_info(info_args->file, info_args->json, info_args->full); }; });
+    info->callback(
+        [&run, info_args] { run = [info_args] { return run_info(info_args->file, info_args->json, info_args->full); }; });
 
     struct DequantArgs {
         std::string file, tensor, out;

@@ -43,9 +43,15 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     mk->add_option("--arch", m->o.arch, archs)->capture_default_str();
     mk->add_option("--preset", m->o.preset, "geometry preset (see above)")->capture_default_str();
     mk->add_option("--type", m->o.type, "quantisation mix: " + mix_list())->capture_default_str();
-    mk->add_option("--tokenizer", m->o.tokenizer, "'builtin', a GGUF file to copy the tokenizer from, or a transformers tokenizer folder (tokenizer.json, tokenizer_config.json)")->capture_default_str();
-    mk->add_option("--chat-template", m->o.chat_template_file, "a Jinja file to use as tokenizer.chat_template")->check(CLI::ExistingFile);
-    mk->add_option("--eos-bias", m->o.eos_bias, "qwen3moe: weight of a constant feature that makes eos likely at every step, so random replies end by themselves (test models for API clients)");
+    mk->add_option("--tokenizer", m->o.tokenizer,
+                   "'builtin', a GGUF file to copy the tokenizer from, or a transformers tokenizer folder (tokenizer.json, "
+                   "tokenizer_config.json)")
+        ->capture_default_str();
+    mk->add_option("--chat-template", m->o.chat_template_file, "a Jinja file to use as tokenizer.chat_template")
+        ->check(CLI::ExistingFile);
+    mk->add_option("--eos-bias", m->o.eos_bias,
+                   "qwen3moe: weight of a constant feature that makes eos likely at every step, so random replies end by "
+                   "themselves (test models for API clients)");
     mk->add_option("--layers", m->layers, "override: layers");
     mk->add_option("--embd", m->embd, "override: hidden size");
     mk->add_option("--heads", m->heads, "override: attention heads");
@@ -58,7 +64,8 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     mk->add_option("--ctx", m->ctx, "override: context length");
     mk->add_flag("--untied", m->o.untied, "separate output head (default: tied to the embedding)");
     mk->add_option("--seed", m->o.seed, "random seed")->capture_default_str();
-    mk->add_option("--init", m->o.init, "auto, quantize or blocks (random valid blocks; fast for huge models)")->capture_default_str();
+    mk->add_option("--init", m->o.init, "auto, quantize or blocks (random valid blocks; fast for huge models)")
+        ->capture_default_str();
     mk->add_option("-t,--threads", m->o.threads, "threads")->capture_default_str();
     mk->callback([&run, m] {
         run = [m] {
@@ -76,7 +83,8 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
             Progress prog("make-model " + m->out);
             m->o.progress = [&prog](uint64_t d, uint64_t t, const std::string& name) { prog.update(d, t, name); };
             const uint64_t params = model_tools::make_model(m->o, m->out);
-            prog.finish("wrote " + std::to_string(params) + " parameters (" + m->o.arch + " " + m->o.preset + ", " + m->o.type + ")");
+            prog.finish("wrote " + std::to_string(params) + " parameters (" + m->o.arch + " " + m->o.preset + ", " + m->o.type +
+                        ")");
             return 0;
         };
     });

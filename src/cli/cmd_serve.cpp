@@ -9,8 +9,8 @@
 #include <memory>
 #include <thread>
 
-#include "devices/backend_factory.h"
 #include "cli/commands.h"
+#include "devices/backend_factory.h"
 #include "serve/server.h"
 #include "util/error.h"
 
@@ -43,9 +43,22 @@ int run_serve(ServeArgs& a) {
     auto& o = a.o;
     o.api_keys = a.keys;
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);
-    o.engine_argv = {self_exe(), "engine", "-m", o.model_path, "-t", std::to_string(a.threads), "--max-running", std::to_string(o.parallel),
-                     "--max-batched-tokens", std::to_string(a.max_batched_tokens), "--prefill-chunk", std::to_string(a.prefill_chunk),
-                     "--kv-mib", std::to_string(a.kv_mib), "--snapshot-mib", std::to_string(a.snapshot_mib)};
+    o.engine_argv = {self_exe(),
+                     "engine",
+                     "-m",
+                     o.model_path,
+                     "-t",
+                     std::to_string(a.threads),
+                     "--max-running",
+                     std::to_string(o.parallel),
+                     "--max-batched-tokens",
+                     std::to_string(a.max_batched_tokens),
+                     "--prefill-chunk",
+                     std::to_string(a.prefill_chunk),
+                     "--kv-mib",
+                     std::to_string(a.kv_mib),
+                     "--snapshot-mib",
+                     std::to_string(a.snapshot_mib)};
     if (a.ctx > 0) o.engine_argv.insert(o.engine_argv.end(), {"--ctx", std::to_string(a.ctx)});
     if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
     o.engine_argv.insert(o.engine_argv.end(), {"--device", a.device});
@@ -55,7 +68,8 @@ int run_serve(ServeArgs& a) {
     serve::Server server(o);
     server.start();
     server.bind();
-    serve_until_signal("serve", [&] { server.listen(); }, [&] { server.stop(); });
+    serve_until_signal(
+        "serve", [&] { server.listen(); }, [&] { server.stop(); });
     std::fprintf(stderr, "serve: stopped\n");
     return 0;
 }
@@ -101,18 +115,29 @@ void add_serve_command(CLI::App& app, Runner& run) {
     cmd->add_option("--port", a->o.port, "port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();
     cmd->add_option("--api-key", a->keys, "accepted API key (repeatable; Bearer or x-api-key); also STRATA_API_KEY");
     cmd->add_option("--parallel", a->o.parallel, "requests computed at once")->check(CLI::Range(1, 4096))->capture_default_str();
-    cmd->add_option("--queue", a->o.max_queue, "requests that may wait beyond --parallel; more get 429/529")->check(CLI::Range(0, 100000))->capture_default_str();
+    cmd->add_option("--queue", a->o.max_queue, "requests that may wait beyond --parallel; more get 429/529")
+        ->check(CLI::Range(0, 100000))
+        ->capture_default_str();
     cmd->add_option("--max-body-mib", a->o.max_body_bytes, "largest request body, MiB")
         ->check(CLI::Range(int64_t{1}, int64_t{1024}))
         ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     cmd->add_option("-t,--threads", a->threads, "engine compute threads")->check(CLI::Range(1, 1024))->capture_default_str();
-    cmd->add_option("--ctx", a->ctx, "positions per sequence (default: the model's, capped by KV memory)")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-    cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")->check(CLI::Range(int64_t{1}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--snapshot-mib", a->snapshot_mib, "recurrent-state snapshots (hybrid models), MiB")->check(CLI::Range(int64_t{0}, int64_t{1} << 24))->capture_default_str();
-    cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens in one forward pass")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-    cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens of one sequence per step")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+    cmd->add_option("--ctx", a->ctx, "positions per sequence (default: the model's, capped by KV memory)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+    cmd->add_option("--kv-mib", a->kv_mib, "paged KV memory, MiB")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--snapshot-mib", a->snapshot_mib, "recurrent-state snapshots (hybrid models), MiB")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--max-batched-tokens", a->max_batched_tokens, "tokens in one forward pass")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens of one sequence per step")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not reuse KV of earlier requests");
     cmd->callback([&run, a] { run = [a] { return run_serve(*a); }; });
 }

@@ -27,7 +27,8 @@ std::string read_stdin() {
 }
 
 void write_stdout(const std::string& s) {
-    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0) throw Error("cannot write standard output");
+    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
+        throw Error("cannot write standard output");
 }
 
 void append_ids_json(std::string& out, const std::vector<int32_t>& ids) {
@@ -52,7 +53,8 @@ int run_tokenize(const std::string& model, bool no_special, bool jsonl, int thre
     const bool parse_special = !no_special;
     std::string out;
     if (!jsonl) {
-        append_ids_json(out, threads > 1 ? tok->encode_parallel(input, threads, parse_special) : tok->encode(input, parse_special));
+        append_ids_json(out,
+                        threads > 1 ? tok->encode_parallel(input, threads, parse_special) : tok->encode(input, parse_special));
         write_stdout(out);
         return 0;
     }
@@ -69,7 +71,8 @@ int run_tokenize(const std::string& model, bool no_special, bool jsonl, int thre
         } catch (const nlohmann::json::exception& e) {
             throw Error("stdin line " + std::to_string(line_no) + ": not JSON (" + e.what() + ")");
         }
-        if (!value.is_string()) throw Error("stdin line " + std::to_string(line_no) + ": expected a JSON string, got " + value.type_name());
+        if (!value.is_string())
+            throw Error("stdin line " + std::to_string(line_no) + ": expected a JSON string, got " + value.type_name());
         const std::string& text = value.get_ref<const std::string&>();
         append_ids_json(out, threads > 1 ? tok->encode_parallel(text, threads, parse_special) : tok->encode(text, parse_special));
         if (out.size() > (1 << 20)) {
@@ -121,7 +124,8 @@ void add_tokenize_commands(CLI::App& app, Runner& run) {
     tok->add_flag("--no-special", targs->no_special, "Treat special and added tokens in the text as plain text");
     tok->add_flag("--jsonl", targs->jsonl, "Each stdin line is a JSON string; print one id array per line");
     tok->add_option("--threads", targs->threads, "Encode long texts on N threads (same ids)")->check(CLI::Range(1, 256));
-    tok->callback([&run, targs] { run = [targs] { return run_tokenize(targs->model, targs->no_special, targs->jsonl, targs->threads); }; });
+    tok->callback(
+        [&run, targs] { run = [targs] { return run_tokenize(targs->model, targs->no_special, targs->jsonl, targs->threads); }; });
 
     auto dmodel = std::make_shared<std::string>();
     CLI::App* detok = app.add_subcommand("detokenize", "JSON array of token ids on stdin -> text on stdout");

@@ -200,14 +200,17 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
     };
 
     u32(names::kBlockCount, cfg.n_layer + plan.n_mtp_layers);
-    opt_u32(names::kContextLength, {"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"});
+    opt_u32(names::kContextLength,
+            {"max_position_embeddings", "n_ctx", "n_positions", "max_length", "max_sequence_length", "model_max_length"});
     u32(names::kEmbeddingLength, cfg.n_embd);
-    opt_u32(names::kFeedForwardLength, {"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"});
+    opt_u32(names::kFeedForwardLength,
+            {"prefix_dense_intermediate_size", "dense_intermediate_size", "intermediate_size", "n_inner", "hidden_dim"});
     u32(names::kHeadCount, cfg.n_head);
     opt_u32(names::kHeadCountKv, {"num_key_value_heads", "n_kv_heads"});
 
     const ojson& rope = cfg.rope;
-    const ojson& rope_params = rope.contains("full_attention") && rope["full_attention"].is_object() ? rope["full_attention"] : rope;
+    const ojson& rope_params =
+        rope.contains("full_attention") && rope["full_attention"].is_object() ? rope["full_attention"] : rope;
     if (const auto it = rope_params.find("rope_type"); it != rope_params.end() && it->is_string()) {
         const std::string type = it->get<std::string>();
         const auto factor = rope_number(rope_params, "factor");
@@ -243,7 +246,8 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
     }
     if (const auto theta = rope_number(rope_params, "rope_theta")) f32(names::kRopeFreqBase, *theta);
     if (const auto eps = cfg.find_number({"rms_norm_eps", "norm_eps"})) f32(names::kRmsEps, *eps);
-    if (const auto eps = cfg.find_number({"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"})) f32(names::kLayerNormEps, *eps);
+    if (const auto eps = cfg.find_number({"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"}))
+        f32(names::kLayerNormEps, *eps);
     u32(names::kExpertCount, cfg.n_expert);
     u32(names::kExpertUsedCount, cfg.n_expert_used);
     if (cfg.find({"head_dim"}) != nullptr) {
@@ -310,8 +314,8 @@ ConvertResult convert_checkpoint(const fs::path& hf_dir, const fs::path& out, co
     for (const PlannedTensor& t : plan.tensors)
         for (const SourcePiece& p : t.pieces)
             if (!is_convertible(p.tensor->dtype))
-                throw Error(p.tensor->file->string() + ": tensor '" + p.tensor->name + "' has dtype " + dtype_name(p.tensor->dtype) +
-                            "; only F32, F16 and BF16 checkpoints can be converted");
+                throw Error(p.tensor->file->string() + ": tensor '" + p.tensor->name + "' has dtype " +
+                            dtype_name(p.tensor->dtype) + "; only F32, F16 and BF16 checkpoints can be converted");
 
     // Every tensor's type, then the header: metadata in the converter's order.
     std::vector<quant::Type> types;
@@ -327,7 +331,8 @@ ConvertResult convert_checkpoint(const fs::path& hf_dir, const fs::path& out, co
         counts.add(t.name, t.shape);
     }
     if (n_fallback > 0)
-        log("note: " + std::to_string(n_fallback) + " tensor(s) with rows that are not a multiple of 32 stay f16 instead of q8_0");
+        log("note: " + std::to_string(n_fallback) +
+            " tensor(s) with rows that are not a multiple of 32 stay f16 instead of q8_0");
 
     gguf::Writer w;
     w.set(names::kGeneralArchitecture, gguf::Value::of_string(cfg.gguf_arch));
@@ -356,8 +361,8 @@ ConvertResult convert_checkpoint(const fs::path& hf_dir, const fs::path& out, co
         done += w.tensor_bytes(i);
         char head[48];
         std::snprintf(head, sizeof head, "[%*zu/%zu] ", width, i + 1, n);
-        log(std::string(head) + t.name + " " + quant::type_name(types[i]) + " {" + shape_text(t.shape) + "} " + human_bytes(done) +
-            " / " + human_bytes(total_bytes));
+        log(std::string(head) + t.name + " " + quant::type_name(types[i]) + " {" + shape_text(t.shape) + "} " +
+            human_bytes(done) + " / " + human_bytes(total_bytes));
     }
     w.finish();
     res.n_tensors = n;

@@ -54,7 +54,8 @@ std::string rounded_count(int64_t n, int min_digits) {
 }
 
 std::string size_label(const ParamCounts& c) {
-    if (c.expert_count() > 0) return std::to_string(c.expert_count()) + "x" + rounded_count(std::llabs(c.shared) + std::llabs(c.expert));
+    if (c.expert_count() > 0)
+        return std::to_string(c.expert_count()) + "x" + rounded_count(std::llabs(c.shared) + std::llabs(c.expert));
     return rounded_count(std::llabs(c.total));
 }
 
@@ -164,7 +165,8 @@ bool is_quant_type(const std::string& s) {
             ++c.i;
             bool ok = true;
             while (ok && !c.done()) {
-                const bool word = c.i + 1 < s.size() && (std::isalnum(static_cast<unsigned char>(s[c.i + 1])) || s[c.i + 1] == '_');
+                const bool word =
+                    c.i + 1 < s.size() && (std::isalnum(static_cast<unsigned char>(s[c.i + 1])) || s[c.i + 1] == '_');
                 if (s[c.i] == '_' && word) c.i += 2;
                 else ok = false;
             }
@@ -215,8 +217,7 @@ std::string id_to_title(const std::string& id) {
     std::replace(s.begin(), s.end(), '-', ' ');
     std::istringstream words(s);
     std::vector<std::string> out;
-    for (std::string w; words >> w;)
-        out.push_back(is_lower_word(w) && !is_version_like(w) ? title_case(w) : w);
+    for (std::string w; words >> w;) out.push_back(is_lower_word(w) && !is_version_like(w) ? title_case(w) : w);
     return join(out, " ");
 }
 
@@ -234,7 +235,6 @@ ModelIdParts model_id_parts(const std::string& id, int64_t total_params) {
         if (!r.organization->empty() && (*r.organization)[0] == '.') r.organization.reset();  // "./model"
     }
     r.full_name = full;
-
 
     std::vector<std::string> parts;
     for (std::string& p : split(full, '-'))
@@ -288,8 +288,8 @@ ModelIdParts model_id_parts(const std::string& id, int64_t total_params) {
         if (kinds[i].count("size_label") && std::any_of(parts[i].begin(), parts[i].end(), is_digit)) numeric_size = true;
     if (numeric_size)
         for (size_t i = 0; i < parts.size(); ++i)
-            if (kinds[i].count("size_label") &&
-                std::all_of(parts[i].begin(), parts[i].end(), [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); }))
+            if (kinds[i].count("size_label") && std::all_of(parts[i].begin(), parts[i].end(),
+                                                            [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); }))
                 kinds[i].erase("size_label");
     // The basename: leading plain words and versions.
     bool at_start = true;
@@ -378,7 +378,8 @@ ModelCard read_model_card(const fs::path& dir) {
             continue;
         }
         const std::string t = trim(line);
-        if (!list_key.empty() && t.size() >= 2 && t[0] == '-' && t[1] == ' ') card.lists[list_key].push_back(unquote(t.substr(2)));
+        if (!list_key.empty() && t.size() >= 2 && t[0] == '-' && t[1] == ' ')
+            card.lists[list_key].push_back(unquote(t.substr(2)));
     }
     return card;
 }
@@ -403,7 +404,8 @@ std::map<std::string, std::string> source_entry(const std::string& id, int64_t t
         if (!rest.starts_with(kHost)) return e;
         hf_id = rest.substr(kHost.size());
         const size_t slash = hf_id.find('/');
-        if (slash == std::string::npos || slash == 0 || slash + 1 == hf_id.size() || hf_id.find('/', slash + 1) != std::string::npos)
+        if (slash == std::string::npos || slash == 0 || slash + 1 == hf_id.size() ||
+            hf_id.find('/', slash + 1) != std::string::npos)
             return e;
     }
     const ModelIdParts p = model_id_parts(hf_id, total_params);

@@ -19,9 +19,9 @@ namespace strata::convert {
 // Parameter counts over the written tensors. Expert tensors are the 3-D "*_exps.*" ones.
 struct ParamCounts {
     int64_t total = 0;
-    int64_t shared = 0;            // everything outside expert tensors
-    int64_t expert = 0;            // one expert's share of the expert tensors
-    int64_t expert_sum = 0;        // sum over expert tensors of their expert count
+    int64_t shared = 0;      // everything outside expert tensors
+    int64_t expert = 0;      // one expert's share of the expert tensors
+    int64_t expert_sum = 0;  // sum over expert tensors of their expert count
     int64_t n_expert_tensors = 0;
 
     // Adds one tensor (GGUF name, shape ne0 first).

@@ -33,8 +33,7 @@ const ojson* HfConfig::find(std::initializer_list<const char*> keys) const {
 std::optional<double> HfConfig::find_number(std::initializer_list<const char*> keys) const {
     const ojson* v = find(keys);
     if (v == nullptr) return std::nullopt;
-    if (!v->is_number())
-        throw Error(config_path.string() + ": '" + std::string(*keys.begin()) + "' is not a number");
+    if (!v->is_number()) throw Error(config_path.string() + ": '" + std::string(*keys.begin()) + "' is not a number");
     return v->get<double>();
 }
 
@@ -67,7 +66,8 @@ ojson rope_parameters(const HfConfig& c) {
     auto mirror = [&](const char* key, const ojson* v) {
         if (v != nullptr && !rope.contains(key)) rope[key] = *v;
     };
-    mirror("rope_theta", c.find({"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"}));
+    mirror("rope_theta",
+           c.find({"global_rope_theta", "rope_global_theta", "rope_theta_global", "rope_theta", "rotary_emb_base"}));
     if (!rope.contains("rope_type") && rope.contains("type")) rope["rope_type"] = rope["type"];
     mirror("partial_rotary_factor", c.find({"partial_rotary_factor", "rope_pct", "rope_percent"}));
     mirror("original_max_position_embeddings", c.find({"original_max_position_embeddings"}));

@@ -20,20 +20,20 @@ struct HfConfig {
     std::filesystem::path config_path;  // dir / config.json, for messages
     std::string hf_arch;                // architectures[0], e.g. "Qwen3NextForCausalLM"
     HfArch arch = HfArch::Qwen3Moe;
-    std::string gguf_arch;              // "qwen3moe", "qwen3next", "qwen35moe"
-    bool multimodal = false;            // a ...ForConditionalGeneration: text tower only
-    nlohmann::ordered_json hparams;     // top level with text_config merged over it
-    nlohmann::ordered_json rope;        // rope_parameters with rope_theta etc. mirrored in
+    std::string gguf_arch;           // "qwen3moe", "qwen3next", "qwen35moe"
+    bool multimodal = false;         // a ...ForConditionalGeneration: text tower only
+    nlohmann::ordered_json hparams;  // top level with text_config merged over it
+    nlohmann::ordered_json rope;     // rope_parameters with rope_theta etc. mirrored in
 
     // Typed fields the tensor mapping needs (checked positive where required).
-    int64_t n_layer = 0;       // num_hidden_layers (MTP layers not included)
-    int64_t n_embd = 0;        // hidden_size
-    int64_t n_head = 0;        // num_attention_heads
-    int64_t n_head_kv = 0;     // num_key_value_heads
-    int64_t head_dim = 0;      // head_dim, else hidden_size / num_attention_heads
-    int64_t n_vocab = 0;       // vocab_size
-    int64_t n_expert = 0;      // num_local_experts / num_experts
-    int64_t n_expert_used = 0; // num_experts_per_tok
+    int64_t n_layer = 0;        // num_hidden_layers (MTP layers not included)
+    int64_t n_embd = 0;         // hidden_size
+    int64_t n_head = 0;         // num_attention_heads
+    int64_t n_head_kv = 0;      // num_key_value_heads
+    int64_t head_dim = 0;       // head_dim, else hidden_size / num_attention_heads
+    int64_t n_vocab = 0;        // vocab_size
+    int64_t n_expert = 0;       // num_local_experts / num_experts
+    int64_t n_expert_used = 0;  // num_experts_per_tok
     bool tie_word_embeddings = false;
     // Gated DeltaNet (qwen3next, qwen35moe).
     int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, conv_kernel = 0;

@@ -132,7 +132,8 @@ private:
             any = true;
             if (name.starts_with("model.")) name = name.substr(6);
             const auto parts = split_dots(name, 4);
-            if (parts.size() == 4 && parts[1] == "layers" && is_decimal(parts[2])) n = std::max<int64_t>(n, std::stoll(parts[2]) + 1);
+            if (parts.size() == 4 && parts[1] == "layers" && is_decimal(parts[2]))
+                n = std::max<int64_t>(n, std::stoll(parts[2]) + 1);
         }
         if (any && n == 0) n = 1;  // only the fc/norm tensors: they still belong to one block
         if (!opts_.include_mtp) {
@@ -172,12 +173,14 @@ private:
 
     // nullopt: a tensor the converter leaves out (other modalities, MTP when excluded).
     std::optional<std::string> filtered_name(const std::string& raw) const {
-        static const char* const kSkipPrefixes[] = {"mlp", "vit.", "vpm.", "siglip2.", "conformer.", "merger.", "resampler.",
-                                                     "sound_encoder.", "sound_projection.", "speech_embeddings."};
-        static const char* const kSkipInfixes[] = {"visual.", "vision.", "audio.", "talker.", "vision_", "audio_",
-                                                    "token2wav.", "code2wav.", "projector.", "pre_mm_projector_norm",
-                                                    "image_newline", "view_seperator", "patch_embed", "patch_embedding",
-                                                    "patch_merger.", "patch_merge_mlp.", "model.connector."};
+        static const char* const kSkipPrefixes[] = {
+            "mlp",     "vit.",       "vpm.",           "siglip2.",          "conformer.",
+            "merger.", "resampler.", "sound_encoder.", "sound_projection.", "speech_embeddings."};
+        static const char* const kSkipInfixes[] = {
+            "visual.",          "vision.",         "audio.",      "talker.",         "vision_",
+            "audio_",           "token2wav.",      "code2wav.",   "projector.",      "pre_mm_projector_norm",
+            "image_newline",    "view_seperator",  "patch_embed", "patch_embedding", "patch_merger.",
+            "patch_merge_mlp.", "model.connector."};
         for (const char* p : kSkipPrefixes)
             if (raw.starts_with(p)) return std::nullopt;
         for (const char* p : kSkipInfixes)
@@ -246,7 +249,7 @@ private:
 
     ElementOp norm_op(const std::string& name) const {
         return zero_centred_ && ends_with(name, "norm.weight") && !ends_with(name, "linear_attn.norm.weight") ? ElementOp::AddOne
-                                                                                                           : ElementOp::None;
+                                                                                                              : ElementOp::None;
     }
 
     bool is_full_attention(int64_t layer) const {
@@ -256,10 +259,10 @@ private:
     void map_layer_tensor(const StTensor& t, const std::string& name, int64_t layer, const std::string& s) {
         const bool mtp = layer >= cfg_.n_layer;
         static const std::map<std::string, const char*> kCommon = {
-            {"input_layernorm.weight", names::kAttnNorm},    {"self_attn.q_proj.weight", names::kAttnQ},
-            {"self_attn.k_proj.weight", names::kAttnK},      {"self_attn.v_proj.weight", names::kAttnV},
-            {"self_attn.o_proj.weight", names::kAttnOut},    {"self_attn.q_norm.weight", names::kAttnQNorm},
-            {"self_attn.k_norm.weight", names::kAttnKNorm},  {"mlp.gate.weight", names::kFfnGateInp},
+            {"input_layernorm.weight", names::kAttnNorm},   {"self_attn.q_proj.weight", names::kAttnQ},
+            {"self_attn.k_proj.weight", names::kAttnK},     {"self_attn.v_proj.weight", names::kAttnV},
+            {"self_attn.o_proj.weight", names::kAttnOut},   {"self_attn.q_norm.weight", names::kAttnQNorm},
+            {"self_attn.k_norm.weight", names::kAttnKNorm}, {"mlp.gate.weight", names::kFfnGateInp},
         };
         static const std::map<std::string, const char*> kHybrid = {
             {"mlp.shared_expert.gate_proj.weight", names::kFfnGateShexp},
@@ -281,7 +284,8 @@ private:
         if (s.starts_with("linear_attn.") && (!hybrid_ || is_full_attention(layer)))
             fail("tensor '" + t.name + "' is a linear-attention tensor, but config.json makes layer " + std::to_string(layer) +
                  " a full-attention layer");
-        if (const auto it = kCommon.find(s); it != kCommon.end()) return emit_plain(t, names::layer(layer, it->second), norm_op(name));
+        if (const auto it = kCommon.find(s); it != kCommon.end())
+            return emit_plain(t, names::layer(layer, it->second), norm_op(name));
         if (s == "post_attention_layernorm.weight")
             return emit_plain(t, names::layer(layer, hybrid_ ? names::kPostAttnNorm : names::kFfnNorm), norm_op(name));
         if (s.starts_with("mlp.experts.")) return map_experts(t, layer, s.substr(12));
@@ -329,7 +333,8 @@ private:
                 if (parts[1] == std::string(kProjNames[p]) + "_proj") proj = p;
         if (proj < 0 || !is_decimal(parts[0])) fail("cannot map tensor '" + t.name + "' to a GGUF tensor");
         const int64_t e = std::stoll(parts[0]);
-        if (e >= n_exp) fail("tensor '" + t.name + "' names expert " + parts[0] + ", but config.json has " + std::to_string(n_exp));
+        if (e >= n_exp)
+            fail("tensor '" + t.name + "' names expert " + parts[0] + ", but config.json has " + std::to_string(n_exp));
         if (t.shape.size() != 2) fail("tensor '" + t.name + "' has shape " + t.shape_text() + ", expected a matrix");
         ExpertSlots& slots = experts_[layer];
         for (auto& v : slots.by_proj)
@@ -338,7 +343,8 @@ private:
         if (slot != nullptr) fail("tensor '" + t.name + "' appears twice");
         for (const StTensor* other : slots.by_proj[proj])
             if (other != nullptr && other->shape != t.shape)
-                fail("tensor '" + t.name + "' has shape " + t.shape_text() + ", but '" + other->name + "' has " + other->shape_text());
+                fail("tensor '" + t.name + "' has shape " + t.shape_text() + ", but '" + other->name + "' has " +
+                     other->shape_text());
         slot = &t;
         if (++slots.filled < 3 * n_exp) return;
         // All experts of the layer are in: stack each projection into {cols, rows, n_expert}.
@@ -346,7 +352,8 @@ private:
             const StTensor* first = slots.by_proj[p][0];
             PlannedTensor out;
             out.name = names::layer(layer, kExpsNames[p]);
-            out.shape = {static_cast<uint64_t>(first->shape[1]), static_cast<uint64_t>(first->shape[0]), static_cast<uint64_t>(n_exp)};
+            out.shape = {static_cast<uint64_t>(first->shape[1]), static_cast<uint64_t>(first->shape[0]),
+                         static_cast<uint64_t>(n_exp)};
             for (const StTensor* x : slots.by_proj[p]) out.pieces.push_back({x, {}});
             emit(std::move(out), "model.layers." + std::to_string(layer) + ".mlp.experts.*." + kProjNames[p] + "_proj.weight");
         }
@@ -466,7 +473,9 @@ private:
         const bool shared_expert = hybrid_ && cfg_.find_int({"shared_expert_intermediate_size"}).value_or(0) > 0;
         for (int64_t il = 0; il < n_blocks(); ++il) {
             const std::string hf = "model.layers." + std::to_string(il) + ".";
-            auto need = [&](const char* gguf, const std::string& hf_suffix) { want.emplace_back(names::layer(il, gguf), hf + hf_suffix); };
+            auto need = [&](const char* gguf, const std::string& hf_suffix) {
+                want.emplace_back(names::layer(il, gguf), hf + hf_suffix);
+            };
             need(names::kAttnNorm, "input_layernorm.weight");
             need(hybrid_ ? names::kPostAttnNorm : names::kFfnNorm, "post_attention_layernorm.weight");
             if (is_full_attention(il)) {

@@ -60,13 +60,13 @@ struct SourcePiece {
 };
 
 struct PlannedTensor {
-    std::string name;                  // GGUF name
-    std::vector<uint64_t> shape;       // ne0 first; ne0 is the source row length
-    std::vector<SourcePiece> pieces;   // output rows: the pieces' rows, concatenated
-    std::vector<int64_t> col_perm;     // output column j takes source column col_perm[j]; empty: identity
+    std::string name;                 // GGUF name
+    std::vector<uint64_t> shape;      // ne0 first; ne0 is the source row length
+    std::vector<SourcePiece> pieces;  // output rows: the pieces' rows, concatenated
+    std::vector<int64_t> col_perm;    // output column j takes source column col_perm[j]; empty: identity
     ElementOp op = ElementOp::None;
-    bool keep_f32 = false;             // stays F32 whatever the output type (converter rule)
-    std::string source;                // checkpoint tensor name(s), for progress and messages
+    bool keep_f32 = false;  // stays F32 whatever the output type (converter rule)
+    std::string source;     // checkpoint tensor name(s), for progress and messages
 
     uint64_t n_rows() const;
 };

@@ -26,10 +26,9 @@ struct DtypeEntry {
 };
 
 constexpr DtypeEntry kDtypes[] = {
-    {"F64", StDtype::F64, 8},   {"F32", StDtype::F32, 4},   {"F16", StDtype::F16, 2},
-    {"BF16", StDtype::BF16, 2}, {"I64", StDtype::I64, 8},   {"I32", StDtype::I32, 4},
-    {"I16", StDtype::I16, 2},   {"I8", StDtype::I8, 1},     {"U64", StDtype::U64, 8},
-    {"U32", StDtype::U32, 4},   {"U16", StDtype::U16, 2},   {"U8", StDtype::U8, 1},
+    {"F64", StDtype::F64, 8},   {"F32", StDtype::F32, 4},         {"F16", StDtype::F16, 2},         {"BF16", StDtype::BF16, 2},
+    {"I64", StDtype::I64, 8},   {"I32", StDtype::I32, 4},         {"I16", StDtype::I16, 2},         {"I8", StDtype::I8, 1},
+    {"U64", StDtype::U64, 8},   {"U32", StDtype::U32, 4},         {"U16", StDtype::U16, 2},         {"U8", StDtype::U8, 1},
     {"BOOL", StDtype::BOOL, 1}, {"F8_E4M3", StDtype::F8_E4M3, 1}, {"F8_E5M2", StDtype::F8_E5M2, 1},
 };
 
@@ -78,9 +77,7 @@ void read_f32(const StTensor& t, int64_t first, int64_t n, float* out) {
     const size_t sz = dtype_size(t.dtype);
     const uint8_t* p = t.data + static_cast<size_t>(first) * sz;
     switch (t.dtype) {
-        case StDtype::F32:
-            std::memcpy(out, p, static_cast<size_t>(n) * 4);
-            return;
+        case StDtype::F32: std::memcpy(out, p, static_cast<size_t>(n) * 4); return;
         case StDtype::F16:
             for (int64_t i = 0; i < n; ++i) {
                 uint16_t h;
@@ -113,10 +110,11 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
     if (size < 8) fail_at(where, "file is " + std::to_string(size) + " bytes, too short for a safetensors header");
     uint64_t header_len = 0;
     std::memcpy(&header_len, base, 8);  // little-endian on every host we build for
-    if (header_len > kMaxHeaderBytes) fail_at(where, "header length " + std::to_string(header_len) + " is not plausible (corrupt file?)");
+    if (header_len > kMaxHeaderBytes)
+        fail_at(where, "header length " + std::to_string(header_len) + " is not plausible (corrupt file?)");
     if (header_len > size - 8)
-        fail_at(where, "header of " + std::to_string(header_len) + " bytes runs past the end of the file (" + std::to_string(size) +
-             " bytes; truncated?)");
+        fail_at(where, "header of " + std::to_string(header_len) + " bytes runs past the end of the file (" +
+                           std::to_string(size) + " bytes; truncated?)");
     // ordered_json keeps the header's order, which decides the order tensors are written.
     nlohmann::ordered_json header;
     try {
@@ -167,12 +165,13 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const fs::path& path) {
         const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
         if (b > e) fail_at(where, what + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(e) + ") are reversed");
         if (e > data_size)
-            fail_at(where, what + ": data [" + std::to_string(b) + ", " + std::to_string(e) + ") runs past the end of the data section (" +
-                 std::to_string(data_size) + " bytes; truncated file?)");
+            fail_at(where, what + ": data [" + std::to_string(b) + ", " + std::to_string(e) +
+                               ") runs past the end of the data section (" + std::to_string(data_size) +
+                               " bytes; truncated file?)");
         const uint64_t want = numel * dt->size;
         if (e - b != want)
-            fail_at(where, what + ": " + std::to_string(e - b) + " data bytes, but shape " + t.shape_text() + " of " + dt->name + " needs " +
-                 std::to_string(want));
+            fail_at(where, what + ": " + std::to_string(e - b) + " data bytes, but shape " + t.shape_text() + " of " + dt->name +
+                               " needs " + std::to_string(want));
         t.data = data + b;
         t.n_bytes = want;
         t.file = &f->path_;
@@ -208,7 +207,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
             throw Error(index_path.string() + ": has no weight_map object");
         std::set<std::string> part_set;
         for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-            if (!it.value().is_string()) throw Error(index_path.string() + ": weight_map entry '" + it.key() + "' is not a file name");
+            if (!it.value().is_string())
+                throw Error(index_path.string() + ": weight_map entry '" + it.key() + "' is not a file name");
             const std::string part = it.value().get<std::string>();
             if (part.empty() || part.find('/') != std::string::npos || part == "." || part == "..")
                 throw Error(index_path.string() + ": weight_map names a file outside the checkpoint: '" + part + "'");
@@ -227,8 +227,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
     if (parts.empty()) throw Error(dir.string() + ": no model*.safetensors files (and no model.safetensors.index.json)");
     for (const std::string& part : parts) {
         if (!fs::exists(dir / part, ec)) {
-            throw Error((weight_map.empty() ? dir / part : index_path).string() + ": part file '" + part +
-                        "' is missing");
+            throw Error((weight_map.empty() ? dir / part : index_path).string() + ": part file '" + part + "' is missing");
         }
         ck->files_.push_back(SafetensorsFile::open(dir / part));
     }

@@ -15,7 +15,9 @@
 #include <string_view>
 #include <vector>
 
-namespace strata { class MappedFile; }
+namespace strata {
+class MappedFile;
+}
 
 namespace strata::convert {
 
@@ -27,8 +29,8 @@ size_t dtype_size(StDtype t);
 struct StTensor {
     std::string name;
     StDtype dtype = StDtype::F32;
-    std::vector<int64_t> shape;        // PyTorch order, outermost first
-    const uint8_t* data = nullptr;     // into the mmap; not aligned
+    std::vector<int64_t> shape;     // PyTorch order, outermost first
+    const uint8_t* data = nullptr;  // into the mmap; not aligned
     uint64_t n_bytes = 0;
     const std::filesystem::path* file = nullptr;  // the file holding it (for messages)
 

@@ -134,7 +134,8 @@ MetadataList tokenizer_metadata(const fs::path& dir, int64_t vocab_size) {
     if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object()) throw Error(where + ": has no model section");
     const json& model = tok["model"];
     if (model.value("type", "") != "BPE")
-        throw Error(where + ": tokenizer model is '" + model.value("type", std::string("?")) + "'; only BPE vocabularies are supported");
+        throw Error(where + ": tokenizer model is '" + model.value("type", std::string("?")) +
+                    "'; only BPE vocabularies are supported");
     if (!model.contains("vocab") || !model["vocab"].is_object()) throw Error(where + ": BPE model has no vocab");
 
     // id -> token text; added tokens override the model vocabulary.
@@ -164,7 +165,8 @@ MetadataList tokenizer_metadata(const fs::path& dir, int64_t vocab_size) {
 
     const std::string pre = pre_tokenizer_name_for_regex(split_regex(tok.value("pre_tokenizer", json())));
     if (pre.empty())
-        throw Error(where + ": the pre-tokenizer is not one of the known Qwen ones (qwen2, qwen35): cannot choose tokenizer.ggml.pre");
+        throw Error(where +
+                    ": the pre-tokenizer is not one of the known Qwen ones (qwen2, qwen35): cannot choose tokenizer.ggml.pre");
 
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
@@ -245,8 +247,7 @@ MetadataList tokenizer_metadata(const fs::path& dir, int64_t vocab_size) {
         for (const char* typ : kTypes) {
             const std::string key = std::string(typ) + "_token_id";
             const json* v = cfg.contains(key) && !cfg[key].is_null() ? &cfg[key] : nullptr;
-            if (v == nullptr && cfg.contains("text_config") && cfg["text_config"].is_object() &&
-                cfg["text_config"].contains(key))
+            if (v == nullptr && cfg.contains("text_config") && cfg["text_config"].is_object() && cfg["text_config"].contains(key))
                 v = &cfg["text_config"][key];
             if (v != nullptr && v->is_number_integer()) set_id(typ, v->get<int64_t>());
         }
@@ -303,7 +304,8 @@ MetadataList tokenizer_metadata(const fs::path& dir, int64_t vocab_size) {
                 if (name == "default") {
                     default_template = choice["template"].get<std::string>();
                 } else {
-                    out.emplace_back("tokenizer.chat_template." + name, gguf::Value::of_string(choice["template"].get<std::string>()));
+                    out.emplace_back("tokenizer.chat_template." + name,
+                                     gguf::Value::of_string(choice["template"].get<std::string>()));
                     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
                 }
             }

@@ -2,8 +2,8 @@
 // name, see CMakeLists.txt).
 #include <iterator>
 
-#include "cpu/simd_avx2.h"
 #include "cpu/act_quant_impl.h"
+#include "cpu/simd_avx2.h"
 
 namespace strata::cpu {
 namespace {

@@ -2,8 +2,8 @@
 // name, see CMakeLists.txt). BF16 and F32 use the AVX2 / scalar converters.
 #include <iterator>
 
-#include "cpu/simd_avx512.h"
 #include "cpu/act_quant_impl.h"
+#include "cpu/simd_avx512.h"
 
 namespace strata::cpu {
 namespace {

@@ -88,11 +88,8 @@ void quantize_bf16(const float* x, void* dst, int64_t n) {
 }
 
 constexpr detail::ActKernelEntry kActs[] = {
-    {ActFormat::F32, quantize_f32},
-    {ActFormat::BF16, quantize_bf16},
-    {ActFormat::Q8_0, quantize_q8_0},
-    {ActFormat::Q8_1, quantize_q8_1},
-    {ActFormat::Q8_K, quantize_q8_k},
+    {ActFormat::F32, quantize_f32},   {ActFormat::BF16, quantize_bf16}, {ActFormat::Q8_0, quantize_q8_0},
+    {ActFormat::Q8_1, quantize_q8_1}, {ActFormat::Q8_K, quantize_q8_k},
 };
 
 }  // namespace

@@ -67,7 +67,7 @@ constexpr int kTypeSlots = 40;  // > largest quant::Type id
 
 struct KernelSet {
     Isa isa = Isa::Scalar;
-    DotFn dot[kTypeSlots] = {};                   // by quant::Type id; nullptr = no kernel
+    DotFn dot[kTypeSlots] = {};                    // by quant::Type id; nullptr = no kernel
     QuantizeActFn quantize[kActFormatCount] = {};  // by ActFormat
 
     DotFn dot_for(quant::Type t) const {

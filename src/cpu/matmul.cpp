@@ -60,14 +60,17 @@ void run_chunk(const Prepared& p, int64_t task) {
 size_t WeightMatrix::stride() const {
     if (row_stride != 0) return row_stride;
     const auto bytes = quant::row_bytes(type, static_cast<uint64_t>(cols));
-    if (!bytes) throw Error("weight matrix row of " + std::to_string(cols) + " values is not a whole number of " + quant::type_name(type) + " blocks");
+    if (!bytes)
+        throw Error("weight matrix row of " + std::to_string(cols) + " values is not a whole number of " +
+                    quant::type_name(type) + " blocks");
     return static_cast<size_t>(*bytes);
 }
 
 void Activations::quantize(const KernelSet& ks, ActFormat fmt, const float* x, int64_t n, int64_t batch, int64_t x_stride,
                            util::ThreadPool* pool) {
     if (n % act_block_elems(fmt) != 0) {
-        throw Error("activation row of " + std::to_string(n) + " values is not a whole number of " + act_format_name(fmt) + " blocks");
+        throw Error("activation row of " + std::to_string(n) + " values is not a whole number of " + act_format_name(fmt) +
+                    " blocks");
     }
     const QuantizeActFn fn = ks.quantize_for(fmt);
     fmt_ = fmt;

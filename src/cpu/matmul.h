@@ -20,19 +20,19 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "util/thread_pool.h"
 #include "quant/types.h"
+#include "util/thread_pool.h"
 
 namespace strata::cpu {
 
 struct WeightMatrix {
     quant::Type type = quant::Type::F32;
     const void* data = nullptr;
-    int64_t rows = 0;        // output features
-    int64_t cols = 0;        // input features (values per row)
-    size_t row_stride = 0;   // bytes between rows; 0 = packed (row_bytes(type, cols))
+    int64_t rows = 0;       // output features
+    int64_t cols = 0;       // input features (values per row)
+    size_t row_stride = 0;  // bytes between rows; 0 = packed (row_bytes(type, cols))
 
-    size_t stride() const;   // row_stride or the packed row size
+    size_t stride() const;  // row_stride or the packed row size
     const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * stride(); }
 };
 
@@ -68,11 +68,11 @@ struct MatmulJob {
     WeightMatrix w;
     const Activations* x = nullptr;  // format must be act_format_for(w.type), n = w.cols
     int64_t row_begin = 0;
-    int64_t row_end = -1;            // -1: w.rows
-    const int32_t* cols = nullptr;   // activation rows to use; null = 0..n_cols-1
-    int64_t n_cols = -1;             // -1: x->batch()
+    int64_t row_end = -1;           // -1: w.rows
+    const int32_t* cols = nullptr;  // activation rows to use; null = 0..n_cols-1
+    int64_t n_cols = -1;            // -1: x->batch()
     float* y = nullptr;
-    int64_t y_stride = 0;            // floats between result rows; 0 = row_end - row_begin
+    int64_t y_stride = 0;  // floats between result rows; 0 = row_end - row_begin
 };
 
 // Runs all jobs on the pool (null: on the calling thread). Throws strata::Error on a type without

@@ -137,7 +137,9 @@ struct SimdAvx2 {
     // kFloats values at p -> f32.
     static F load(const float* p) { return _mm256_loadu_ps(p); }
     static F load_f16(const uint8_t* p) { return _mm256_cvtph_ps(loadu128(p)); }
-    static F load_bf16(const uint8_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(loadu128(p)), 16)); }
+    static F load_bf16(const uint8_t* p) {
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(loadu128(p)), 16));
+    }
     // 32 floats * scale -> 32 int8 in order, rounded to nearest even and clamped to [-127, 127].
     static __m256i quantize32(const float* x, F scale) {
         const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), scale));
@@ -183,9 +185,10 @@ struct SimdAvx2 {
     // per block, whatever NC.
     struct PairShuffle {
         struct Block {
-            __m256i v;  // the 8 scales as int16, in both 128-bit lanes
+            __m256i v;             // the 8 scales as int16, in both 128-bit lanes
             V pair(int j) const {  // scales 2j, 2j + 1
-                return {_mm256_shuffle_epi8(v, loadu256(kScaleShuffles.v[2 * j])), _mm256_shuffle_epi8(v, loadu256(kScaleShuffles.v[2 * j + 1]))};
+                return {_mm256_shuffle_epi8(v, loadu256(kScaleShuffles.v[2 * j])),
+                        _mm256_shuffle_epi8(v, loadu256(kScaleShuffles.v[2 * j + 1]))};
             }
         };
         Block block(const uint8_t scales[8]) const {
@@ -206,7 +209,9 @@ struct SimdAvx2 {
         static V and_(V a, V b) { return _mm256_and_si256(a, b); }
         static V or_(V a, V b) { return _mm256_or_si256(a, b); }
         static V slli16(V a, int n) { return _mm256_slli_epi16(a, n); }
-        static I32 dot_scaled(I32 acc, V u, V s, V scale) { return _mm256_add_epi32(acc, _mm256_madd_epi16(scale, _mm256_maddubs_epi16(u, s))); }
+        static I32 dot_scaled(I32 acc, V u, V s, V scale) {
+            return _mm256_add_epi32(acc, _mm256_madd_epi16(scale, _mm256_maddubs_epi16(u, s)));
+        }
 
         // k-quant bit fields, u the step's first sub-block in a 128-value half (values 32u + l):
         // 2-bit codes of 32 bytes, bits 2j..2j+1 of byte l for sub-block j (unmasked);
@@ -214,7 +219,9 @@ struct SimdAvx2 {
         static Crumbs crumbs(__m256i bytes) { return bytes; }
         static V crumb_plane(Crumbs c, int u) { return u != 0 ? _mm256_srli_epi16(c, 2 * u) : c; }
         // 1-bit fields of 32 bytes, bit j of byte l for sub-block j (as 0 / 1; j up to 7);
-        static V bit_plane(__m256i bytes, int u) { return _mm256_and_si256(u != 0 ? _mm256_srli_epi16(bytes, u) : bytes, _mm256_set1_epi8(1)); }
+        static V bit_plane(__m256i bytes, int u) {
+            return _mm256_and_si256(u != 0 ? _mm256_srli_epi16(bytes, u) : bytes, _mm256_set1_epi8(1));
+        }
         // nibbles of 64 bytes: low nibbles of bytes 0..31, 32..63, then the high ones (unmasked).
         struct Nibbles {
             __m256i lo, hi;
@@ -251,8 +258,9 @@ struct SimdAvx2 {
         }
         template <size_t N, class Idx>
         static V grid32(const uint32_t (&grid)[N], Idx idx) {
-            return _mm256_setr_epi32(static_cast<int>(grid[idx(0)]), static_cast<int>(grid[idx(1)]), static_cast<int>(grid[idx(2)]),
-                                     static_cast<int>(grid[idx(3)]), static_cast<int>(grid[idx(4)]), static_cast<int>(grid[idx(5)]),
+            return _mm256_setr_epi32(static_cast<int>(grid[idx(0)]), static_cast<int>(grid[idx(1)]),
+                                     static_cast<int>(grid[idx(2)]), static_cast<int>(grid[idx(3)]),
+                                     static_cast<int>(grid[idx(4)]), static_cast<int>(grid[idx(5)]),
                                      static_cast<int>(grid[idx(6)]), static_cast<int>(grid[idx(7)]));
         }
         template <class Aux>
@@ -269,9 +277,13 @@ struct SimdAvx2 {
             return _mm256_or_si256(bytes_from_bits32(load_u32(p)), _mm256_set1_epi8(1));
         }
         template <class Scale>
-        static V scales32(Scale s) { return _mm256_set1_epi16(static_cast<int16_t>(s(0))); }
+        static V scales32(Scale s) {
+            return _mm256_set1_epi16(static_cast<int16_t>(s(0)));
+        }
         template <class Scale>
-        static V scales16(Scale s) { return scale16_pair256(s(0), s(1)); }
+        static V scales16(Scale s) {
+            return scale16_pair256(s(0), s(1));
+        }
         // Scales of step st from a field of 4-bit values, one per sub-block (low nibble first):
         // f(s, nibble) for the step's sub-block s.
         template <class Fn>

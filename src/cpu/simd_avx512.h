@@ -132,7 +132,8 @@ constexpr SignMasks kSignMasks = make_sign_masks();
 // Sign mask of 32 values from a uint32 holding 4 x 7 sign bits (bits 0..27).
 static inline uint64_t signs32(uint32_t aux) {
     return static_cast<uint64_t>(kSignMasks.v[aux & 127]) | static_cast<uint64_t>(kSignMasks.v[(aux >> 7) & 127]) << 8 |
-           static_cast<uint64_t>(kSignMasks.v[(aux >> 14) & 127]) << 16 | static_cast<uint64_t>(kSignMasks.v[(aux >> 21) & 127]) << 24;
+           static_cast<uint64_t>(kSignMasks.v[(aux >> 14) & 127]) << 16 |
+           static_cast<uint64_t>(kSignMasks.v[(aux >> 21) & 127]) << 24;
 }
 
 struct SimdAvx512 {
@@ -157,7 +158,9 @@ struct SimdAvx512 {
         const __m512i i32 = ps_to_i32(_mm512_mul_ps(_mm512_loadu_ps(x), scale));
         return _mm_max_epi8(_mm512_cvtsepi32_epi8(i32), _mm_set1_epi8(-127));
     }
-    static __m256i quantize32(const float* x, F scale) { return _mm256_set_m128i(quantize16(x + 16, scale), quantize16(x, scale)); }
+    static __m256i quantize32(const float* x, F scale) {
+        return _mm256_set_m128i(quantize16(x + 16, scale), quantize16(x, scale));
+    }
 
     // ---- one 32-value block: VNNI sums the four products of each int32 lane in one instruction ----
     static __m256i dot_u8x32(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
@@ -253,7 +256,8 @@ struct SimdAvx512 {
         static V crumb_plane(Crumbs c, int u) { return u != 0 ? _mm512_srli_epi16(c, 2 * u) : c; }
         static V bit_plane(__m256i bytes, int u) {
             const __m256i one = _mm256_set1_epi8(1);
-            return join256(_mm256_and_si256(u != 0 ? _mm256_srli_epi16(bytes, u) : bytes, one), _mm256_and_si256(_mm256_srli_epi16(bytes, u + 1), one));
+            return join256(_mm256_and_si256(u != 0 ? _mm256_srli_epi16(bytes, u) : bytes, one),
+                           _mm256_and_si256(_mm256_srli_epi16(bytes, u + 1), one));
         }
         struct Nibbles {
             __m512i v;
@@ -275,10 +279,13 @@ struct SimdAvx512 {
         template <size_t N, class Idx>
         static V grid32(const uint32_t (&grid)[N], Idx idx) {
             const auto g = [&](int k) { return static_cast<int>(grid[idx(k)]); };
-            return _mm512_set_epi32(g(15), g(14), g(13), g(12), g(11), g(10), g(9), g(8), g(7), g(6), g(5), g(4), g(3), g(2), g(1), g(0));
+            return _mm512_set_epi32(g(15), g(14), g(13), g(12), g(11), g(10), g(9), g(8), g(7), g(6), g(5), g(4), g(3), g(2),
+                                    g(1), g(0));
         }
         template <class Aux>
-        static Signs signs_7bit(Aux aux) { return static_cast<__mmask64>(signs32(aux(0)) | signs32(aux(1)) << 32); }
+        static Signs signs_7bit(Aux aux) {
+            return static_cast<__mmask64>(signs32(aux(0)) | signs32(aux(1)) << 32);
+        }
         template <class Idx>
         static Signs signs_7bit_each(Idx idx) {
             uint64_t neg = 0;
@@ -291,9 +298,13 @@ struct SimdAvx512 {
             return static_cast<__mmask64>(neg);
         }
         template <class Scale>
-        static V scales32(Scale s) { return scale16_pair(s(0), s(1)); }
+        static V scales32(Scale s) {
+            return scale16_pair(s(0), s(1));
+        }
         template <class Scale>
-        static V scales16(Scale s) { return scale16_quad(s(0), s(1), s(2), s(3)); }
+        static V scales16(Scale s) {
+            return scale16_quad(s(0), s(1), s(2), s(3));
+        }
         template <class Fn>
         static V scales32_nibbles(const uint8_t* nibbles, int st, Fn f) {
             const uint8_t b = nibbles[st];
@@ -301,7 +312,9 @@ struct SimdAvx512 {
         }
         using Table16 = __m512i;
         static Table16 table16(const int8_t* t) { return _mm512_broadcast_i32x4(loadu128(t)); }
-        static V lookup_nibbles(const uint8_t* p, Table16 t) { return _mm512_shuffle_epi8(t, join256(nibbles_lo_hi(p), nibbles_lo_hi(p + 16))); }
+        static V lookup_nibbles(const uint8_t* p, Table16 t) {
+            return _mm512_shuffle_epi8(t, join256(nibbles_lo_hi(p), nibbles_lo_hi(p + 16)));
+        }
         static V abs8(V q) { return _mm512_abs_epi8(q); }
         static Signs signs_of(V q) { return _mm512_movepi8_mask(q); }
     };

@@ -15,14 +15,16 @@
 namespace strata::cpu::detail {
 
 template <int NC, class Fn>
-static inline __attribute__((always_inline)) void tile_cols(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c, int64_t r) {
+static inline __attribute__((always_inline)) void tile_cols(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c,
+                                                            int64_t r) {
     float out[NC];
     fn.template operator()<NC>(w, t.a + c, out);
     for (int j = 0; j < NC; ++j) t.y[c + j][r] = out[j];
 }
 
 template <int NC, class Fn>
-static inline __attribute__((always_inline)) void tile_rest(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c, int64_t r, int64_t rest) {
+static inline __attribute__((always_inline)) void tile_rest(const Fn& fn, const uint8_t* w, const DotTile& t, int64_t c,
+                                                            int64_t r, int64_t rest) {
     if constexpr (NC > 0) {
         if (rest == NC) {
             tile_cols<NC>(fn, w, t, c, r);
@@ -58,8 +60,8 @@ static inline __attribute__((always_inline)) void run_tile(const DotTile& t, con
 // Two weight rows per pass (for kernels whose per-column work can be shared by two rows):
 // two.template operator()<NC>(w0, w1, a, out0, out1); an odd last row goes to `one`.
 template <int NC, class Fn>
-static inline __attribute__((always_inline)) void tile_cols2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t, int64_t c,
-                                                             int64_t r) {
+static inline __attribute__((always_inline)) void tile_cols2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t,
+                                                             int64_t c, int64_t r) {
     float out0[NC], out1[NC];
     fn.template operator()<NC>(w0, w1, t.a + c, out0, out1);
     for (int j = 0; j < NC; ++j) {
@@ -69,8 +71,8 @@ static inline __attribute__((always_inline)) void tile_cols2(const Fn& fn, const
 }
 
 template <int NC, class Fn>
-static inline __attribute__((always_inline)) void tile_rest2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t, int64_t c,
-                                                             int64_t r, int64_t rest) {
+static inline __attribute__((always_inline)) void tile_rest2(const Fn& fn, const uint8_t* w0, const uint8_t* w1, const DotTile& t,
+                                                             int64_t c, int64_t r, int64_t rest) {
     if constexpr (NC > 0) {
         if (rest == NC) {
             tile_cols2<NC>(fn, w0, w1, t, c, r);

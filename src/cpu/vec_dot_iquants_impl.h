@@ -93,14 +93,16 @@ struct IQ2XS {
     using Q = typename S::Step;
     static constexpr float kFactor = 0.125f;
     static IqValues<S> decode(const uint8_t* x, int st) {
-        const uint8_t* p = x + offsetof(Blk, qs) + 8 * Q::kSubs * st;  // 4 codes per sub-block: 9-bit grid index | 7 sign bits << 9
+        const uint8_t* p =
+            x + offsetof(Blk, qs) + 8 * Q::kSubs * st;  // 4 codes per sub-block: 9-bit grid index | 7 sign bits << 9
         const uint8_t* sc = x + offsetof(Blk, scales) + Q::kSubs * st;  // per sub-block: the scales of its 16-value halves
         // A sub-block's 4 codes as one 64-bit word: 16-bit values are what GCC spills as words
         // and reloads as quadwords (a store-forwarding stall per reload).
         uint64_t codes[Q::kSubs];
         std::memcpy(codes, p, sizeof codes);
         const auto code = [&](int i) { return static_cast<uint32_t>(codes[i / 4] >> (16 * (i % 4))); };
-        return {Q::grid64(kIq2XsGrid, [&](int i) { return code(i) & 511; }), Q::signs_7bit_each([&](int i) { return (code(i) >> 9) & 127; }),
+        return {Q::grid64(kIq2XsGrid, [&](int i) { return code(i) & 511; }),
+                Q::signs_7bit_each([&](int i) { return (code(i) >> 9) & 127; }),
                 Q::scales16([sc](int i) { return 2 * ((sc[i / 2] >> (4 * (i % 2))) & 15) + 1; })};
     }
 };
@@ -111,7 +113,7 @@ struct IQ2S {
     using Q = typename S::Step;
     static constexpr float kFactor = 0.125f;
     static IqValues<S> decode(const uint8_t* x, int st) {
-        const uint8_t* qs = x + offsetof(Blk, qs) + 4 * Q::kSubs * st;                  // 4 low index bytes per sub-block; sign bytes 32 further
+        const uint8_t* qs = x + offsetof(Blk, qs) + 4 * Q::kSubs * st;  // 4 low index bytes per sub-block; sign bytes 32 further
         const uint32_t qh = load_le<Q::kSubs>(x + offsetof(Blk, qh) + Q::kSubs * st);  // 2 high bits per index
         const uint8_t* sc = x + offsetof(Blk, scales) + Q::kSubs * st;
         return {Q::grid64(kIq2SGrid, [qs, qh](int i) { return qs[i] | (((qh >> (2 * i)) & 3) << 8); }), Q::signs_bits(qs + 32),
@@ -125,7 +127,7 @@ struct IQ3S {
     using Q = typename S::Step;
     static constexpr float kFactor = 1.0f;
     static IqValues<S> decode(const uint8_t* x, int st) {
-        const uint8_t* qs = x + offsetof(Blk, qs) + 8 * Q::kSubs * st;                  // 8 low index bytes per sub-block
+        const uint8_t* qs = x + offsetof(Blk, qs) + 8 * Q::kSubs * st;                 // 8 low index bytes per sub-block
         const uint32_t qh = load_le<Q::kSubs>(x + offsetof(Blk, qh) + Q::kSubs * st);  // bit 8 of each index
         return {Q::grid32(kIq3SGrid, [qs, qh](int i) { return qs[i] | (((qh >> i) & 1) << 8); }),
                 Q::signs_bits(x + offsetof(Blk, signs) + 4 * Q::kSubs * st),
@@ -175,9 +177,9 @@ struct IQ4XSDot {
                 const typename Q::V q = Q::lookup_nibbles(x + offsetof(BlockIQ4_XS, qs) + 16 * K * st, table);
                 const typename Q::V q_abs = Q::abs8(q);
                 const typename Q::Signs sign = Q::signs_of(q);
-                const typename Q::V scale = Q::scales32_nibbles(x + offsetof(BlockIQ4_XS, scales_l), st, [sh, st](int s, int nibble) {
-                    return (nibble | (((sh >> (2 * (K * st + s))) & 3) << 4)) - 32;
-                });
+                const typename Q::V scale = Q::scales32_nibbles(
+                    x + offsetof(BlockIQ4_XS, scales_l), st,
+                    [sh, st](int s, int nibble) { return (nibble | (((sh >> (2 * (K * st + s))) & 3) << 4)) - 32; });
                 for (int c = 0; c < NC; ++c) {
                     const typename Q::V q8 = Q::apply_sign(Q::load(a[c] + b * kA + kAqs + 32 * K * st), sign);
                     sumi[c] = Q::dot_scaled(sumi[c], q_abs, q8, scale);

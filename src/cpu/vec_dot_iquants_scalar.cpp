@@ -181,8 +181,8 @@ constexpr detail::DotKernelEntry kScalarIquantDots[] = {
 }  // namespace
 
 namespace detail {
-const KernelTable kScalarIquantKernels = {kScalarIquantDots, sizeof(kScalarIquantDots) / sizeof(kScalarIquantDots[0]),
-                                          nullptr, 0};
+const KernelTable kScalarIquantKernels = {kScalarIquantDots, sizeof(kScalarIquantDots) / sizeof(kScalarIquantDots[0]), nullptr,
+                                          0};
 }  // namespace detail
 
 }  // namespace strata::cpu

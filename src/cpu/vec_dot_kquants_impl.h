@@ -100,7 +100,9 @@ struct Q45KDot {
                 V q = S::and_(S::join(bits, _mm256_srli_epi16(bits, 4)), m4);
                 if constexpr (kQ5) {
                     const __m256i one = _mm256_set1_epi8(1);
-                    q = S::or_(q, S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
+                    q = S::or_(
+                        q,
+                        S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
                     hbits = _mm256_srli_epi16(hbits, 2);
                 }
                 const V scale = sc.pair(j);

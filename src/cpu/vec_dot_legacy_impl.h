@@ -201,7 +201,8 @@ struct Q5_0W {
     static __m256i values(const uint8_t* blk) {
         // q - 16 = the nibble where the fifth bit is set, nibble | 0xf0 (as int8) where it is not.
         const __m256i high = S::bytes_from_bits(load_u32(blk + offsetof(BlockQ5_0, qh)));
-        return _mm256_or_si256(nibbles_lo_hi(blk + offsetof(BlockQ5_0, qs)), _mm256_andnot_si256(high, _mm256_set1_epi8(static_cast<char>(0xf0))));
+        return _mm256_or_si256(nibbles_lo_hi(blk + offsetof(BlockQ5_0, qs)),
+                               _mm256_andnot_si256(high, _mm256_set1_epi8(static_cast<char>(0xf0))));
     }
     static float scale(const uint8_t* blk) { return load_f16(blk + offsetof(BlockQ5_0, d)); }
 };
@@ -221,9 +222,7 @@ struct IQ4_NLW {
     using Act = Q8_0A;
     static constexpr size_t kBytes = sizeof(BlockIQ4_NL);
     static constexpr bool kMin = false;
-    static __m256i values(const uint8_t* blk) {
-        return nibbles_lookup(blk + offsetof(BlockIQ4_NL, qs), loadu128(kIq4NlValues));
-    }
+    static __m256i values(const uint8_t* blk) { return nibbles_lookup(blk + offsetof(BlockIQ4_NL, qs), loadu128(kIq4NlValues)); }
     static float scale(const uint8_t* blk) { return load_f16(blk + offsetof(BlockIQ4_NL, d)); }
 };
 struct MXFP4W {
@@ -384,16 +383,11 @@ void dot_block32(const DotTile& t) {
 
 template <class S>
 constexpr DotKernelEntry kLegacyDots[] = {
-    {Type::F32, dot_float<S, F32W<S>, F32A<S>>, false},
-    {Type::F16, dot_float<S, F16W<S>, F32A<S>>, false},
-    {Type::BF16, dot_float<S, BF16W<S>, F32A<S>>, false},
-    {Type::Q8_0, dot_block32<S, Q8_0W>, false},
-    {Type::Q4_0, dot_block32<S, Q4_0W>, false},
-    {Type::Q4_1, dot_block32<S, Q4_1W>, false},
-    {Type::Q5_0, dot_block32<S, Q5_0W<S>>, false},
-    {Type::Q5_1, dot_block32<S, Q5_1W<S>>, false},
-    {Type::IQ4_NL, dot_block32<S, IQ4_NLW>, false},
-    {Type::MXFP4, dot_block32<S, MXFP4W>, false},
+    {Type::F32, dot_float<S, F32W<S>, F32A<S>>, false},   {Type::F16, dot_float<S, F16W<S>, F32A<S>>, false},
+    {Type::BF16, dot_float<S, BF16W<S>, F32A<S>>, false}, {Type::Q8_0, dot_block32<S, Q8_0W>, false},
+    {Type::Q4_0, dot_block32<S, Q4_0W>, false},           {Type::Q4_1, dot_block32<S, Q4_1W>, false},
+    {Type::Q5_0, dot_block32<S, Q5_0W<S>>, false},        {Type::Q5_1, dot_block32<S, Q5_1W<S>>, false},
+    {Type::IQ4_NL, dot_block32<S, IQ4_NLW>, false},       {Type::MXFP4, dot_block32<S, MXFP4W>, false},
 };
 
 // The level's table (kernel_registry.h): constant data, so nothing compiled for the level runs

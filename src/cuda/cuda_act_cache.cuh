@@ -55,7 +55,7 @@ private:
     ForwardGraphs& graphs_;
     const bool int8_products_;
     const cudaStream_t stream_;
-    ActQ8 act_{};                // the copy in kActX
+    ActQ8 act_{};                 // the copy in kActX
     const float* src_ = nullptr;  // the rows it was made from (null: none valid)
     int64_t rows_ = 0, n_ = 0;
 };

@@ -16,7 +16,7 @@ namespace {
 // BENCHMARKS.md, sitting 7). 4 where 8 warps' merge area would not fit a block's shared memory
 // (16 query heads per KV head at head_dim 256 on sm_86/sm_89: 132 KB against 99 KB).
 constexpr int kWarps = 8, kFallbackWarps = 4;
-constexpr int kMaxGroup = 16;     // query heads per KV head
+constexpr int kMaxGroup = 16;      // query heads per KV head
 constexpr int kMaxDimPerLane = 8;  // head_dim <= 256
 
 // partial layout per (token, head, split): m, l, then head_dim_v accumulators.
@@ -189,7 +189,8 @@ __global__ void __launch_bounds__(W * 32) attention_octet_kernel(Attention a, in
     float* ps = smem + group * dq;  // [W][8][G]: each warp's weights of its 8 positions
     for (int i = threadIdx.x; i < group * dq; i += blockDim.x) {
         const int g = i / dq, d = i % dq;
-        qs[i] = d < dk ? a.q[(static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hk) * group + g) * dk + d] * a.scale : 0.0f;
+        qs[i] =
+            d < dk ? a.q[(static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hk) * group + g) * dk + d] * a.scale : 0.0f;
     }
     __syncthreads();
 
@@ -370,7 +371,8 @@ void attention(const Attention& a, int64_t splits, int max_shared, int64_t octet
         throw Error("CUDA attention: " + std::to_string(a.n_head) + " query heads over " + std::to_string(a.n_head_kv) +
                     " KV heads (at most " + std::to_string(kMaxGroup) + " per KV head)");
     if (dmax > 32 * kMaxDimPerLane) throw Error("CUDA attention: head_dim " + std::to_string(dmax) + " is over 256");
-    if (a.q8.q != nullptr && a.head_dim_v % 32 != 0) throw Error("CUDA attention: 8-bit output needs head_dim_v a multiple of 32");
+    if (a.q8.q != nullptr && a.head_dim_v % 32 != 0)
+        throw Error("CUDA attention: 8-bit output needs head_dim_v a multiple of 32");
     const bool octets = attention_octets(a, splits, octet_min);
     // Shared memory: q of the group (the octet form: rows padded to 8 values, and each warp's
     // weights for its 8 positions, G a position: the group rounded up to a power of two), then
@@ -387,7 +389,8 @@ void attention(const Attention& a, int64_t splits, int max_shared, int64_t octet
     auto launch_typed = [&]<int DPL, int G, typename KvT, int W>() {
         const auto kernel = octets ? attention_octet_kernel<DPL, G, KvT, W> : attention_kernel<DPL, G, KvT, W>;
         if (shared > 48 * 1024)
-            STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
+            STRATA_CUDA_CHECK(
+                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
         launch_kernel(kernel, grid, W * 32, shared, s, a, splits);
     };
     auto launch = [&]<int DPL, int G>() {

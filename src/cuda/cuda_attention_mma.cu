@@ -21,10 +21,9 @@ constexpr int kFaRows = 16 * kFaWarps;  // query rows per block
 constexpr int kPad = 8;                 // halves after each shared row: fragment loads hit 32 banks
 
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Four 8 x 8 f16 matrices, transposed: lanes 8i..8i+7 give the row addresses of matrix i.
@@ -93,9 +92,10 @@ __global__ void __launch_bounds__(kFaWarps * 32) attention_mma_kernel(Attention 
         __syncthreads();  // the previous step's keys and values are read (the first time: q is stored)
         for (int i = threadIdx.x; i < BK * (D / 4); i += blockDim.x) {
             const int j = i / (D / 4), d = (i % (D / 4)) * 4, p = j0 + j;
-            const int64_t row = p < n_keys ? static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size : 0;
+            const int64_t row =
+                p < n_keys ? static_cast<int64_t>(kv.blocks[p / kv.block_size]) * kv.block_size + p % kv.block_size : 0;
             const int64_t at = row * kv_row + static_cast<int64_t>(hk) * D + d;
-            if (a.kv_half) {  // f16 cache: four values copied as they are
+            if (a.kv_half) {                     // f16 cache: four values copied as they are
                 uint2 kx = {0, 0}, vx = {0, 0};  // past the last key: zeros, so no stale value meets p = 0
                 if (p < n_keys) {
                     kx = *reinterpret_cast<const uint2*>(static_cast<const __half*>(a.k) + kv.k_off + at);
@@ -122,7 +122,8 @@ __global__ void __launch_bounds__(kFaWarps * 32) attention_mma_kernel(Attention 
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             const uint32_t qa[4] = {shared_pair(qw + g * S + kk * 16 + 2 * c), shared_pair(qw + (g + 8) * S + kk * 16 + 2 * c),
-                                    shared_pair(qw + g * S + kk * 16 + 8 + 2 * c), shared_pair(qw + (g + 8) * S + kk * 16 + 8 + 2 * c)};
+                                    shared_pair(qw + g * S + kk * 16 + 8 + 2 * c),
+                                    shared_pair(qw + (g + 8) * S + kk * 16 + 8 + 2 * c)};
 #pragma unroll
             for (int n = 0; n < BK / 8; ++n) {
                 const __half* kr = ks + (n * 8 + g) * S + kk * 16 + 2 * c;

@@ -143,8 +143,14 @@ public:
         std::vector<backend::LogitEdit> edits;
         edits.reserve(n_edits);
         for (size_t i = 0; i < req.size(); ++i) {
-            jobs[i] = {req[i].row, static_cast<int32_t>(edits.size()), static_cast<int32_t>(req[i].edits.size()),
-                       req[i].inv_temperature, req[i].u, req[i].top_p, req[i].min_p, std::min(req[i].top, k)};
+            jobs[i] = {req[i].row,
+                       static_cast<int32_t>(edits.size()),
+                       static_cast<int32_t>(req[i].edits.size()),
+                       req[i].inv_temperature,
+                       req[i].u,
+                       req[i].top_p,
+                       req[i].min_p,
+                       std::min(req[i].top, k)};
             edits.insert(edits.end(), req[i].edits.begin(), req[i].edits.end());
         }
         auto aligned = [](size_t b) { return (b + 255) / 256 * 256; };
@@ -157,9 +163,11 @@ public:
         auto* d_edits = reinterpret_cast<backend::LogitEdit*>(base + jobs_b);
         auto* d_out = reinterpret_cast<backend::RowSample*>(base + jobs_b + edits_b);
         auto* d_top = reinterpret_cast<backend::TokenLogit*>(base + jobs_b + edits_b + out_b);
-        STRATA_CUDA_CHECK(cudaMemcpyAsync(d_jobs, jobs.data(), jobs.size() * sizeof(cuda::RowSampleJob), cudaMemcpyHostToDevice, stream_));
+        STRATA_CUDA_CHECK(
+            cudaMemcpyAsync(d_jobs, jobs.data(), jobs.size() * sizeof(cuda::RowSampleJob), cudaMemcpyHostToDevice, stream_));
         if (!edits.empty())
-            STRATA_CUDA_CHECK(cudaMemcpyAsync(d_edits, edits.data(), edits.size() * sizeof(backend::LogitEdit), cudaMemcpyHostToDevice, stream_));
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(d_edits, edits.data(), edits.size() * sizeof(backend::LogitEdit),
+                                              cudaMemcpyHostToDevice, stream_));
         cuda::sample_rows(x, n, d_jobs, static_cast<int64_t>(jobs.size()), d_edits, k, d_out, d_top, stream_);
         STRATA_CUDA_CHECK(cudaMemcpyAsync(out, d_out, req.size() * sizeof(backend::RowSample), cudaMemcpyDeviceToHost, stream_));
         if (k > 0) STRATA_CUDA_CHECK(cudaMemcpyAsync(top, d_top, top_b, cudaMemcpyDeviceToHost, stream_));
@@ -182,15 +190,16 @@ public:
         if (rows <= 0 || cols <= 0) return;
         sign(kOpCopyRows, src, src_stride, dst, dst_stride, rows, cols);
         if (!launching()) return;
-        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_stride) * sizeof(float), src,
-                                            static_cast<size_t>(src_stride) * sizeof(float), static_cast<size_t>(cols) * sizeof(float),
-                                            static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_));
+        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(
+            dst, static_cast<size_t>(dst_stride) * sizeof(float), src, static_cast<size_t>(src_stride) * sizeof(float),
+            static_cast<size_t>(cols) * sizeof(float), static_cast<size_t>(rows), cudaMemcpyDeviceToDevice, stream_));
     }
 
     void get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
         for (int64_t i = 0; i < n; ++i)
             if (ids[i] < 0 || ids[i] >= table.rows())
-                throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) + ")");
+                throw Error("token id " + std::to_string(ids[i]) + " is outside the vocabulary (" + std::to_string(table.rows()) +
+                            ")");
         const int32_t* d = staging_.upload(ids, static_cast<size_t>(n));
         sign(kOpGetRows, table.data, n, out, d);
         if (!launching()) return;
@@ -337,7 +346,8 @@ public:
     }
     // Values from base to p in a pool of `type` values.
     static int64_t values_between(const void* base, const void* p, backend::KvType type) {
-        return (static_cast<const char*>(p) - static_cast<const char*>(base)) / static_cast<int64_t>(backend::kv_value_bytes(type));
+        return (static_cast<const char*>(p) - static_cast<const char*>(base)) /
+               static_cast<int64_t>(backend::kv_value_bytes(type));
     }
     // Where tokens' k and v rows go: offsets in values from the first token's pools (with one
     // shared pool, the engine's KV memory, the offsets are the same for every layer of a step),
@@ -358,7 +368,8 @@ public:
         for (int64_t t = 0; t < n_tokens; ++t) {
             const KvCacheView& c = *kv[t];
             if (pos[t] < 0 || pos[t] >= c.capacity())
-                throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) + ")");
+                throw Error("position " + std::to_string(pos[t]) + " is outside the KV cache (" + std::to_string(c.capacity()) +
+                            ")");
             if (c.type != kv[0]->type) throw Error("internal: one batch's KV caches hold different value types");
             const int64_t row = static_cast<int64_t>(c.blocks[pos[t] / c.block_size]) * c.block_size + pos[t] % c.block_size;
             off[static_cast<size_t>(t)] = values_between(r.k_base, c.k, c.type) + row * k_row;
@@ -378,7 +389,8 @@ public:
         for (int64_t t = 0; t < a.n_tokens; ++t) {
             const KvCacheView* c = a.kv[t];
             if (a.pos[t] < 0 || a.pos[t] >= c->capacity())
-                throw Error("position " + std::to_string(a.pos[t]) + " is outside the KV cache (" + std::to_string(c->capacity()) + ")");
+                throw Error("position " + std::to_string(a.pos[t]) + " is outside the KV cache (" +
+                            std::to_string(c->capacity()) + ")");
             if (c->type != type) throw Error("internal: one batch's KV caches hold different value types");
             // Block tables are keyed by their host array: every layer's view of a sequence shares it.
             const int32_t* table = staging_.upload_cached(c->blocks, c->blocks, static_cast<size_t>(c->n_blocks));
@@ -410,7 +422,8 @@ public:
                 const KvCacheView* c = a.kv[t];
                 aligned = values_between(k_base, c->k, type) % 4 == 0 && values_between(v_base, c->v, type) % 4 == 0;
                 const KvCacheView* first = tiles.empty() ? nullptr : a.kv[tiles.back().t0];
-                if (first == nullptr || tiles.back().n == tile_tokens || c->k != first->k || c->v != first->v || c->blocks != first->blocks)
+                if (first == nullptr || tiles.back().n == tile_tokens || c->k != first->k || c->v != first->v ||
+                    c->blocks != first->blocks)
                     tiles.push_back({static_cast<int32_t>(t), 0, 0});
                 AttnTile& tile = tiles.back();
                 ++tile.n;
@@ -422,8 +435,8 @@ public:
         }
         if (!tiles.empty()) {
             const AttnTile* dt = staging_.upload_cached(&key_tiles_, tiles.data(), tiles.size());
-            sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.scale, dt,
-                 tiles.size());
+            sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k,
+                 d.scale, dt, tiles.size());
             if (!launching()) return;
             cuda::attention_tiled(d, dt, static_cast<int64_t>(tiles.size()), stream_);
             return;
@@ -435,8 +448,8 @@ public:
         const ActQ8* q8 = a.head_dim_v % 32 == 0 ? act_.out(a.n_tokens, out_dim) : nullptr;
         if (q8 != nullptr) d.q8 = *q8;
         // The walk's form is part of the signature: a recorded graph keeps the kernel it captured.
-        sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k, d.head_dim_v, d.scale,
-             splits, d.partial, d.q8.q, attention_octets(d, splits, tuning_.attention_octet_min));
+        sign(kOpAttention, d.q, d.out, d.k, d.v, d.kv_half, d.tokens, d.n_tokens, d.n_head, d.n_head_kv, d.head_dim_k,
+             d.head_dim_v, d.scale, splits, d.partial, d.q8.q, attention_octets(d, splits, tuning_.attention_octet_min));
         if (q8 != nullptr) act_.remember(d.out, a.n_tokens, out_dim);
         if (!launching()) return;
         cuda::attention(d, splits, dev_.max_shared(), tuning_.attention_octet_min, stream_);
@@ -491,9 +504,10 @@ public:
         // its three kernels to beat the token-by-token one.
         const bool chunked = a.chunk_size > 0 && a.n_tokens >= kDeltaChunkedMinTokens && cuda::delta_rule_chunkable(d);
         float* work =
-            chunked ? static_cast<float*>(pool_.scratch(kDeltaChunks, cuda::delta_rule_chunked_scratch_floats(d) * sizeof(float))) : nullptr;
-        sign(kOpDeltaRule, d.q, d.k, d.v, d.q_stride, d.k_stride, d.v_stride, d.g, d.beta, d.state, d.out, d.n_tokens, d.n_v_heads,
-             d.n_k_heads, d.d_k, d.d_v, d.tiled, d.scale, work);
+            chunked ? static_cast<float*>(pool_.scratch(kDeltaChunks, cuda::delta_rule_chunked_scratch_floats(d) * sizeof(float)))
+                    : nullptr;
+        sign(kOpDeltaRule, d.q, d.k, d.v, d.q_stride, d.k_stride, d.v_stride, d.g, d.beta, d.state, d.out, d.n_tokens,
+             d.n_v_heads, d.n_k_heads, d.d_k, d.d_v, d.tiled, d.scale, work);
         if (!launching()) return;
         if (chunked) cuda::delta_rule_chunked(d, work, stream_);
         else cuda::delta_rule(d, stream_);
@@ -556,8 +570,8 @@ private:
                 dequant_matrix(w, false, deq, stream_);
                 a = deq;
             }
-            blas_check(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, k, x, static_cast<int>(x_stride), &zero, y,
-                                   static_cast<int>(y_stride)),
+            blas_check(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, m, cols, k, &one, a, k, x, static_cast<int>(x_stride), &zero,
+                                   y, static_cast<int>(y_stride)),
                        "sgemm");
             return;
         }
@@ -582,8 +596,8 @@ private:
 
     const CudaTuning tuning_;
     CudaDevice dev_;
-    const cudaStream_t stream_;   // dev_'s
-    const cublasHandle_t blas_;   // dev_'s
+    const cudaStream_t stream_;  // dev_'s
+    const cublasHandle_t blas_;  // dev_'s
     ForwardGraphs graphs_;
     VramPool pool_;
     HostStaging staging_;
@@ -621,8 +635,8 @@ void CudaBackend::moe_on_device(const MoeArgs& a, float* outp) {
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1];
     const int64_t n_pairs = a.n_tokens * a.k;
     float* hidden = static_cast<float*>(pool_.scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
-    const bool int8 = tuning_.int8_products && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 &&
-                      n_ff % 32 == 0;
+    const bool int8 =
+        tuning_.int8_products && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 && n_ff % 32 == 0;
     ActQ8 xq{}, hq{};
     if (int8) {
         xq = act_.for_input(a.x, a.n_tokens, n_embd);
@@ -632,8 +646,8 @@ void CudaBackend::moe_on_device(const MoeArgs& a, float* outp) {
     // the shape fits, else the combine and add_rms_norm.
     const bool fuse = a.residual != nullptr && moe_combine_add_rms_norm_fits(outp, a.residual, a.normed, n_embd);
     const ActQ8* nq = fuse ? act_.out(a.n_tokens, n_embd) : nullptr;
-    sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden, xq.q,
-         hq.q, fuse, a.residual, fuse ? a.norm->data : nullptr, a.eps, a.normed, nq != nullptr ? nq->q : nullptr);
+    sign(kOpMoe, a.gate->data, a.up->data, a.down->data, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden, xq.q, hq.q,
+         fuse, a.residual, fuse ? a.norm->data : nullptr, a.eps, a.normed, nq != nullptr ? nq->q : nullptr);
     if (fuse) {
         act_.forget();  // the residual and normed rows change
         if (nq != nullptr) act_.remember(a.normed, a.n_tokens, n_embd);
@@ -652,8 +666,8 @@ void CudaBackend::moe_on_device(const MoeArgs& a, float* outp) {
         moe_down(down, hidden, n_pairs, a.k, a.ids, outp, tuning_, stream_);
     }
     if (fuse) {
-        moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, weights_.f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps, a.normed,
-                                 stream_, nq);
+        moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, weights_.f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps,
+                                 a.normed, stream_, nq);
         return;
     }
     moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);

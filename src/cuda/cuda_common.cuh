@@ -19,9 +19,9 @@ namespace strata::cuda {
 [[noreturn]] inline void fail(cudaError_t e, const char* what) {
     throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(e));
 }
-#define STRATA_CUDA_CHECK(call)                              \
-    do {                                                     \
-        const cudaError_t strata_err_ = (call);              \
+#define STRATA_CUDA_CHECK(call)                                                   \
+    do {                                                                          \
+        const cudaError_t strata_err_ = (call);                                   \
         if (strata_err_ != cudaSuccess) ::strata::cuda::fail(strata_err_, #call); \
     } while (0)
 // After a kernel launch: a bad configuration shows up here, not at the next sync.
@@ -106,9 +106,10 @@ __device__ __forceinline__ void bulk_copy_begin(uint64_t* bar, uint32_t bytes) {
 // Thread 0: `bytes` (a multiple of 16, both addresses 16-byte aligned) from src to dst.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(shared_address(dst)),
-                 "l"(src), "r"(bytes), "r"(shared_address(bar))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(shared_address(dst)),
+        "l"(src), "r"(bytes), "r"(shared_address(bar))
+        : "memory");
 #else
     (void)dst;
     (void)src;
@@ -121,11 +122,10 @@ __device__ __forceinline__ void bulk_copy_wait(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     uint32_t done = 0;
     do {
-        asm volatile(
-            "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(shared_address(bar))
-            : "memory");
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(shared_address(bar))
+                     : "memory");
     } while (done == 0);
 #else
     (void)bar;
@@ -214,8 +214,8 @@ bool q8_supported(quant::Type t);
 // y[n][y_stride] (first rows columns) = W x for n <= kGemvMaxCols input rows x[n][x_stride]:
 // one warp per weight row, the weight read once for all n inputs.
 inline constexpr int kGemvMaxCols = 8;
-void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride,
-          const CudaTuning& t, cudaStream_t s);
+void gemv(const DeviceMatrix& w, const float* x, int64_t x_stride, int64_t n, float* y, int64_t y_stride, const CudaTuning& t,
+          cudaStream_t s);
 // The same with n rows of 8-bit inputs (x: n rows of w.ne0 values; the type q8_supported).
 void gemv(const DeviceMatrix& w, const ActQ8& x, int64_t n, float* y, int64_t y_stride, cudaStream_t s);
 
@@ -252,14 +252,14 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
 // hidden[p] = silu(gate_e x_t) * up_e x_t and out_pair[p] = down_e hidden[p], e = ids[p].
 // gate/up/down hold every expert: expert e's rows start at e * rows. moe_gate_up's `down` (the
 // one to come, or null) is asked of L2 for the pairs' experts while gate and up are multiplied.
-void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k, const int32_t* ids,
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               const CudaTuning& t, cudaStream_t s);
 // The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
 // rows of a multiple of 32 values).
-void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k, const int32_t* ids,
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
               const CudaTuning& t, cudaStream_t s);
 
@@ -301,12 +301,12 @@ void head_norm_rope(const HeadNormRope& a, cudaStream_t s);
 void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out, cudaStream_t s);
 void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride, cudaStream_t s);
 // inv_freq [n_rot/2] computed on the host exactly as the CPU backend does.
-void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq,
-          int64_t n_rot, cudaStream_t s);
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq, int64_t n_rot,
+          cudaStream_t s);
 // Token t's cache rows start at k_base + k_off[t] and v_base + v_off[t] (offsets in values: f32,
 // or f16 when half).
-void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens,
-              const float* k, int64_t k_row, const float* v, int64_t v_row, cudaStream_t s);
+void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
+              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s);
 void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                         float* weights, cudaStream_t s);
 void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps, cudaStream_t s);
@@ -355,11 +355,11 @@ bool moe_combine_add_rms_norm_fits(const float* pairs, const float* y, const flo
 void moe_combine_add_rms_norm(const float* pairs, const float* weights, int64_t k, float* y, const float* w, int64_t rows,
                               int64_t dim, float eps, float* out, cudaStream_t s, const ActQ8* q8 = nullptr);
 // out[t] = sum_j weights[t*k + j] * pairs[slot_row[t*k + j]] (slot_row null: row t*k + j).
-void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
-                 int64_t dim, float* out, cudaStream_t s);
+void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k, int64_t dim,
+                 float* out, cudaStream_t s);
 // The same with bf16 pairs (the grouped-GEMM path's outputs).
-void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
-                      int64_t dim, float* out, cudaStream_t s);
+void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k, int64_t dim,
+                      float* out, cudaStream_t s);
 // out = bf16(silu(gate) * up) over n bf16 values.
 void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStream_t s);
 
@@ -367,24 +367,24 @@ void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStr
 
 // Where one query token reads its sequence's cache.
 struct TokenKv {
-    int64_t k_off, v_off;    // the layer's pools, [blocks][block_size][n_head_kv][head_dim], as
-                             // offsets in values from Attention::k / v
-    const int32_t* blocks;   // device copy of the sequence's block table
+    int64_t k_off, v_off;   // the layer's pools, [blocks][block_size][n_head_kv][head_dim], as
+                            // offsets in values from Attention::k / v
+    const int32_t* blocks;  // device copy of the sequence's block table
     int32_t block_size;
-    int32_t pos;             // attends to positions 0..pos
+    int32_t pos;  // attends to positions 0..pos
 };
 struct Attention {
     const float* q;
     float* out;
-    const void *k, *v;       // bases of the TokenKv offsets: f32 values, or f16 when kv_half
+    const void *k, *v;  // bases of the TokenKv offsets: f32 values, or f16 when kv_half
     bool kv_half;
-    const TokenKv* tokens;   // device [n_tokens]
+    const TokenKv* tokens;  // device [n_tokens]
     int64_t n_tokens, n_head, n_head_kv, head_dim_k, head_dim_v;
     int32_t max_pos;
     float scale;
-    float* partial;          // scratch for split partial results (attention_partial_floats)
-    ActQ8 q8{};              // optional (q8.q non-null): out also rounded to 8 bits, [n_tokens][n_head *
-                             // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
+    float* partial;  // scratch for split partial results (attention_partial_floats)
+    ActQ8 q8{};      // optional (q8.q non-null): out also rounded to 8 bits, [n_tokens][n_head *
+                     // head_dim_v] (head_dim_v a multiple of 32; the per-token kernel only)
 };
 // Splits of a decode attention: enough blocks to fill the GPU twice, each split at least
 // split_min positions for one token (4 by default: CudaTuning::attention_split_min), longer for

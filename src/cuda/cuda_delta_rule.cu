@@ -174,21 +174,22 @@ __device__ __forceinline__ void store_rows(const ChunkRows& r, int dk, float* ds
 // Grid (chunks, value heads). Writes U' = T diag(beta) V into u ([n_tokens][n_v][d_v]) and
 // W = T diag(beta e^G) K into w ([n_tokens][n_v][d_k]): thread c solves I + A for column c of
 // [beta V | beta e^G K], its column in registers.
-__global__ void __launch_bounds__(kChunkThreads) delta_chunk_solve_kernel(DeltaRule a, float* __restrict__ w,
-                                                                          float* __restrict__ u) {
+__global__ void __launch_bounds__(kChunkThreads)
+    delta_chunk_solve_kernel(DeltaRule a, float* __restrict__ w, float* __restrict__ u) {
     grid_dependency_enter();
     const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kChunk, h = blockIdx.y;
     const int L = static_cast<int>(min(static_cast<int64_t>(kChunk), a.n_tokens - c0));
     const int dk = static_cast<int>(a.d_k), dv = static_cast<int>(a.d_v), ks = padded(dk);
     extern __shared__ float smem[];
-    float* K = smem;                  // [kChunk][padded(dk)]
-    float* A = K + kChunk * ks;       // [kChunk][kAStride]
+    float* K = smem;                   // [kChunk][padded(dk)]
+    float* A = K + kChunk * ks;        // [kChunk][kAStride]
     float* G = A + kChunk * kAStride;  // [kChunk]
-    float* B = G + kChunk;            // [kChunk] beta
+    float* B = G + kChunk;             // [kChunk] beta
     ChunkRows keys;
     fetch_rows(keys, a.k + c0 * a.k_stride + key_head_of(a, h) * dk, a.k_stride, L, dk);
     const ChunkDecay decay = fetch_decay(a, c0, L, h);
-    if (threadIdx.x < kChunk) B[threadIdx.x] = static_cast<int>(threadIdx.x) < L ? a.beta[(c0 + threadIdx.x) * a.n_v_heads + h] : 0.0f;
+    if (threadIdx.x < kChunk)
+        B[threadIdx.x] = static_cast<int>(threadIdx.x) < L ? a.beta[(c0 + threadIdx.x) * a.n_v_heads + h] : 0.0f;
     store_rows(keys, dk, K, ks);
     chunk_log_decay(decay, L, G);
     __syncthreads();
@@ -233,8 +234,8 @@ __global__ void __launch_bounds__(kChunkThreads) delta_chunk_solve_kernel(DeltaR
 // and writes the state's part of the output, unscaled, into out.
 __device__ __forceinline__ int state_row(int warp, int m) { return 32 * (m / 4) + 4 * warp + m % 4; }
 
-__global__ void __launch_bounds__(kChunkThreads) delta_chunk_state_kernel(DeltaRule a, const float* __restrict__ w,
-                                                                          float* __restrict__ u) {
+__global__ void __launch_bounds__(kChunkThreads)
+    delta_chunk_state_kernel(DeltaRule a, const float* __restrict__ w, float* __restrict__ u) {
     grid_dependency_enter();
     const int64_t h = blockIdx.x;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -358,9 +359,9 @@ __global__ void __launch_bounds__(kChunkThreads) delta_chunk_output_kernel(Delta
     const int64_t hk = key_head_of(a, h);
     extern __shared__ float smem[];
     const int rows_floats = max(2 * kChunk * ks, kChunk * dv);
-    float* Qs = smem;              // [kChunk][padded(dk)]
-    float* Ks = Qs + kChunk * ks;  // [kChunk][padded(dk)]
-    float* Us = smem;              // [kChunk][dv], over Qs and Ks once M is made
+    float* Qs = smem;               // [kChunk][padded(dk)]
+    float* Ks = Qs + kChunk * ks;   // [kChunk][padded(dk)]
+    float* Us = smem;               // [kChunk][dv], over Qs and Ks once M is made
     float* M = smem + rows_floats;  // [kChunk][kAStride]
     float* G = M + kChunk * kAStride;
     ChunkRows values;  // the corrections u_j, fetched with the queries and keys
@@ -402,7 +403,8 @@ __global__ void __launch_bounds__(kChunkThreads) delta_chunk_output_kernel(Delta
 }
 
 template <typename... Params>
-void launch_with_shared(void (*kernel)(Params...), dim3 grid, size_t shared, cudaStream_t s, std::type_identity_t<Params>... args) {
+void launch_with_shared(void (*kernel)(Params...), dim3 grid, size_t shared, cudaStream_t s,
+                        std::type_identity_t<Params>... args) {
     if (shared > 48 * 1024)
         STRATA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)));
     launch_kernel(kernel, grid, kChunkThreads, shared, s, args...);
@@ -431,7 +433,9 @@ void delta_rule(const DeltaRule& a, cudaStream_t s) {
 
 bool delta_rule_chunkable(const DeltaRule& a) {
     // float4 reads of q and k rows (and of the scratch rows, whose sizes these keep aligned)
-    const auto aligned = [](const float* p, int64_t stride) { return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 4 == 0; };
+    const auto aligned = [](const float* p, int64_t stride) {
+        return reinterpret_cast<uintptr_t>(p) % 16 == 0 && stride % 4 == 0;
+    };
     return a.d_k >= 16 && a.d_k <= kChunkMaxDim && a.d_k % 16 == 0 && a.d_v >= 4 && a.d_v <= kChunkMaxDim && a.d_v % 4 == 0 &&
            aligned(a.q, a.q_stride) && aligned(a.k, a.k_stride);
 }
@@ -446,12 +450,13 @@ void delta_rule_chunked(const DeltaRule& a, float* scratch, cudaStream_t s) {
         throw Error("delta rule: the chunked CUDA form takes d_k a multiple of 16, d_v of 4, both up to " +
                     std::to_string(kChunkMaxDim) + " and 16-byte aligned q/k rows; not d_k " + std::to_string(a.d_k) + ", d_v " +
                     std::to_string(a.d_v));
-    float* w = scratch;                            // [n_tokens][n_v][d_k]
+    float* w = scratch;                                     // [n_tokens][n_v][d_k]
     float* u = scratch + a.n_tokens * a.n_v_heads * a.d_k;  // [n_tokens][n_v][d_v]
     const auto chunks = static_cast<unsigned>((a.n_tokens + kChunk - 1) / kChunk);
     const auto heads = static_cast<unsigned>(a.n_v_heads);
     const size_t f = sizeof(float);
-    const size_t ks = static_cast<size_t>(padded(static_cast<int>(a.d_k))), dk = static_cast<size_t>(a.d_k), dv = static_cast<size_t>(a.d_v);
+    const size_t ks = static_cast<size_t>(padded(static_cast<int>(a.d_k))), dk = static_cast<size_t>(a.d_k),
+                 dv = static_cast<size_t>(a.d_v);
     const size_t solve_shared = f * (kChunk * ks + kChunk * kAStride + 2 * kChunk);
     const size_t state_shared = f * (2 * kChunk * dk + dk * 32 + kChunk * 32 + 3 * kChunk);
     const size_t output_shared = f * (std::max(2 * kChunk * ks, kChunk * dv) + kChunk * kAStride + kChunk);

@@ -34,9 +34,28 @@ class HostStaging;
 
 // What each op of a forward signs as (the first word of its part of the signature).
 enum OpCode : uint64_t {
-    kOpCopy = 1, kOpCopyRows, kOpCopyToHost, kOpGetRows, kOpProduct, kOpRmsNorm, kOpAdd, kOpSwiglu, kOpMulSigmoid, kOpRope,
-    kOpKvStore, kOpAttention, kOpRoute, kOpMoe, kOpConv, kOpGates, kOpDeltaRule, kOpL2Norm,
-    kOpAddRmsNorm, kOpQkNormRope, kOpQuantize, kOpArgmax
+    kOpCopy = 1,
+    kOpCopyRows,
+    kOpCopyToHost,
+    kOpGetRows,
+    kOpProduct,
+    kOpRmsNorm,
+    kOpAdd,
+    kOpSwiglu,
+    kOpMulSigmoid,
+    kOpRope,
+    kOpKvStore,
+    kOpAttention,
+    kOpRoute,
+    kOpMoe,
+    kOpConv,
+    kOpGates,
+    kOpDeltaRule,
+    kOpL2Norm,
+    kOpAddRmsNorm,
+    kOpQkNormRope,
+    kOpQuantize,
+    kOpArgmax
 };
 
 class ForwardGraphs {
@@ -111,8 +130,8 @@ private:
     std::vector<uint64_t> sig_;
     std::vector<HostCopy> deferred_;
     std::unordered_map<int64_t, std::vector<Graph>> graphs_;  // by forward size
-    std::unordered_set<int64_t> eager_sizes_;                  // forward sizes whose MoE groups pairs on the host
-    std::unordered_map<int64_t, bool> missed_;                 // the last replay of that size found no graph
+    std::unordered_set<int64_t> eager_sizes_;                 // forward sizes whose MoE groups pairs on the host
+    std::unordered_map<int64_t, bool> missed_;                // the last replay of that size found no graph
     int64_t fwd_tokens_ = 0;
     std::chrono::steady_clock::time_point walk_start_;
     std::vector<double> walk_us_, run_us_;

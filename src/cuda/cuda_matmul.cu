@@ -59,9 +59,9 @@ __device__ __forceinline__ float dot8(const float* v, const float* x) {
 // whole block a row (each warp a quarter of its groups, the partial sums added in shared memory),
 // for matrices of few rows (the f32 router's 128 rows were 32 blocks: 21 us a layer at 8 inputs).
 template <class Dq, int NC, int kWpr>
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
-                                                           int groups, const float* __restrict__ x, int64_t x_stride,
-                                                           int n, float* __restrict__ y, int64_t y_stride) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows, int groups, const float* __restrict__ x,
+                int64_t x_stride, int n, float* __restrict__ y, int64_t y_stride) {
     static_assert(kWpr == 1 || kWpr == kWarps, "a warp a row or a block a row");
     constexpr int kRowsPerBlock = kWarps / kWpr;
     if (threadIdx.x == 0) prefetch_rows(w, row_bytes, blockIdx.x * kRowsPerBlock, min(rows, (blockIdx.x + 1) * kRowsPerBlock));
@@ -108,9 +108,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const uint8_t* __rest
 // decoded once for all of them. A/B on the H200 against row_dot32_q8 for each input, 30B-A3B
 // Q4_K_M: batch 4 721 -> 791 t/s aggregate, batch 8 859 -> 964.
 template <class Dq, int NC>
-__global__ void __launch_bounds__(kWarps * 32) gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows,
-                                                              int chunks, Q8Row x, int n, float* __restrict__ y,
-                                                              int64_t y_stride) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_q8_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int rows, int chunks, Q8Row x, int n, float* __restrict__ y,
+                   int64_t y_stride) {
     if (threadIdx.x == 0) prefetch_rows(w, row_bytes, blockIdx.x * kWarps, min(rows, (blockIdx.x + 1) * kWarps));
     grid_dependency_enter();
     const int row = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -201,7 +201,8 @@ __device__ __forceinline__ void gemv1_rows(const GemvBatch& b, int chunks, X x, 
             bulk_copy_begin(&staged_bar, bytes);
             for (; m < b.count && start < hi; start += b.rows[m++]) {
                 const int a = max(lo, start), e = min(hi, start + b.rows[m]);
-                bulk_copy(staged + static_cast<size_t>(a - lo) * block_row_bytes, b.w[m] + static_cast<size_t>(a - start) * block_row_bytes,
+                bulk_copy(staged + static_cast<size_t>(a - lo) * block_row_bytes,
+                          b.w[m] + static_cast<size_t>(a - start) * block_row_bytes,
                           static_cast<uint32_t>((e - a) * block_row_bytes), &staged_bar);
             }
         }
@@ -259,7 +260,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv1_kernel(GemvBatch b, int chu
 // third of their layers): blocks below b_block hold DqA's rows, the rest DqB's (the matrices
 // from b.first_b on); the type boundary falls on a block boundary.
 template <class DqA, class DqB, int kRows, int kWpr, class X>
-__global__ void __launch_bounds__(kWarps * 32) gemv1_two_types_kernel(GemvBatch b, int chunks, X x, unsigned b_block, bool stage) {
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv1_two_types_kernel(GemvBatch b, int chunks, X x, unsigned b_block, bool stage) {
     if (blockIdx.x < b_block) gemv1_rows<DqA, kRows, kWpr, X>(b, chunks, x, stage);
     else gemv1_rows<DqB, kRows, kWpr, X>(b, chunks, x, stage);
 }
@@ -343,9 +345,9 @@ __global__ void dequant_kernel(const uint8_t* __restrict__ w, size_t row_bytes, 
 // them through L1, 30B-A3B IQ3_XXS: pp512 7,509 -> 7,679 t/s, pp4096 16,690 -> 16,769.
 constexpr unsigned kDequantLoopBlocks = 4096;
 template <class Out>
-__global__ void __launch_bounds__(256) dequant_iq3xxs_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows,
-                                                             int groups, const int32_t* __restrict__ ids, int64_t per_id,
-                                                             Out* __restrict__ out) {
+__global__ void __launch_bounds__(256)
+    dequant_iq3xxs_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t rows, int groups,
+                          const int32_t* __restrict__ ids, int64_t per_id, Out* __restrict__ out) {
     __shared__ uint32_t grid[256];
     __shared__ uint32_t signs[128];
     grid[threadIdx.x] = g_iq3xxs_grid[threadIdx.x];
@@ -354,13 +356,15 @@ __global__ void __launch_bounds__(256) dequant_iq3xxs_kernel(const uint8_t* __re
     __syncthreads();
     constexpr int kGroups = DqIQ3_XXS::kValues / 8;
     const int64_t total = rows * groups;
-    for (int64_t idx = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; idx < total; idx += static_cast<int64_t>(gridDim.x) * 256) {
+    for (int64_t idx = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; idx < total;
+         idx += static_cast<int64_t>(gridDim.x) * 256) {
         const int64_t r = idx / groups;
         const int i = static_cast<int>(idx % groups);
         const int64_t src_row = ids != nullptr ? ids[r / per_id] * per_id + r % per_id : r;
         float v[8];
-        DqIQ3_XXS::dequant8_with(w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * DqIQ3_XXS::kBytes,
-                                 i % kGroups, v, grid, signs);
+        DqIQ3_XXS::dequant8_with(
+            w + static_cast<size_t>(src_row) * row_bytes + static_cast<size_t>(i / kGroups) * DqIQ3_XXS::kBytes, i % kGroups, v,
+            grid, signs);
         store8(out + r * static_cast<int64_t>(groups) * 8 + 8 * i, v);
     }
 }
@@ -398,12 +402,10 @@ inline constexpr int kGateUpMinBlocks = kRows == 1 && std::is_same_v<Dq, DqIQ3_X
 // are dispatched together, and pairs that share an expert read its rows from DRAM about once
 // (L2 serves the rest) instead of each pair streaming the whole expert on its own.
 template <class Dq, int kRows, class X>
-__global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>) moe_gate_up_kernel(const uint8_t* __restrict__ gate,
-                                                                   const uint8_t* __restrict__ up, size_t row_bytes,
-                                                                   int rows, int groups, X x,
-                                                                   const int32_t* __restrict__ ids, int k,
-                                                                   float* __restrict__ hidden, const uint8_t* down,
-                                                                   size_t down_bytes, bool pair_major) {
+__global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>)
+    moe_gate_up_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, size_t row_bytes, int rows, int groups,
+                       X x, const int32_t* __restrict__ ids, int k, float* __restrict__ hidden, const uint8_t* down,
+                       size_t down_bytes, bool pair_major) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
@@ -459,10 +461,9 @@ __global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>) m
 // out_pairs[p][row] = down_e[row] . hidden[p], e = ids[p]; kRows rows per warp; the grid as the
 // gate/up kernel's.
 template <class Dq, int kRows, class X>
-__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes,
-                                                                int rows, int groups, X hidden,
-                                                                const int32_t* __restrict__ ids,
-                                                                float* __restrict__ out, bool pair_major) {
+__global__ void __launch_bounds__(kWarps * 32)
+    moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes, int rows, int groups, X hidden,
+                    const int32_t* __restrict__ ids, float* __restrict__ out, bool pair_major) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
@@ -488,7 +489,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const uint8_t* __
         for (int i = lane; i < groups; i += 32) {
             for (int r = 0; r < n; ++r) {
                 float v[8];
-                Dq::dequant8(w0 + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups, v);
+                Dq::dequant8(w0 + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(i / kGroups) * Dq::kBytes, i % kGroups,
+                             v);
                 acc[r] += dot8(v, h + 8 * i);
             }
         }
@@ -717,9 +719,7 @@ void dequant_rows_f32(const DeviceMatrix& w, const int32_t* ids, int64_t n, floa
     check_type(w);
     check_aligned(out);
     const int groups = static_cast<int>(w.ne0 / 8);
-    with_dequantizer(w.type, [&]<class Dq>() {
-        launch_dequant<Dq>(w.data, w.row_bytes, n, groups, ids, 1, out, s);
-    });
+    with_dequantizer(w.type, [&]<class Dq>() { launch_dequant<Dq>(w.data, w.row_bytes, n, groups, ids, 1, out, s); });
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -773,8 +773,8 @@ dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
 }
 
 template <class X>
-void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k,
-                        const int32_t* ids, float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s) {
+void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k, const int32_t* ids,
+                        float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s) {
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
@@ -787,8 +787,7 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
                           static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden,
-                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0,
-                          pair_major);
+                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0, pair_major);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -815,12 +814,12 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
 
 }  // namespace
 
-void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k, const int32_t* ids,
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
     moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, t, s);
 }
-void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k,
-                 const int32_t* ids, float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
+void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k, const int32_t* ids,
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
     moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, t, s);
 }
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,

@@ -9,7 +9,8 @@ namespace strata::cuda {
 
 void MoeGrouping::group(const int32_t* ids, int64_t n_pairs, int64_t k, int64_t n_expert) {
     ids_.resize(static_cast<size_t>(n_pairs));
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), ids, static_cast<size_t>(n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(ids_.data(), ids, static_cast<size_t>(n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     sync_stream(stream_);
     offsets_.assign(static_cast<size_t>(n_expert + 1), 0);
     for (int32_t e : ids_) {
@@ -75,7 +76,8 @@ bool MoeGrouping::grouped_products(const backend::MoeArgs& a, const float* xg, f
                 k_.data(), beta_.data(), staging_.upload(c_.data(), c_.size()), CUDA_R_16BF, ldc_.data(), cnt, one_.data(),
                 CUBLAS_COMPUTE_32F);
             if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-                std::fprintf(stderr, "cuda: this cuBLAS has no grouped bf16 GEMM for these shapes; experts are multiplied one by one\n");
+                std::fprintf(stderr,
+                             "cuda: this cuBLAS has no grouped bf16 GEMM for these shapes; experts are multiplied one by one\n");
                 return false;
             }
             blas_check(st, "grouped bf16 gemm");

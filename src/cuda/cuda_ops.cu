@@ -62,8 +62,9 @@ __device__ __forceinline__ void store_q8_quad(float4 r, int64_t quad, const ActQ
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     const float k = m > 0.0f ? 127.0f / m : 0.0f;
-    const char4 c = make_char4(static_cast<signed char>(__float2int_rn(r.x * k)), static_cast<signed char>(__float2int_rn(r.y * k)),
-                               static_cast<signed char>(__float2int_rn(r.z * k)), static_cast<signed char>(__float2int_rn(r.w * k)));
+    const char4 c =
+        make_char4(static_cast<signed char>(__float2int_rn(r.x * k)), static_cast<signed char>(__float2int_rn(r.y * k)),
+                   static_cast<signed char>(__float2int_rn(r.z * k)), static_cast<signed char>(__float2int_rn(r.w * k)));
     reinterpret_cast<char4*>(q8.q)[quad] = c;
     float s = r.x + r.y + r.z + r.w;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
@@ -85,8 +86,8 @@ struct PairSum {
 // 2,048 values take 512 threads holding one float4 each. kQ8: the output is also written rounded
 // to 8 bits (dim a multiple of 128, so whole warps run out of values together).
 template <bool kAdd, bool kQ8, bool kPairs = false>
-__global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim,
-                                    float eps, float* out, ActQ8 q8, PairSum ps) {
+__global__ void add_rms_norm_kernel(float* y, const float* __restrict__ x, const float* __restrict__ w, int64_t dim, float eps,
+                                    float* out, ActQ8 q8, PairSum ps) {
     grid_dependency_enter();  // out may be y (in place)
     constexpr int kPerThread = 4;
     __shared__ float partial[32];
@@ -238,7 +239,8 @@ __global__ void kv_store_kernel(void* k_base, void* v_base, bool half, const int
                                 int64_t k_row, const float* v, int64_t v_row) {
     grid_dependency_enter();
     const int64_t t = blockIdx.y;
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k_row + v_row; i += gridDim.x * blockDim.x) {
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k_row + v_row;
+         i += gridDim.x * blockDim.x) {
         if (i < k_row) kv_put(k_base, half, k_off[t] + i, k[t * k_row + i]);
         else kv_put(v_base, half, v_off[t] + i - k_row, v[t * v_row + i - k_row]);
     }
@@ -286,7 +288,8 @@ __global__ void route_kernel(const float* logits, int64_t n_expert, int64_t k, b
         __syncthreads();
         if (threadIdx.x == 0) {
             for (int w = 1; w < static_cast<int>((blockDim.x + 31) / 32); ++w)
-                if (red_v[w] > red_v[0] || (red_v[w] == red_v[0] && red_i[w] < red_i[0])) red_v[0] = red_v[w], red_i[0] = red_i[w];
+                if (red_v[w] > red_v[0] || (red_v[w] == red_v[0] && red_i[w] < red_i[0]))
+                    red_v[0] = red_v[w], red_i[0] = red_i[w];
             ids[blockIdx.x * k + j] = red_i[0];
             weights[blockIdx.x * k + j] = red_v[0];
             chosen += red_v[0];
@@ -441,8 +444,8 @@ __global__ void gdn_gates_kernel(const float* alpha, const float* b, int64_t row
 }
 
 // One thread per channel walks the tokens; the window is the carried inputs then the new ones.
-__global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel,
-                            float* state, float* out) {
+__global__ void conv_kernel(const float* x, int64_t n_tokens, int64_t channels, const float* w, int64_t kernel, float* state,
+                            float* out) {
     grid_dependency_enter();
     const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (c >= channels) return;
@@ -486,8 +489,8 @@ __device__ __forceinline__ float as_float(float v) { return v; }
 __device__ __forceinline__ float as_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 template <class Pair>
-__global__ void moe_combine_kernel(const Pair* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens,
-                                   int64_t k, int64_t dim, float* out) {
+__global__ void moe_combine_kernel(const Pair* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
+                                   int64_t dim, float* out) {
     grid_dependency_enter();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n_tokens * dim) return;
@@ -557,8 +560,7 @@ int norm_threads(int64_t dim) {
 }
 }  // namespace
 
-void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s,
-              const ActQ8* q8) {
+void rms_norm(const float* x, const float* w, int64_t rows, int64_t dim, float eps, float* out, cudaStream_t s, const ActQ8* q8) {
     if (rows <= 0) return;
     const int threads = norm_threads(dim);
     const bool fused = threads > 0 && dim > 512 && (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
@@ -581,16 +583,19 @@ void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_
                   const ActQ8* q8) {
     if (rows <= 0) return;
     const int threads = norm_threads(dim);
-    const bool aligned = (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
     if (dim <= 512 || threads == 0 || !aligned) {
         add(y, x, rows * dim, s);
         rms_norm(y, w, rows, dim, eps, out, s, q8);
         return;
     }
     if (q8 != nullptr && dim % 128 == 0) {
-        launch_kernel(add_rms_norm_kernel<true, true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, *q8, PairSum{});
+        launch_kernel(add_rms_norm_kernel<true, true>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, *q8,
+                      PairSum{});
     } else {
-        launch_kernel(add_rms_norm_kernel<true, false>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out, ActQ8{}, PairSum{});
+        launch_kernel(add_rms_norm_kernel<true, false>, static_cast<unsigned>(rows), threads, 0, s, y, x, w, dim, eps, out,
+                      ActQ8{}, PairSum{});
         if (q8 != nullptr) {
             STRATA_CUDA_LAUNCHED();
             quantize_act_q8(out, rows, dim, dim, *q8, s);
@@ -600,7 +605,8 @@ void add_rms_norm(float* y, const float* x, const float* w, int64_t rows, int64_
 }
 
 bool moe_combine_add_rms_norm_fits(const float* pairs, const float* y, const float* out, int64_t dim) {
-    const bool aligned = (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(pairs) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(y) | reinterpret_cast<uintptr_t>(pairs) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
     return dim > 512 && dim % 128 == 0 && norm_threads(dim) > 0 && aligned;
 }
 
@@ -611,8 +617,8 @@ void moe_combine_add_rms_norm(const float* pairs, const float* weights, int64_t 
     const int threads = norm_threads(dim);
     const PairSum ps{pairs, weights, static_cast<int>(k)};
     if (q8 != nullptr)
-        launch_kernel(add_rms_norm_kernel<true, true, true>, static_cast<unsigned>(rows), threads, 0, s, y, nullptr, w, dim, eps, out,
-                      *q8, ps);
+        launch_kernel(add_rms_norm_kernel<true, true, true>, static_cast<unsigned>(rows), threads, 0, s, y, nullptr, w, dim, eps,
+                      out, *q8, ps);
     else
         launch_kernel(add_rms_norm_kernel<true, false, true>, static_cast<unsigned>(rows), threads, 0, s, y, nullptr, w, dim, eps,
                       out, ActQ8{}, ps);
@@ -666,16 +672,16 @@ void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_
     STRATA_CUDA_LAUNCHED();
 }
 
-void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq,
-          int64_t n_rot, cudaStream_t s) {
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const float* inv_freq, int64_t n_rot,
+          cudaStream_t s) {
     const int64_t n = n_tokens * n_heads * (n_rot / 2);
     if (n <= 0) return;
     launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, s, x, n_tokens, n_heads, head_dim, pos, inv_freq, n_rot / 2);
     STRATA_CUDA_LAUNCHED();
 }
 
-void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens,
-              const float* k, int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
+void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const int64_t* v_off, int64_t n_tokens, const float* k,
+              int64_t k_row, const float* v, int64_t v_row, cudaStream_t s) {
     if (n_tokens <= 0) return;
     const dim3 grid(blocks_for(k_row + v_row, 256), static_cast<unsigned>(n_tokens));
     launch_kernel(kv_store_kernel, grid, 256, 0, s, k_base, v_base, half, k_off, v_off, k, k_row, v, v_row);
@@ -685,7 +691,8 @@ void kv_store(void* k_base, void* v_base, bool half, const int64_t* k_off, const
 void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                         float* weights, cudaStream_t s) {
     if (n_tokens <= 0) return;
-    if (n_expert > 8192 || k > n_expert) throw Error("routing: " + std::to_string(n_expert) + " experts, top " + std::to_string(k));
+    if (n_expert > 8192 || k > n_expert)
+        throw Error("routing: " + std::to_string(n_expert) + " experts, top " + std::to_string(k));
     if (n_expert <= 512 && k <= 32) {
         const unsigned grid = blocks_for(n_tokens, kRouteWarps);
         const int ne = static_cast<int>(n_expert), kk = static_cast<int>(k);
@@ -705,8 +712,8 @@ void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert,
         STRATA_CUDA_LAUNCHED();
         return;
     }
-    launch_kernel(route_kernel, static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s,
-                  logits, n_expert, k, renorm, ids, weights);
+    launch_kernel(route_kernel, static_cast<unsigned>(n_tokens), 128, static_cast<size_t>(n_expert) * sizeof(float), s, logits,
+                  n_expert, k, renorm, ids, weights);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -719,8 +726,8 @@ void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t toke
 void gdn_gates(const float* alpha, const float* b, int64_t row_stride, int64_t group, int64_t group_stride, const float* a,
                const float* dt_bias, float* g, float* beta, int64_t n_tokens, int64_t n_heads, cudaStream_t s) {
     if (n_tokens * n_heads <= 0) return;
-    launch_kernel(gdn_gates_kernel, blocks_for(n_tokens * n_heads, 256), 256, 0, s, alpha, b, row_stride, group,
-                  group_stride, a, dt_bias, g, beta, n_tokens, n_heads);
+    launch_kernel(gdn_gates_kernel, blocks_for(n_tokens * n_heads, 256), 256, 0, s, alpha, b, row_stride, group, group_stride, a,
+                  dt_bias, g, beta, n_tokens, n_heads);
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -733,7 +740,8 @@ void ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const flo
 
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t x_stride, void* out, cudaStream_t s) {
     if (rows * cols <= 0) return;
-    launch_kernel(to_bf16_kernel, blocks_for(rows * cols, 256), 256, 0, s, x, rows, cols, x_stride, static_cast<__nv_bfloat16*>(out));
+    launch_kernel(to_bf16_kernel, blocks_for(rows * cols, 256), 256, 0, s, x, rows, cols, x_stride,
+                  static_cast<__nv_bfloat16*>(out));
     STRATA_CUDA_LAUNCHED();
 }
 
@@ -743,15 +751,16 @@ void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, f
     STRATA_CUDA_LAUNCHED();
 }
 
-void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
-                 int64_t dim, float* out, cudaStream_t s) {
+void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k, int64_t dim,
+                 float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
-    launch_kernel(moe_combine_kernel<float>, blocks_for(n_tokens * dim, 256), 256, 0, s, pairs, slot_row, weights, n_tokens, k, dim, out);
+    launch_kernel(moe_combine_kernel<float>, blocks_for(n_tokens * dim, 256), 256, 0, s, pairs, slot_row, weights, n_tokens, k,
+                  dim, out);
     STRATA_CUDA_LAUNCHED();
 }
 
-void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k,
-                      int64_t dim, float* out, cudaStream_t s) {
+void moe_combine_bf16(const void* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k, int64_t dim,
+                      float* out, cudaStream_t s) {
     if (n_tokens * dim <= 0) return;
     launch_kernel(moe_combine_kernel<__nv_bfloat16>, blocks_for(n_tokens * dim, 256), 256, 0, s,
                   static_cast<const __nv_bfloat16*>(pairs), slot_row, weights, n_tokens, k, dim, out);

@@ -35,8 +35,14 @@ struct DqF32 {
     __device__ static void dequant8(const uint8_t* b, int, float* v) {
         const float4* p = reinterpret_cast<const float4*>(b);
         const float4 x = p[0], y = p[1];
-        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
-        v[4] = y.x; v[5] = y.y; v[6] = y.z; v[7] = y.w;
+        v[0] = x.x;
+        v[1] = x.y;
+        v[2] = x.z;
+        v[3] = x.w;
+        v[4] = y.x;
+        v[5] = y.y;
+        v[6] = y.z;
+        v[7] = y.w;
     }
 };
 struct DqF16 {
@@ -390,8 +396,12 @@ __device__ __forceinline__ int k4_byte(uint32_t w0, uint32_t w1, uint32_t w2, in
 }
 
 // The two halves packed in a word (a block's d and dmin), as floats.
-__device__ __forceinline__ float half_lo(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffff))); }
-__device__ __forceinline__ float half_hi(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))); }
+__device__ __forceinline__ float half_lo(uint32_t w) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffff)));
+}
+__device__ __forceinline__ float half_hi(uint32_t w) {
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16)));
+}
 
 // Sub-block s's 6-bit scale and min of a Q4_K/Q5_K block whose first 16 bytes are `head` (d,
 // dmin, scales[0..12)). s < 4: scale = sc[s] & 63, min = sc[s+4] & 63; s >= 4: 4 bits from
@@ -436,7 +446,8 @@ __device__ __forceinline__ float row_dot32(const uint8_t* row, int i, const floa
                          code_f(c[k] >> 24) * x4.w;
             xs[k >> 2] += x4.x + x4.y + x4.z + x4.w;
         }
-        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])), sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])),
+                    sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
         return half_at(b + 208) * (sc0 * (s[0] - 32.0f * xs[0]) + sc1 * (s[1] - 32.0f * xs[1]));
     } else {
         constexpr int kGroups = Dq::kValues / 8;
@@ -474,8 +485,8 @@ struct ChunkF32 {
     float4 v[8];
 };
 struct ChunkQ8 {
-    uint4 lo, hi;            // codes of the chunk's first and second 16 values
-    float d0, d1, s0, s1;    // their scales (d0 == d1 unless Q4_K) and sums
+    uint4 lo, hi;          // codes of the chunk's first and second 16 values
+    float d0, d1, s0, s1;  // their scales (d0 == d1 unless Q4_K) and sums
 };
 template <class X>
 struct ChunkOf;
@@ -550,7 +561,8 @@ __device__ __forceinline__ Q4KChunk q4k_chunk(const uint8_t* row, int i) {
 }
 // Q5_K chunk i = sub-block s: its 32 five-bit codes as bytes (low nibbles, s odd: high, of
 // qs[32(s/2) ..], bit s of qh[0..32)), its scale and min, and the block's d and dmin.
-__device__ __forceinline__ void q5k_chunk_codes(const uint8_t* row, int i, uint32_t* codes, int& sc, int& mn, float& d, float& dmin) {
+__device__ __forceinline__ void q5k_chunk_codes(const uint8_t* row, int i, uint32_t* codes, int& sc, int& mn, float& d,
+                                                float& dmin) {
     const uint8_t* b = row + static_cast<size_t>(i >> 3) * DqQ5_K::kBytes;
     const int s = i & 7, shift = 4 * (s & 1);
     const uint4 head = *reinterpret_cast<const uint4*>(b);
@@ -581,7 +593,8 @@ __device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const C
             p0 = __dp4a(w & 0x0F0F0F0F, word_of(a.lo, k), p0);
             p1 = __dp4a((w >> 4) & 0x0F0F0F0F, word_of(a.hi, k), p1);
         }
-        return c.d * (static_cast<float>(c.sc0) * a.d0 * static_cast<float>(p0) + static_cast<float>(c.sc1) * a.d1 * static_cast<float>(p1)) -
+        return c.d * (static_cast<float>(c.sc0) * a.d0 * static_cast<float>(p0) +
+                      static_cast<float>(c.sc1) * a.d1 * static_cast<float>(p1)) -
                c.dmin * (static_cast<float>(c.m0) * a.s0 + static_cast<float>(c.m1) * a.s1);
     } else if constexpr (std::is_same_v<Dq, DqQ5_K>) {
         uint32_t codes[8];
@@ -603,9 +616,10 @@ __device__ __forceinline__ float row_dot32_q8(const uint8_t* row, int i, const C
             p0 = __dp4a(static_cast<int>(c[k]), q8_word(a, k), p0);
             p1 = __dp4a(static_cast<int>(c[k + 4]), q8_word(a, k + 4), p1);
         }
-        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])), sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
-        return half_at(b + 208) * (sc0 * (a.d0 * static_cast<float>(p0) - 32.0f * a.s0) +
-                                   sc1 * (a.d1 * static_cast<float>(p1) - 32.0f * a.s1));
+        const float sc0 = static_cast<float>(static_cast<int8_t>(b[at])),
+                    sc1 = static_cast<float>(static_cast<int8_t>(b[at + 1]));
+        return half_at(b + 208) *
+               (sc0 * (a.d0 * static_cast<float>(p0) - 32.0f * a.s0) + sc1 * (a.d1 * static_cast<float>(p1) - 32.0f * a.s1));
     } else if constexpr (std::is_same_v<Dq, DqQ8_0>) {
         const uint8_t* b = row + static_cast<size_t>(i) * DqQ8_0::kBytes;
         uint32_t w[8];

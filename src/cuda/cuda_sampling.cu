@@ -277,8 +277,7 @@ __device__ __forceinline__ QuadDraw quad_draw(const float4& f, float max, float 
 }
 
 __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t n, const RowSampleJob* jobs,
-                                                               const LogitEdit* edits, int k, RowSample* out,
-                                                               TokenLogit* top) {
+                                                               const LogitEdit* edits, int k, RowSample* out, TokenLogit* top) {
     __shared__ double warp_t[kWarps], warp_1[kWarps], warp_k[kWarps];
     __shared__ float warp_m[kWarps];
     __shared__ unsigned long long hist[kRadixBins];
@@ -382,8 +381,8 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
         unsigned mine = 0;
         for (int b = 0; b < per; ++b) mine += near[per * lane + b];
         const unsigned before = warp_inclusive_scan(mine) - mine;
-        const unsigned who = __ballot_sync(0xffffffffu, before < static_cast<unsigned>(want_top) &&
-                                                            static_cast<unsigned>(want_top) <= before + mine);
+        const unsigned who = __ballot_sync(
+            0xffffffffu, before < static_cast<unsigned>(want_top) && static_cast<unsigned>(want_top) <= before + mine);
         if (who != 0 && lane == __ffs(who) - 1) {
             unsigned cum = before;
             int bin = per * lane;
@@ -617,13 +616,14 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(float* x, int64_t
 
 }  // namespace
 
-void sample_rows(float* x, int64_t n, const RowSampleJob* jobs, int64_t n_jobs, const LogitEdit* edits, int32_t k,
-                 RowSample* out, TokenLogit* top, cudaStream_t s) {
+void sample_rows(float* x, int64_t n, const RowSampleJob* jobs, int64_t n_jobs, const LogitEdit* edits, int32_t k, RowSample* out,
+                 TokenLogit* top, cudaStream_t s) {
     if (n_jobs <= 0) return;
     if (n % 4 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) throw Error("sample_rows: rows must be float4-aligned");
-    if (k > kMaxRowSampleTop) throw Error("sample_rows: k " + std::to_string(k) + " is above " + std::to_string(kMaxRowSampleTop));
-    launch_kernel(sample_rows_kernel, static_cast<unsigned>(n_jobs), kThreads, 0, s, x, n, jobs, edits, static_cast<int>(k),
-                  out, top);
+    if (k > kMaxRowSampleTop)
+        throw Error("sample_rows: k " + std::to_string(k) + " is above " + std::to_string(kMaxRowSampleTop));
+    launch_kernel(sample_rows_kernel, static_cast<unsigned>(n_jobs), kThreads, 0, s, x, n, jobs, edits, static_cast<int>(k), out,
+                  top);
     STRATA_CUDA_LAUNCHED();
 }
 

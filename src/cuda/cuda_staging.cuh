@@ -58,18 +58,19 @@ public:
         }
         std::memcpy(static_cast<uint8_t*>(host_) + off, host, n * sizeof(T));
         if (graphs_.mode() == ForwardGraphs::Mode::Eager)
-            STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dev_) + off, static_cast<uint8_t*>(host_) + off, n * sizeof(T),
-                                              cudaMemcpyHostToDevice, stream_));
+            STRATA_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(dev_) + off, static_cast<uint8_t*>(host_) + off,
+                                              n * sizeof(T), cudaMemcpyHostToDevice, stream_));
         used_ = off + bytes;
         return reinterpret_cast<T*>(static_cast<uint8_t*>(dev_) + off);
     }
     template <class T>
     const T* upload_cached(const void* key, const T* host, size_t n) {
         if (graphs_.mode() != ForwardGraphs::Mode::Eager) return upload(host, n);  // recorded forwards stage every input in order
-        if (cache_.size() > 4096) cache_.clear();  // block tables of sequences long gone
+        if (cache_.size() > 4096) cache_.clear();                                  // block tables of sequences long gone
         Cached& c = cache_[key];
         const size_t bytes = n * sizeof(T);
-        if (c.dev != nullptr && c.generation == generation_ && c.bytes.size() == bytes && std::memcmp(c.bytes.data(), host, bytes) == 0)
+        if (c.dev != nullptr && c.generation == generation_ && c.bytes.size() == bytes &&
+            std::memcmp(c.bytes.data(), host, bytes) == 0)
             return static_cast<const T*>(c.dev);
         c.bytes.assign(reinterpret_cast<const uint8_t*>(host), reinterpret_cast<const uint8_t*>(host) + bytes);
         c.dev = upload(host, n);

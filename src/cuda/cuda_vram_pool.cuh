@@ -28,18 +28,18 @@ inline std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 1
 
 // The scratch buffers, one per use.
 enum ScratchSlot : size_t {
-    kDenseW,        // a weight dequantised for cuBLAS (products of 9+ tokens, grouped experts)
-    kDenseX,        // a product's input rounded to bf16
-    kAttnPartial,   // decode attention's split partial results
-    kMoeHidden,     // experts' hidden rows (gate, or gate/up fused)
-    kMoePairs,      // experts' outputs per (token, expert) pair
-    kMoeX,          // inputs gathered by expert (host-grouped MoE)
-    kMoeUp,         // up's rows (host-grouped MoE)
-    kActX,          // the 8-bit copy of an activation (ActQ8Cache)
-    kActHidden,     // the experts' hidden rows rounded to 8 bits
-    kArgmax,        // argmax_rows' ids
-    kSample,        // sample_rows' jobs, edits and results
-    kDeltaChunks,   // the chunked delta rule's work
+    kDenseW,       // a weight dequantised for cuBLAS (products of 9+ tokens, grouped experts)
+    kDenseX,       // a product's input rounded to bf16
+    kAttnPartial,  // decode attention's split partial results
+    kMoeHidden,    // experts' hidden rows (gate, or gate/up fused)
+    kMoePairs,     // experts' outputs per (token, expert) pair
+    kMoeX,         // inputs gathered by expert (host-grouped MoE)
+    kMoeUp,        // up's rows (host-grouped MoE)
+    kActX,         // the 8-bit copy of an activation (ActQ8Cache)
+    kActHidden,    // the experts' hidden rows rounded to 8 bits
+    kArgmax,       // argmax_rows' ids
+    kSample,       // sample_rows' jobs, edits and results
+    kDeltaChunks,  // the chunked delta rule's work
     kScratchSlots
 };
 

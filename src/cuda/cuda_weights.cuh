@@ -45,7 +45,8 @@ public:
     }
     // Expert slice e of a 3-D expert tensor as its own matrix.
     DeviceMatrix expert(const backend::Weight& w, int64_t e) const {
-        return {w.type, data(w) + static_cast<size_t>(e) * static_cast<size_t>(w.ne[1]) * w.row_bytes, w.ne[1], w.ne[0], w.row_bytes};
+        return {w.type, data(w) + static_cast<size_t>(e) * static_cast<size_t>(w.ne[1]) * w.row_bytes, w.ne[1], w.ne[0],
+                w.row_bytes};
     }
     const float* f32(const backend::Weight& w, int64_t n) const {
         if (w.type != quant::Type::F32 || w.ne[0] * w.rows() != n)

@@ -1,5 +1,5 @@
-// Picks the compute backend a command runs on (the one module that knows every backend): `--device cpu` (every build) or `--device cuda`
-// (builds with STRATA_CUDA and a visible NVIDIA GPU).
+// Picks the compute backend a command runs on (the one module that knows every backend): `--device cpu` (every build) or
+// `--device cuda` (builds with STRATA_CUDA and a visible NVIDIA GPU).
 #pragma once
 
 #include <cstdint>
@@ -11,10 +11,10 @@
 namespace strata::devices {
 
 struct BackendOptions {
-    std::string device = "cpu";  // "cpu" | "cuda" | "cuda:N"
-    int threads = 2;             // CPU threads
-    uint64_t vram_budget = 0;    // bytes of device memory the backend may use; 0: what is free less 1 GiB
-    bool cuda_graphs = true;     // replay decode steps as CUDA graphs (STRATA_CUDA_GRAPHS=0 turns it off)
+    std::string device = "cpu";      // "cpu" | "cuda" | "cuda:N"
+    int threads = 2;                 // CPU threads
+    uint64_t vram_budget = 0;        // bytes of device memory the backend may use; 0: what is free less 1 GiB
+    bool cuda_graphs = true;         // replay decode steps as CUDA graphs (STRATA_CUDA_GRAPHS=0 turns it off)
     bool cuda_int8_products = true;  // decode products on 8-bit activations (STRATA_CUDA_Q8=0 turns it off)
 };
 

@@ -40,7 +40,8 @@ const char* state_name(FlightState s) {
 // Token events in a piece of a lane's SSE stream (a content or tool-argument delta each).
 int64_t count_delta_events(const std::string& text) {
     int64_t n = 0;
-    for (const char* marker : {"\"delta\":{\"content\"", "\"delta\":{\"reasoning_content\"", "\"arguments\":", "content_block_delta"})
+    for (const char* marker :
+         {"\"delta\":{\"content\"", "\"delta\":{\"reasoning_content\"", "\"arguments\":", "content_block_delta"})
         for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + 1)) ++n;
     if (n == 0 && text.find("\"object\":\"text_completion\"") != std::string::npos)
         for (size_t pos = text.find("data: {"); pos != std::string::npos; pos = text.find("data: {", pos + 1)) ++n;
@@ -48,7 +49,8 @@ int64_t count_delta_events(const std::string& text) {
 }
 
 bool stream_finished(ApiKind api, const std::string& tail) {
-    return api == ApiKind::Anthropic ? tail.find("message_stop") != std::string::npos : tail.find("data: [DONE]") != std::string::npos;
+    return api == ApiKind::Anthropic ? tail.find("message_stop") != std::string::npos
+                                     : tail.find("data: [DONE]") != std::string::npos;
 }
 
 }  // namespace
@@ -97,7 +99,9 @@ void Gateway::start() {
 int Gateway::bind() {
     if (!config_.tls_cert.empty()) {
         auto tls = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
-        if (!tls->is_valid()) throw Error("cannot use TLS certificate '" + config_.tls_cert + "' with key '" + config_.tls_key + "' (unreadable or not a matching PEM pair)");
+        if (!tls->is_valid())
+            throw Error("cannot use TLS certificate '" + config_.tls_cert + "' with key '" + config_.tls_key +
+                        "' (unreadable or not a matching PEM pair)");
         http_ = std::move(tls);
     } else {
         http_ = std::make_unique<httplib::Server>();
@@ -113,10 +117,12 @@ int Gateway::bind() {
     int port = config_.port;
     if (port == 0) port = http_->bind_to_any_port(config_.host);
     else if (!http_->bind_to_port(config_.host, port)) port = -1;
-    if (port < 0) throw Error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) + " (in use, or not an address of this machine)");
+    if (port < 0)
+        throw Error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
+                    " (in use, or not an address of this machine)");
     serve::raise_listen_backlog(port, 1024);
-    log_line("listening on " + std::string(config_.tls_cert.empty() ? "http" : "https") + "://" + config_.host + ":" + std::to_string(port) +
-             (limiter_.auth_required() ? "" : " (no API key required)"));
+    log_line("listening on " + std::string(config_.tls_cert.empty() ? "http" : "https") + "://" + config_.host + ":" +
+             std::to_string(port) + (limiter_.auth_required() ? "" : " (no API key required)"));
     return port;
 }
 
@@ -192,9 +198,12 @@ void Gateway::route() {
     // Keys are checked before a body is read (httplib reads it before the handler runs), so an
     // unauthenticated client cannot make the gateway hold max_body_mib per connection.
     h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (req.path == "/" || req.path == "/health" || req.path == "/api/hello") return httplib::Server::HandlerResponse::Unhandled;
-        if ((req.path == "/metrics" || req.path == "/concurrency") && trusted_peer(req)) return httplib::Server::HandlerResponse::Unhandled;
-        if (!limiter_.auth_required() || authenticate(req, res, serve::api_of_path(req.path))) return httplib::Server::HandlerResponse::Unhandled;
+        if (req.path == "/" || req.path == "/health" || req.path == "/api/hello")
+            return httplib::Server::HandlerResponse::Unhandled;
+        if ((req.path == "/metrics" || req.path == "/concurrency") && trusted_peer(req))
+            return httplib::Server::HandlerResponse::Unhandled;
+        if (!limiter_.auth_required() || authenticate(req, res, serve::api_of_path(req.path)))
+            return httplib::Server::HandlerResponse::Unhandled;
         return httplib::Server::HandlerResponse::Handled;
     });
     h.Post("/v1/chat/completions", post(ApiKind::OpenAI, true));
@@ -213,7 +222,9 @@ void Gateway::route() {
         if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) metrics(res);
     });
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
-    h.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata gateway"})", "application/json"); });
+    h.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(R"({"server":"strata gateway"})", "application/json");
+    });
     serve::install_api_error_handlers(h, config_.limits.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics" || req.path == "/concurrency") return;
@@ -262,19 +273,23 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
     if (!lane) {
         std::string ids;
         for (const auto& [id, l] : by_model_) ids += (ids.empty() ? "" : ", ") + id;
-        return fail(ApiError(404, flight->model.empty() ? "a model is required (served here: " + ids + ")"
-                                                        : "the model '" + flight->model + "' does not exist (served here: " + ids + ")",
-                             "model"),
-                    "rejected");
+        return fail(
+            ApiError(404,
+                     flight->model.empty() ? "a model is required (served here: " + ids + ")"
+                                           : "the model '" + flight->model + "' does not exist (served here: " + ids + ")",
+                     "model"),
+            "rejected");
     }
     flight->lane = lane->name();
     register_flight(flight);
 
     // The key's share: its rate, then one of its concurrency slots (FIFO queue in front).
     auto slot = std::make_shared<KeyLimiter::Slot>();
-    const auto admitted = limiter_.acquire(identity, [&] { return flight->gone(); }, [&](int pos) { flight->queue_position = pos; }, *slot);
+    const auto admitted = limiter_.acquire(
+        identity, [&] { return flight->gone(); }, [&](int pos) { flight->queue_position = pos; }, *slot);
     if (admitted.outcome != KeyLimiter::Outcome::Admitted) {
-        if (admitted.outcome == KeyLimiter::Outcome::Gone) return fail(ApiError(499, "client closed the connection"), "cancelled");
+        if (admitted.outcome == KeyLimiter::Outcome::Gone)
+            return fail(ApiError(499, "client closed the connection"), "cancelled");
         const bool rate = admitted.outcome == KeyLimiter::Outcome::RateLimited;
         ApiError e(rate || api == ApiKind::OpenAI ? 429 : 529,
                    rate ? "rate limit exceeded for this key; retry after " + std::to_string(admitted.retry_after_s) + " s"
@@ -327,7 +342,8 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
         flight->state = FlightState::Upstream;
-        call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers), report.changed() ? serve::dump_json(out) : req.body);
+        call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers),
+                                   report.changed() ? serve::dump_json(out) : req.body);
         ++target->in_flight;
         const auto head = call->wait_head([&] { return flight->gone(); });
         if (head == UpstreamCall::Head::Ready && !flight->stream) {
@@ -359,9 +375,11 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
     }
 
     if (report.abridged)
-        res.set_header("x-strata-context", "abridged; retrieval=" + report.retrieval + "; tokens_in=" + std::to_string(report.prompt_tokens_in) +
+        res.set_header("x-strata-context", "abridged; retrieval=" + report.retrieval +
+                                               "; tokens_in=" + std::to_string(report.prompt_tokens_in) +
                                                "; tokens_out=" + std::to_string(report.prompt_tokens_out));
-    if (report.thinking_clamped || report.thinking_disabled) res.set_header("x-strata-thinking", report.thinking_disabled ? "disabled" : "clamped");
+    if (report.thinking_clamped || report.thinking_disabled)
+        res.set_header("x-strata-thinking", report.thinking_disabled ? "disabled" : "clamped");
     if (const std::string ra = call->header("Retry-After"); !ra.empty()) res.set_header("Retry-After", ra);
     const int status = call->status();
     // The lane refused the gateway's own credentials: the client's key is fine (it passed here),
@@ -369,9 +387,10 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
     if (status == 401 || status == 403) {
         call->cancel();
         --target->in_flight;
-        return fail(ApiError(502, "the lane '" + target->name() + "' refused the gateway (HTTP " + std::to_string(status) +
-                                      "): give the lane's key as upstream_key in its [[lanes]] entry (--upstream-key with --upstream)"),
-                    "error");
+        return fail(
+            ApiError(502, "the lane '" + target->name() + "' refused the gateway (HTTP " + std::to_string(status) +
+                              "): give the lane's key as upstream_key in its [[lanes]] entry (--upstream-key with --upstream)"),
+            "error");
     }
     const std::string type = call->header("Content-Type");
     if (!flight->stream || status != 200 || type.rfind("text/event-stream", 0) != 0) {
@@ -409,7 +428,8 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
                 if (!stream_finished(api, flight->tail)) {
                     const std::string why = call->broken() ? call->error() : std::string("the stream ended early");
                     log_line("request " + flight->id + ": lane " + flight->lane + " failed mid-stream (" + why + ")");
-                    const std::string err = serve::api_stream_error(api, "the model's lane failed mid-answer (" + why + "); retry the request");
+                    const std::string err =
+                        serve::api_stream_error(api, "the model's lane failed mid-answer (" + why + "); retry the request");
                     sink.write(err.data(), err.size());
                     flight->saw_end = false;
                 } else {
@@ -434,10 +454,16 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
 
 void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res) {
     if (!config_.debug_endpoints || !trusted_peer(req)) {
-        reply_error(res, ApiKind::OpenAI, ApiError(404, "no such endpoint: POST /v1/gateway/assemble (start the gateway with --debug-endpoints; loopback clients only)"), "");
+        reply_error(
+            res, ApiKind::OpenAI,
+            ApiError(
+                404,
+                "no such endpoint: POST /v1/gateway/assemble (start the gateway with --debug-endpoints; loopback clients only)"),
+            "");
         return;
     }
-    const ApiKind api = req.get_param_value("api") == "anthropic" || req.has_header("anthropic-version") ? ApiKind::Anthropic : ApiKind::OpenAI;
+    const ApiKind api =
+        req.get_param_value("api") == "anthropic" || req.has_header("anthropic-version") ? ApiKind::Anthropic : ApiKind::OpenAI;
     const auto key = authenticate(req, res, api);
     if (!key) return;
     try {
@@ -447,7 +473,8 @@ void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res
         if (!lane) throw ApiError(404, "no lane serves the model '" + body.value("model", "") + "'", "model");
         const auto model = lane->model();
         if (!model) throw ApiError(503, "the lane '" + lane->name() + "' has not reported its model yet");
-        const auto report = guard_->apply(api, body, req.body.size(), *model, limiter_.auth_required() ? *key : "addr:" + req.remote_addr);
+        const auto report =
+            guard_->apply(api, body, req.body.size(), *model, limiter_.auth_required() ? *key : "addr:" + req.remote_addr);
         ojson out = {{"lane", lane->name()},
                      {"window", model->window},
                      {"abridged", report.abridged},
@@ -471,8 +498,14 @@ void Gateway::models(const httplib::Request& req, httplib::Response& res) {
     json data = json::array();
     auto entry = [](const std::string& id, const Lane& lane) {
         const auto m = lane.model();
-        json e = {{"id", id},         {"object", "model"}, {"type", "model"}, {"created", 0}, {"created_at", "1970-01-01T00:00:00Z"},
-                  {"display_name", id}, {"owned_by", "strata"}, {"lane", lane.name()}};
+        json e = {{"id", id},
+                  {"object", "model"},
+                  {"type", "model"},
+                  {"created", 0},
+                  {"created_at", "1970-01-01T00:00:00Z"},
+                  {"display_name", id},
+                  {"owned_by", "strata"},
+                  {"lane", lane.name()}};
         if (m && m->window > 0) {
             e["context_length"] = m->window;
             e["max_model_len"] = m->window;
@@ -487,8 +520,10 @@ void Gateway::models(const httplib::Request& req, httplib::Response& res) {
     if (req.matches.size() > 1) {
         for (const auto& e : data)
             if (e["id"] == req.matches[1].str()) return res.set_content(serve::dump_json(e), "application/json");
-        if (Lane* l = lane_for(req.matches[1].str())) return res.set_content(serve::dump_json(entry(req.matches[1].str(), *l)), "application/json");
-        return reply_error(res, ApiKind::OpenAI, ApiError(404, "the model '" + req.matches[1].str() + "' does not exist", "model"), "");
+        if (Lane* l = lane_for(req.matches[1].str()))
+            return res.set_content(serve::dump_json(entry(req.matches[1].str(), *l)), "application/json");
+        return reply_error(res, ApiKind::OpenAI,
+                           ApiError(404, "the model '" + req.matches[1].str() + "' does not exist", "model"), "");
     }
     json list = {{"object", "list"}, {"data", data}, {"has_more", false}};
     if (!data.empty()) {
@@ -503,7 +538,8 @@ void Gateway::health(httplib::Response& res) {
     bool any = false;
     for (const auto& l : lanes_) {
         any = any || l->healthy();
-        lanes.push_back({{"name", l->name()}, {"healthy", l->healthy()}, {"restarts", l->restarts()}, {"in_flight", l->in_flight.load()}});
+        lanes.push_back(
+            {{"name", l->name()}, {"healthy", l->healthy()}, {"restarts", l->restarts()}, {"in_flight", l->in_flight.load()}});
     }
     res.status = any ? 200 : 503;
     if (!any) res.set_header("Retry-After", "1");
@@ -522,7 +558,8 @@ void Gateway::concurrency(httplib::Response& res) {
                          {"window", m ? m->window : 0}});
     }
     for (const auto& k : limiter_.snapshot())
-        if (k.running > 0 || k.queued > 0) keys.push_back({{"key", k.name}, {"running", k.running}, {"queued", k.queued}, {"limit", k.limit}});
+        if (k.running > 0 || k.queued > 0)
+            keys.push_back({{"key", k.name}, {"running", k.running}, {"queued", k.queued}, {"limit", k.limit}});
     {
         std::lock_guard lock(flights_mu_);
         for (const auto& [id, f] : flights_) {
@@ -538,7 +575,8 @@ void Gateway::concurrency(httplib::Response& res) {
                       {"prompt_tokens", f->prompt_tokens.load()},
                       {"abridged", f->abridged.load()},
                       {"elapsed_s", f->seconds()}};
-            if (f->state.load() == FlightState::Queued && f->queue_position.load() > 0) r["queue_position"] = f->queue_position.load();
+            if (f->state.load() == FlightState::Queued && f->queue_position.load() > 0)
+                r["queue_position"] = f->queue_position.load();
             requests.push_back(std::move(r));
         }
     }
@@ -547,7 +585,8 @@ void Gateway::concurrency(httplib::Response& res) {
 
 void Gateway::metrics(httplib::Response& res) {
     std::string extra;
-    auto line = [&](const std::string& name, const std::string& help, const std::string& type, const std::vector<std::pair<std::string, double>>& samples) {
+    auto line = [&](const std::string& name, const std::string& help, const std::string& type,
+                    const std::vector<std::pair<std::string, double>>& samples) {
         extra += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
         for (const auto& [labels, v] : samples) {
             char buf[64];
@@ -572,11 +611,16 @@ void Gateway::metrics(httplib::Response& res) {
     }
     line("strata_gateway_requests_running", "Requests holding a key's concurrency slot.", "gauge", {{"", running}});
     line("strata_gateway_requests_queued", "Requests waiting for a key's concurrency slot.", "gauge", {{"", queued}});
-    line("strata_gateway_abridged_total", "Requests whose conversation was abridged to fit the lane's window, by retrieval mode.", "counter",
-         {{"{retrieval=\"bm25\"}", static_cast<double>(abridged_bm25_.load())}, {"{retrieval=\"hybrid\"}", static_cast<double>(abridged_hybrid_.load())}});
-    line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter", {{"", static_cast<double>(thinking_clamped_.load())}});
-    line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter", {{"", static_cast<double>(lane_retries_.load())}});
-    assemble_seconds_.render(extra, "strata_gateway_window_guard_seconds", "Time spent guarding the window (counting and assembling).");
+    line("strata_gateway_abridged_total", "Requests whose conversation was abridged to fit the lane's window, by retrieval mode.",
+         "counter",
+         {{"{retrieval=\"bm25\"}", static_cast<double>(abridged_bm25_.load())},
+          {"{retrieval=\"hybrid\"}", static_cast<double>(abridged_hybrid_.load())}});
+    line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter",
+         {{"", static_cast<double>(thinking_clamped_.load())}});
+    line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter",
+         {{"", static_cast<double>(lane_retries_.load())}});
+    assemble_seconds_.render(extra, "strata_gateway_window_guard_seconds",
+                             "Time spent guarding the window (counting and assembling).");
     res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");
 }
 

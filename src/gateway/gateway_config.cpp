@@ -201,10 +201,13 @@ void validate(const GatewayConfig& c) {
     for (const auto& l : c.lanes) {
         if (l.name.empty()) throw Error("a lane has no name");
         if (!names.insert(l.name).second) throw Error("two lanes are named '" + l.name + "'");
-        if (l.upstream.empty() == l.command.empty()) throw Error("lane '" + l.name + "' needs exactly one of upstream or command");
+        if (l.upstream.empty() == l.command.empty())
+            throw Error("lane '" + l.name + "' needs exactly one of upstream or command");
         if (!l.upstream.empty() && l.upstream.rfind("http://", 0) != 0)
-            throw Error("lane '" + l.name + "': upstream '" + l.upstream + "' must be an http:// URL (lanes are local; only the gateway faces the network)");
-        if (l.models.empty()) throw Error("lane '" + l.name + "' routes no models (models = [\"name\", \"alias\", ...] or [\"*\"])");
+            throw Error("lane '" + l.name + "': upstream '" + l.upstream +
+                        "' must be an http:// URL (lanes are local; only the gateway faces the network)");
+        if (l.models.empty())
+            throw Error("lane '" + l.name + "' routes no models (models = [\"name\", \"alias\", ...] or [\"*\"])");
         for (const auto& m : l.models)
             if (!ids.insert(m).second) throw Error("model id '" + m + "' is routed to two lanes");
     }
@@ -215,11 +218,13 @@ void validate(const GatewayConfig& c) {
     for (const auto& k : c.keys) {
         if (k.name.empty()) throw Error("a key has no name");
         if (!key_names.insert(k.name).second) throw Error("two keys are named '" + k.name + "'");
-        if (k.sha256_hex.size() != 64 || !std::all_of(k.sha256_hex.begin(), k.sha256_hex.end(), [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
+        if (k.sha256_hex.size() != 64 || !std::all_of(k.sha256_hex.begin(), k.sha256_hex.end(),
+                                                      [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)); }))
             throw Error("key '" + k.name + "': sha256 must be 64 hex digits (make it with `strata gateway hash-key`)");
     }
     if (c.tls_cert.empty() != c.tls_key.empty()) throw Error("TLS needs both tls_cert and tls_key");
-    if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9) throw Error("long_context.recent_fraction must be within 0-0.9");
+    if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9)
+        throw Error("long_context.recent_fraction must be within 0-0.9");
     if (c.limits.max_concurrency_per_key < 1) throw Error("limits.max_concurrency_per_key must be at least 1");
 }
 

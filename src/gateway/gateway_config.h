@@ -24,10 +24,10 @@ struct LaneConfig {
 };
 
 struct KeyConfig {
-    std::string name;        // what logs, /concurrency and the lane see
-    std::string sha256_hex;  // digest of the secret; the secret itself is never stored
-    int max_concurrency = 0;         // 0: limits.max_concurrency_per_key
-    double requests_per_minute = -1; // < 0: limits.requests_per_minute
+    std::string name;                 // what logs, /concurrency and the lane see
+    std::string sha256_hex;           // digest of the secret; the secret itself is never stored
+    int max_concurrency = 0;          // 0: limits.max_concurrency_per_key
+    double requests_per_minute = -1;  // < 0: limits.requests_per_minute
 };
 
 struct LimitsConfig {
@@ -35,14 +35,14 @@ struct LimitsConfig {
     int queue_per_key = 64;            // waiting requests of one key; more get 429 / 529
     double requests_per_minute = 0;    // per key; 0: unlimited
     int64_t max_body_bytes = 64ll << 20;
-    int lane_wait_s = 30;              // how long a request waits for a dead lane to come back
-    int http_threads = 0;              // connection threads; 0: 512
+    int lane_wait_s = 30;  // how long a request waits for a dead lane to come back
+    int http_threads = 0;  // connection threads; 0: 512
 };
 
 struct LongContextConfig {
     bool enabled = true;
-    double recent_fraction = 0.25;     // of the window, for the latest turns kept verbatim
-    std::string store_path;            // SQLite session store; "": sessions kept in memory only
+    double recent_fraction = 0.25;  // of the window, for the latest turns kept verbatim
+    std::string store_path;         // SQLite session store; "": sessions kept in memory only
     int64_t store_max_bytes = 1ll << 30;
     int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
 };
@@ -50,10 +50,10 @@ struct LongContextConfig {
 struct GatewayConfig {
     std::string host = "127.0.0.1";
     int port = 8090;
-    std::string tls_cert, tls_key;     // both set: HTTPS
-    bool debug_endpoints = false;      // POST /v1/gateway/assemble (loopback clients only)
+    std::string tls_cert, tls_key;  // both set: HTTPS
+    bool debug_endpoints = false;   // POST /v1/gateway/assemble (loopback clients only)
     std::vector<LaneConfig> lanes;
-    std::vector<KeyConfig> keys;       // empty: no authentication
+    std::vector<KeyConfig> keys;  // empty: no authentication
     LimitsConfig limits;
     LongContextConfig long_context;
 };

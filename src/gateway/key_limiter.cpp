@@ -61,7 +61,8 @@ KeyLimiter::Result KeyLimiter::acquire(const std::string& key, const std::functi
         const auto now = std::chrono::steady_clock::now();
         s.bucket = std::min(s.capacity, s.bucket + s.rate_per_s * std::chrono::duration<double>(now - s.refilled).count());
         s.refilled = now;
-        if (s.bucket < 1.0) return {Outcome::RateLimited, std::max(1, static_cast<int>(std::ceil((1.0 - s.bucket) / s.rate_per_s)))};
+        if (s.bucket < 1.0)
+            return {Outcome::RateLimited, std::max(1, static_cast<int>(std::ceil((1.0 - s.bucket) / s.rate_per_s)))};
         s.bucket -= 1.0;
     }
     if (s.running < s.limit && s.waiting.empty()) {

@@ -55,7 +55,8 @@ public:
     };
     // Takes a rate token, then waits for one of the key's concurrency slots in FIFO order,
     // reporting the queue position as it changes and checking `gone()` while waiting.
-    Result acquire(const std::string& key, const std::function<bool()>& gone, const std::function<void(int)>& on_position, Slot& slot);
+    Result acquire(const std::string& key, const std::function<bool()>& gone, const std::function<void(int)>& on_position,
+                   Slot& slot);
 
     struct KeyState {
         std::string name;

@@ -42,7 +42,8 @@ cpu_set_t parse_cpus(const std::string& lane, const std::string& list) {
         const std::string part = list.substr(pos, end - pos);
         int a = -1, b = -1;
         char extra = 0;
-        if (std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &extra) == 2 || (std::sscanf(part.c_str(), "%d%c", &a, &extra) == 1 && (b = a) >= 0)) {
+        if (std::sscanf(part.c_str(), "%d-%d%c", &a, &b, &extra) == 2 ||
+            (std::sscanf(part.c_str(), "%d%c", &a, &extra) == 1 && (b = a) >= 0)) {
             if (a < 0 || b < a || b >= CPU_SETSIZE) throw Error("lane '" + lane + "': bad cpus range '" + part + "'");
             for (int c = a; c <= b; ++c) CPU_SET(c, &set);
         } else {
@@ -65,7 +66,8 @@ Lane::Lane(LaneConfig config, std::filesystem::path cache_dir) : config_(std::mo
     if (!config_.upstream.empty()) {
         static const std::regex url(R"(http://([^/:]+|\[[^\]]+\]):(\d+)/?)");
         std::smatch m;
-        if (!std::regex_match(config_.upstream, m, url)) throw Error("lane '" + config_.name + "': upstream '" + config_.upstream + "' must be http://HOST:PORT");
+        if (!std::regex_match(config_.upstream, m, url))
+            throw Error("lane '" + config_.name + "': upstream '" + config_.upstream + "' must be http://HOST:PORT");
         host_ = m[1].str();
         if (host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
         port_ = std::stoi(m[2].str());
@@ -111,7 +113,8 @@ void Lane::spawn() {
     const cpu_set_t cpus = pin ? parse_cpus(config_.name, config_.cpus) : cpu_set_t{};
 
     int err_pipe[2];
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw Error("lane '" + config_.name + "': cannot create a pipe: " + std::strerror(errno));
+    if (::pipe2(err_pipe, O_CLOEXEC) != 0)
+        throw Error("lane '" + config_.name + "': cannot create a pipe: " + std::strerror(errno));
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) throw Error("lane '" + config_.name + "': cannot start: " + std::strerror(errno));
@@ -141,7 +144,8 @@ void Lane::spawn() {
     pid_ = pid;
     // Not joined here: the old lane's engine may hold the old pipe a moment longer. Joined at stop().
     stderr_readers_.emplace_back([this, fd = err_pipe[0], pid] { read_child_stderr(fd, pid); });
-    log_line("lane " + config_.name + ": started pid " + std::to_string(pid) + ": " + argv[0] + " " + (argv.size() > 1 ? argv[1] : ""));
+    log_line("lane " + config_.name + ": started pid " + std::to_string(pid) + ": " + argv[0] + " " +
+             (argv.size() > 1 ? argv[1] : ""));
 }
 
 // The lane's messages go to the gateway's stderr, prefixed; "listening on http://H:P" gives its port.
@@ -228,10 +232,12 @@ void Lane::fetch_model() {
         m->not_strata = true;  // asking again will not help
         log_line("lane " + config_.name + ": no /strata/v1/model-info.gguf (not a strata lane?); no window guard");
     } else {
-        log_line("lane " + config_.name + ": model info unavailable (" + (info ? "status " + std::to_string(info->status) : httplib::to_string(info.error())) +
+        log_line("lane " + config_.name + ": model info unavailable (" +
+                 (info ? "status " + std::to_string(info->status) : httplib::to_string(info.error())) +
                  "); no window guard until it answers (asked again every 5 s)");
     }
-    log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) + (m->counter ? ", tokenizer loaded" : ""));
+    log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) +
+             (m->counter ? ", tokenizer loaded" : ""));
     std::lock_guard lock(mu_);
     model_ = std::move(m);
 }
@@ -249,7 +255,8 @@ void Lane::start(std::chrono::milliseconds timeout) {
         cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
     if (!healthy_.load()) {
-        if (supervised()) throw Error("lane '" + config_.name + "' did not become ready in " + std::to_string(timeout.count() / 1000) + " s");
+        if (supervised())
+            throw Error("lane '" + config_.name + "' did not become ready in " + std::to_string(timeout.count() / 1000) + " s");
         log_line("lane " + config_.name + ": " + config_.upstream + " is not answering yet; requests wait for it");
     }
 }
@@ -266,7 +273,8 @@ void Lane::monitor_loop() {
                 healthy_ = false;
                 pid_ = -1;
                 if (stopping_.load()) break;
-                std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status)) : "exited with status " + std::to_string(WEXITSTATUS(status));
+                std::string how = WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                                      : "exited with status " + std::to_string(WEXITSTATUS(status));
                 log_line("lane " + config_.name + " " + how + "; restarting in " + std::to_string(backoff.count()) + " ms");
                 ++restarts_;
                 cv_.notify_all();
@@ -302,7 +310,8 @@ void Lane::monitor_loop() {
         was_healthy = was_healthy || up;
         cv_.notify_all();
         std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(up ? 1000 : 100), [&] { return stopping_.load() || check_now_.exchange(false); });
+        cv_.wait_for(lock, std::chrono::milliseconds(up ? 1000 : 100),
+                     [&] { return stopping_.load() || check_now_.exchange(false); });
     }
 }
 

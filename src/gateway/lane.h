@@ -33,11 +33,11 @@ void log_line(const std::string& line);
 
 // What a lane serves; replaced as a whole when the lane restarts.
 struct LaneModel {
-    std::string lane;        // the lane's name
-    std::string id;          // the lane's own model id
-    int64_t window = 0;      // positions per sequence
+    std::string lane;                                   // the lane's name
+    std::string id;                                     // the lane's own model id
+    int64_t window = 0;                                 // positions per sequence
     std::shared_ptr<const serve::ServedModel> counter;  // tokenizer + template; null: no window guard
-    bool not_strata = false;  // the lane has no model-info endpoint (404): not asked again
+    bool not_strata = false;                            // the lane has no model-info endpoint (404): not asked again
 };
 
 class Lane {
@@ -71,10 +71,10 @@ public:
     std::atomic<int> in_flight{0};
 
 private:
-    void spawn();           // supervised: fork/exec the command, its stderr read by a thread
+    void spawn();  // supervised: fork/exec the command, its stderr read by a thread
     void monitor_loop();
-    bool probe();           // GET /health
-    void fetch_model();     // /v1/models + model-info
+    bool probe();        // GET /health
+    void fetch_model();  // /v1/models + model-info
     void read_child_stderr(int fd, pid_t child);
 
     LaneConfig config_;

@@ -20,7 +20,8 @@ size_t event_end(const std::string& s) {
 }
 }  // namespace
 
-std::shared_ptr<UpstreamCall> UpstreamCall::start(const std::string& host, int port, const std::string& path, Headers headers, std::string body) {
+std::shared_ptr<UpstreamCall> UpstreamCall::start(const std::string& host, int port, const std::string& path, Headers headers,
+                                                  std::string body) {
     std::shared_ptr<UpstreamCall> call(new UpstreamCall());
     call->client_ = std::make_shared<httplib::Client>(host, port);
     std::thread([call, path, headers = std::move(headers), body = std::move(body)]() mutable {
@@ -95,7 +96,8 @@ int UpstreamCall::status() const {
 std::string UpstreamCall::header(const std::string& name) const {
     std::lock_guard lock(mu_);
     for (const auto& [k, v] : response_headers_)
-        if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+        if (k.size() == name.size() &&
+            std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
             return v;
     return {};
 }

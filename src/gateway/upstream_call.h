@@ -22,7 +22,8 @@ namespace strata::gateway {
 class UpstreamCall : public std::enable_shared_from_this<UpstreamCall> {
 public:
     using Headers = std::vector<std::pair<std::string, std::string>>;
-    static std::shared_ptr<UpstreamCall> start(const std::string& host, int port, const std::string& path, Headers headers, std::string body);
+    static std::shared_ptr<UpstreamCall> start(const std::string& host, int port, const std::string& path, Headers headers,
+                                               std::string body);
     ~UpstreamCall();
 
     enum class Head { Ready, Unreachable, Gone };

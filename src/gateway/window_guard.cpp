@@ -39,9 +39,12 @@ std::string flatten_content(const ojson& content) {
         if (!part.is_object()) continue;
         const std::string type = part.value("type", "");
         if (type == "text" && part.contains("text") && part["text"].is_string()) add(part["text"].get<std::string>());
-        else if (type == "tool_use") add("[tool call " + part.value("name", "") + " " + (part.contains("input") ? part["input"].dump() : "{}") + "]");
-        else if (type == "tool_result") add("[tool result] " + (part.contains("content") ? flatten_content(part["content"]) : ""));
-        else if (type == "thinking" && part.contains("thinking") && part["thinking"].is_string()) add(part["thinking"].get<std::string>());
+        else if (type == "tool_use")
+            add("[tool call " + part.value("name", "") + " " + (part.contains("input") ? part["input"].dump() : "{}") + "]");
+        else if (type == "tool_result")
+            add("[tool result] " + (part.contains("content") ? flatten_content(part["content"]) : ""));
+        else if (type == "thinking" && part.contains("thinking") && part["thinking"].is_string())
+            add(part["thinking"].get<std::string>());
         else if (type == "image" || type == "image_url") add("[image]");
     }
     return out;
@@ -93,7 +96,8 @@ Flattened flatten(ApiKind api, const ojson& body) {
         if (api == ApiKind::OpenAI && m.contains("tool_calls") && m["tool_calls"].is_array())
             for (const auto& call : m["tool_calls"])
                 if (call.contains("function") && call["function"].is_object())
-                    out.text += "\n[tool call " + call["function"].value("name", "") + " " + call["function"].value("arguments", "") + "]";
+                    out.text += "\n[tool call " + call["function"].value("name", "") + " " +
+                                call["function"].value("arguments", "") + "]";
         out.turn_start = out.role == "user" && !has_tool_result(content);
         f.conversation.messages.push_back(std::move(out));
         f.source.push_back(i);
@@ -157,8 +161,9 @@ bool accept_any_signature(const void*, const std::string&, const std::string&) {
 
 // Prompt tokens of a body exactly as the lane will count them.
 int64_t exact_tokens(ApiKind api, const ojson& body, const serve::ServedModel& counter, const serve::RequestLimits& limits) {
-    const serve::ChatRequest r = api == ApiKind::Anthropic ? serve::parse_anthropic_messages(body, limits, accept_any_signature, nullptr, true)
-                                                           : serve::parse_openai_chat(body, limits);
+    const serve::ChatRequest r = api == ApiKind::Anthropic
+                                     ? serve::parse_anthropic_messages(body, limits, accept_any_signature, nullptr, true)
+                                     : serve::parse_openai_chat(body, limits);
     return counter.count_tokens(r);
 }
 
@@ -193,7 +198,8 @@ struct WindowGuard::Assemblers {
 };
 
 WindowGuard::WindowGuard(const LongContextConfig& config) : config_(config), assemblers_(std::make_unique<Assemblers>()) {
-    if (config_.enabled && !config_.store_path.empty()) store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes});
+    if (config_.enabled && !config_.store_path.empty())
+        store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes});
     limits_.max_messages = 1 << 20;
     limits_.max_text_bytes = 1ll << 30;
 }
@@ -211,8 +217,9 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
     // leave the answer at least a quarter of max_tokens (256 to 4096 tokens).
     auto clamp_thinking = [&](int64_t max_out) {
         ojson* budget = nullptr;
-        if (api == ApiKind::Anthropic && body.contains("thinking") && body["thinking"].is_object() && body["thinking"].value("type", "") == "enabled" &&
-            body["thinking"].contains("budget_tokens") && body["thinking"]["budget_tokens"].is_number_integer())
+        if (api == ApiKind::Anthropic && body.contains("thinking") && body["thinking"].is_object() &&
+            body["thinking"].value("type", "") == "enabled" && body["thinking"].contains("budget_tokens") &&
+            body["thinking"]["budget_tokens"].is_number_integer())
             budget = &body["thinking"]["budget_tokens"];
         else if (api == ApiKind::OpenAI && body.contains("thinking_budget") && body["thinking_budget"].is_number_integer())
             budget = &body["thinking_budget"];
@@ -277,7 +284,9 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         if (!slot.second || slot.first != lane.counter) {
             std::shared_ptr<const serve::ServedModel> counter = lane.counter;
             // Called on several threads at once (the assembler counts new chunks in parallel).
-            TokenCounter count = [counter](std::string_view s) -> int64_t { return static_cast<int64_t>(counter->tokenizer().encode(s, false).size()); };
+            TokenCounter count = [counter](std::string_view s) -> int64_t {
+                return static_cast<int64_t>(counter->tokenizer().encode(s, false).size());
+            };
             slot.first = lane.counter;
             slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count));
         }
@@ -287,7 +296,8 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
     const Flattened flat = flatten(api, body);
     if (flat.conversation.messages.empty()) return finish();
     int64_t tools = 0;
-    if (body.contains("tools")) tools = static_cast<int64_t>(body["tools"].dump().size()) / 3;  // a rough share; the exact count below corrects it
+    if (body.contains("tools"))
+        tools = static_cast<int64_t>(body["tools"].dump().size()) / 3;  // a rough share; the exact count below corrects it
     int64_t budget = prompt_room - tools - 16 * 4 - 64;
     const ojson original = body;
     int64_t smallest = report.prompt_tokens_in;  // the fewest prompt tokens reached (0: never counted)
@@ -332,8 +342,11 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
     // Worded as the lane (and Anthropic's API) word it: clients such as Claude Code match
     // "prompt is too long" to compact the conversation themselves.
     const ApiError too_long = serve::prompt_too_long(smallest > 0 ? smallest : prompt_room + 1, prompt_room);
-    throw ApiError(400, std::string(too_long.what()) + " (abridged as far as it goes: the system prompt, tools and the latest turn's head and tail stay verbatim; the lane's window is " +
-                            std::to_string(window) + " tokens with room kept for the answer)",
+    throw ApiError(400,
+                   std::string(too_long.what()) +
+                       " (abridged as far as it goes: the system prompt, tools and the latest turn's head and tail stay "
+                       "verbatim; the lane's window is " +
+                       std::to_string(window) + " tokens with room kept for the answer)",
                    "messages");
 }
 

@@ -24,11 +24,11 @@ class SessionStore;
 struct GuardReport {
     bool thinking_clamped = false, thinking_disabled = false;
     bool abridged = false;
-    bool counted = false;            // an exact count was made
-    int64_t prompt_tokens_in = 0;    // the request as sent by the client (exact or a bound)
-    int64_t prompt_tokens_out = 0;   // what goes to the lane (exact when counted)
-    int64_t max_tokens_out = -1;     // the output limit sent (when the guard changed it)
-    std::string retrieval;           // "bm25" / "hybrid" when abridged
+    bool counted = false;                             // an exact count was made
+    int64_t prompt_tokens_in = 0;                     // the request as sent by the client (exact or a bound)
+    int64_t prompt_tokens_out = 0;                    // what goes to the lane (exact when counted)
+    int64_t max_tokens_out = -1;                      // the output limit sent (when the guard changed it)
+    std::string retrieval;                            // "bm25" / "hybrid" when abridged
     nlohmann::json stats = nlohmann::json::object();  // assembler statistics
     double ms = 0;
     // Whether apply() rewrote the body (otherwise the client's bytes can go to the lane as they are).

@@ -66,8 +66,8 @@ public:
     std::string read_string(const char* what) {
         const uint64_t len = read<uint64_t>(what);
         if (len > remaining())
-            fail(std::string(what) + " claims " + std::to_string(len) + " bytes but only " +
-                 std::to_string(remaining()) + " remain");
+            fail(std::string(what) + " claims " + std::to_string(len) + " bytes but only " + std::to_string(remaining()) +
+                 " remain");
         std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(len));
         pos_ += static_cast<size_t>(len);
         return s;
@@ -89,8 +89,7 @@ Value read_array(Cursor& c, int depth) {
     const uint64_t n = c.read<uint64_t>("array length");
     const ValueType elem = static_cast<ValueType>(et);
     // Every element needs at least scalar_size bytes: this bounds the allocation below.
-    if (n > c.remaining() / scalar_size(elem))
-        c.fail("array of " + std::to_string(n) + " elements does not fit in the file");
+    if (n > c.remaining() / scalar_size(elem)) c.fail("array of " + std::to_string(n) + " elements does not fit in the file");
     Value v;
     v.type = ValueType::ARRAY;
     v.elem_type = elem;
@@ -167,7 +166,6 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
     return true;
 }
 
-
 }  // namespace
 
 // ---- Value ------------------------------------------------------------------------------
@@ -206,8 +204,7 @@ bool is_integer(ValueType t) {
 }
 
 static bool is_unsigned_kind(ValueType t) {
-    return t == ValueType::U8 || t == ValueType::U16 || t == ValueType::U32 || t == ValueType::U64 ||
-           t == ValueType::BOOL;
+    return t == ValueType::U8 || t == ValueType::U16 || t == ValueType::U32 || t == ValueType::U64 || t == ValueType::BOOL;
 }
 
 size_t Value::array_size() const {
@@ -306,7 +303,8 @@ std::string Value::to_display(size_t max_items) const {
             std::string out = "[";
             for (size_t k = 0; k < n && k < max_items; ++k) {
                 if (k) out += ", ";
-                if (!arr_u.empty()) out += elem_type == ValueType::BOOL ? (arr_u[k] ? "true" : "false") : std::to_string(arr_u[k]);
+                if (!arr_u.empty())
+                    out += elem_type == ValueType::BOOL ? (arr_u[k] ? "true" : "false") : std::to_string(arr_u[k]);
                 else if (!arr_i.empty()) out += std::to_string(arr_i[k]);
                 else if (!arr_f.empty()) out += format_double(arr_f[k]);
                 else if (!arr_s.empty()) out += quote(arr_s[k], 40);
@@ -413,7 +411,7 @@ void File::parse_part(const uint8_t* base, size_t size, uint32_t file_index, con
         TensorInfo& ti = tensors_[k];
         if (ti.offset % alignment != 0)
             throw Error(part_name + ": tensor '" + ti.name + "' offset " + std::to_string(ti.offset) + " is not aligned to " +
-                 std::to_string(alignment));
+                        std::to_string(alignment));
         if (ti.offset > data_size || ti.n_bytes > data_size - ti.offset)
             throw Error(part_name + ": tensor '" + ti.name + "' (" + std::to_string(ti.n_bytes) + " bytes at offset " +
                         std::to_string(ti.offset) + ") extends past the end of the file (data section is " +
@@ -560,14 +558,12 @@ const Value& File::get_array(std::string_view key, std::optional<ValueType> elem
     const Value& v = need(*this, key);
     if (v.type != ValueType::ARRAY) wrong_type(*this, key, v, "array");
     if (elem && v.elem_type != *elem)
-        throw Error(path_.string() + ": metadata key '" + std::string(key) + "' is an array of " +
-                    value_type_name(v.elem_type) + ", expected an array of " + value_type_name(*elem));
+        throw Error(path_.string() + ": metadata key '" + std::string(key) + "' is an array of " + value_type_name(v.elem_type) +
+                    ", expected an array of " + value_type_name(*elem));
     return v;
 }
 
-std::vector<std::string> File::get_strings(std::string_view key) const {
-    return get_array(key, ValueType::STRING).arr_s;
-}
+std::vector<std::string> File::get_strings(std::string_view key) const { return get_array(key, ValueType::STRING).arr_s; }
 
 std::vector<int64_t> File::get_ints(std::string_view key) const {
     const Value& v = get_array(key);
@@ -589,8 +585,8 @@ std::vector<int64_t> File::get_ints(std::string_view key) const {
 std::vector<float> File::get_floats(std::string_view key) const {
     const Value& v = get_array(key);
     if (v.elem_type != ValueType::F32 && v.elem_type != ValueType::F64)
-        throw Error(path_.string() + ": metadata key '" + std::string(key) + "' is an array of " +
-                    value_type_name(v.elem_type) + ", expected an array of floats");
+        throw Error(path_.string() + ": metadata key '" + std::string(key) + "' is an array of " + value_type_name(v.elem_type) +
+                    ", expected an array of floats");
     return std::vector<float>(v.arr_f.begin(), v.arr_f.end());
 }
 

@@ -47,10 +47,10 @@ bool is_integer(ValueType t);
 // floats as double, strings, or (for arrays of arrays) nested Values.
 struct Value {
     ValueType type = ValueType::U8;
-    uint64_t u = 0;    // U8/U16/U32/U64, BOOL (0/1)
-    int64_t i = 0;     // I8/I16/I32/I64
-    double f = 0.0;    // F32/F64
-    std::string s;     // STRING
+    uint64_t u = 0;  // U8/U16/U32/U64, BOOL (0/1)
+    int64_t i = 0;   // I8/I16/I32/I64
+    double f = 0.0;  // F32/F64
+    std::string s;   // STRING
     // ARRAY: exactly one of these is used, chosen by elem_type.
     ValueType elem_type = ValueType::U8;
     std::vector<uint64_t> arr_u;     // unsigned integers and bools
@@ -80,9 +80,9 @@ struct Value {
 struct TensorInfo {
     std::string name;
     quant::Type type = quant::Type::F32;
-    std::vector<uint64_t> shape;  // ne[0] (the contiguous row length) first
-    uint64_t offset = 0;          // from the start of its file's data section
-    uint64_t n_bytes = 0;         // validated against shape and type
+    std::vector<uint64_t> shape;    // ne[0] (the contiguous row length) first
+    uint64_t offset = 0;            // from the start of its file's data section
+    uint64_t n_bytes = 0;           // validated against shape and type
     const uint8_t* data = nullptr;  // into the mmap (reader only)
     uint32_t file_index = 0;        // which split file holds it
 
@@ -91,7 +91,9 @@ struct TensorInfo {
 };
 
 }  // namespace strata::gguf
-namespace strata { class MappedFile; }
+namespace strata {
+class MappedFile;
+}
 namespace strata::gguf {
 
 // A GGUF model: one file or a set of split files opened as one. Immutable after open.

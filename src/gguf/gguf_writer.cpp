@@ -71,8 +71,7 @@ size_t Writer::add_tensor(const std::string& name, quant::Type type, const std::
 }
 
 void Writer::write_raw(const void* p, size_t n) {
-    if (n != 0 && std::fwrite(p, 1, n, out_) != n)
-        throw Error(tmp_path_.string() + ": write failed: " + std::strerror(errno));
+    if (n != 0 && std::fwrite(p, 1, n, out_) != n) throw Error(tmp_path_.string() + ": write failed: " + std::strerror(errno));
     pos_ += n;
 }
 
@@ -208,8 +207,9 @@ void Writer::finish() {
 }
 
 void Writer::write_all(const std::filesystem::path& path, const std::vector<const void*>& data) {
-    if (data.size() != tensors_.size()) throw Error("gguf writer: data for " + std::to_string(data.size()) + " of " +
-                                                    std::to_string(tensors_.size()) + " tensors");
+    if (data.size() != tensors_.size())
+        throw Error("gguf writer: data for " + std::to_string(data.size()) + " of " + std::to_string(tensors_.size()) +
+                    " tensors");
     begin(path);
     for (size_t k = 0; k < data.size(); ++k) write_data(data[k], static_cast<size_t>(tensors_[k].n_bytes));
     finish();

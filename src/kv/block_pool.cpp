@@ -110,7 +110,8 @@ std::vector<int32_t> BlockPool::match(std::span<const int32_t> tokens, int64_t m
         const auto it = by_hash_.find(h);
         if (it == by_hash_.end()) break;
         const Block& blk = blocks_[static_cast<size_t>(it->second)];
-        if (blk.parent_hash != parent_hash || !std::equal(chunk.begin(), chunk.end(), blk.tokens.begin(), blk.tokens.end())) break;
+        if (blk.parent_hash != parent_hash || !std::equal(chunk.begin(), chunk.end(), blk.tokens.begin(), blk.tokens.end()))
+            break;
         out.push_back(it->second);
         parent_hash = h;
     }

@@ -18,10 +18,12 @@ KvMemory::KvMemory(const model::Model& model, const KvMemoryOptions& opts) : mod
     const backend::KvType type = model.kv_type();
     const int64_t k_values = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_k;
     const int64_t v_values = static_cast<int64_t>(opts.block_size) * c.n_head_kv * c.head_dim_v;
-    bytes_per_block_ = static_cast<size_t>((k_values + v_values) * static_cast<int64_t>(attention_layers_.size())) * backend::kv_value_bytes(type);
+    bytes_per_block_ = static_cast<size_t>((k_values + v_values) * static_cast<int64_t>(attention_layers_.size())) *
+                       backend::kv_value_bytes(type);
     int64_t n_blocks = bytes_per_block_ == 0 ? 1 : opts.kv_bytes / static_cast<int64_t>(bytes_per_block_);
-    if (n_blocks < 1) throw Error("KV memory budget of " + std::to_string(opts.kv_bytes >> 20) + " MiB holds no block of " +
-                                  std::to_string(opts.block_size) + " positions (" + std::to_string(bytes_per_block_) + " bytes)");
+    if (n_blocks < 1)
+        throw Error("KV memory budget of " + std::to_string(opts.kv_bytes >> 20) + " MiB holds no block of " +
+                    std::to_string(opts.block_size) + " positions (" + std::to_string(bytes_per_block_) + " bytes)");
     n_blocks = std::min<int64_t>(n_blocks, 1 << 30);
     pool_ = std::make_unique<BlockPool>(static_cast<int32_t>(n_blocks), opts.block_size);
     for (size_t i = 0; i < attention_layers_.size(); ++i) {
@@ -45,7 +47,8 @@ KvMemory::KvMemory(const model::Model& model, const KvMemoryOptions& opts) : mod
 }
 
 size_t KvMemory::total_bytes() const {
-    return bytes_per_block_ * static_cast<size_t>(pool_->n_blocks()) + state_.size() * sizeof(float) + snapshots_.size() * sizeof(float);
+    return bytes_per_block_ * static_cast<size_t>(pool_->n_blocks()) + state_.size() * sizeof(float) +
+           snapshots_.size() * sizeof(float);
 }
 
 int32_t KvMemory::acquire_slot() {
@@ -111,7 +114,8 @@ bool KvMemory::save_snapshot(int32_t slot, int32_t block) {
 
 void KvMemory::load_snapshot(int32_t block, int32_t slot) {
     const auto it = snap_of_block_.find(block);
-    if (it == snap_of_block_.end() || slot < 0) throw Error("internal: no recurrent-state snapshot for KV block " + std::to_string(block));
+    if (it == snap_of_block_.end() || slot < 0)
+        throw Error("internal: no recurrent-state snapshot for KV block " + std::to_string(block));
     snap_used_at_[block] = ++clock_;
     be_.copy(snapshots_.data() + static_cast<size_t>(it->second) * static_cast<size_t>(slot_floats_), slot_base(slot),
              static_cast<size_t>(slot_floats_));

@@ -20,9 +20,9 @@
 namespace strata::kv {
 
 struct KvMemoryOptions {
-    int64_t kv_bytes = int64_t{2} << 30;  // attention KV pool budget
-    int32_t block_size = 16;               // positions per block
-    int32_t n_slots = 16;                  // recurrent-state slots (max running sequences, hybrid models)
+    int64_t kv_bytes = int64_t{2} << 30;        // attention KV pool budget
+    int32_t block_size = 16;                    // positions per block
+    int32_t n_slots = 16;                       // recurrent-state slots (max running sequences, hybrid models)
     int64_t snapshot_bytes = int64_t{1} << 30;  // budget for recurrent-state snapshots (hybrid models)
 };
 

@@ -46,9 +46,7 @@ const ArchitectureInfo& architecture_info(const std::string& name) {
 
 std::unique_ptr<Architecture> make_architecture(const std::string& name) { return architecture_info(name).make(); }
 
-int64_t ModelConfig::n_attention_layers() const {
-    return std::count(layers.begin(), layers.end(), LayerKind::Attention);
-}
+int64_t ModelConfig::n_attention_layers() const { return std::count(layers.begin(), layers.end(), LayerKind::Attention); }
 int64_t ModelConfig::n_gdn_layers() const { return std::count(layers.begin(), layers.end(), LayerKind::GatedDeltaNet); }
 
 ModelConfig read_config(const gguf::File& f) {
@@ -71,8 +69,8 @@ void check_common_config(const ModelConfig& cfg, const std::string& where, bool 
     };
     check(cfg.n_layer > 0 && cfg.n_layer <= 4096, "block_count " + std::to_string(cfg.n_layer) + " is out of range");
     check(cfg.n_embd > 0 && cfg.n_head > 0 && cfg.n_head_kv > 0, "embedding length and head counts must be positive");
-    check(cfg.n_head % cfg.n_head_kv == 0, "head_count " + std::to_string(cfg.n_head) + " is not a multiple of head_count_kv " +
-                                               std::to_string(cfg.n_head_kv));
+    check(cfg.n_head % cfg.n_head_kv == 0,
+          "head_count " + std::to_string(cfg.n_head) + " is not a multiple of head_count_kv " + std::to_string(cfg.n_head_kv));
     check(cfg.head_dim_k > 0 && cfg.head_dim_v > 0, "attention key/value lengths must be positive");
     check(cfg.n_rot > 0 && cfg.n_rot <= cfg.head_dim_k && cfg.n_rot % 2 == 0,
           "rope.dimension_count " + std::to_string(cfg.n_rot) + " must be even and at most the head size");
@@ -113,8 +111,9 @@ Weight WeightBinder::bind(const std::string& name, const std::vector<int64_t>& s
                     shape_text(want));
     const bool is_vector = want.size() == 1;
     if (is_vector ? t->type != quant::Type::F32 : !backend_->supports(t->type))
-        throw Error(file.path().string() + ": tensor '" + name + "' has type " + quant::type_name(t->type) +
-                    (is_vector ? ", expected f32" : std::string(", which the ") + backend_->name() + " backend has no kernel for"));
+        throw Error(
+            file.path().string() + ": tensor '" + name + "' has type " + quant::type_name(t->type) +
+            (is_vector ? ", expected f32" : std::string(", which the ") + backend_->name() + " backend has no kernel for"));
     Weight w;
     w.info = t;
     w.type = t->type;

@@ -51,11 +51,11 @@ void attention_block(ForwardPass& fp, int64_t il, const AttentionWeights& w, con
     const int64_t o_dim = c.n_head * c.head_dim_v;
     const bool gated = c.attn_output_gate;
     Scratch s(*fp.arena);
-    float* qg = s.floats(n * q_rows);  // [n][q_rows]: the q projection, per head [q | gate] when gated
-    float* k = s.floats(n * k_dim);    // [n][n_head_kv][head_dim_k]
-    float* v = s.floats(n * v_dim);    // [n][n_head_kv][head_dim_v]
-    float* q = gated ? s.floats(n * q_dim) : qg;           // [n][n_head][head_dim_k]
-    float* gate = gated ? s.floats(n * q_dim) : nullptr;   // [n][n_head][head_dim_k]
+    float* qg = s.floats(n * q_rows);                     // [n][q_rows]: the q projection, per head [q | gate] when gated
+    float* k = s.floats(n * k_dim);                       // [n][n_head_kv][head_dim_k]
+    float* v = s.floats(n * v_dim);                       // [n][n_head_kv][head_dim_v]
+    float* q = gated ? s.floats(n * q_dim) : qg;          // [n][n_head][head_dim_k]
+    float* gate = gated ? s.floats(n * q_dim) : nullptr;  // [n][n_head][head_dim_k]
     // [n][n_head][head_dim_v]; when gated, qg again (free once split)
     float* attn = gated && o_dim <= q_rows ? qg : s.floats(n * o_dim);
 
@@ -113,10 +113,10 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     const int64_t n = fp.n_tokens;
     const bool shared = static_cast<bool>(w.gate_shexp);
     Scratch s(*fp.arena);
-    float* router = s.floats(n * c.n_expert);                   // [n][n_expert] router logits
-    int32_t* ids = s.ints(n * c.n_expert_used);                 // [n][k] the chosen experts
-    float* weights = s.floats(n * c.n_expert_used);             // [n][k] their routing weights
-    float* shared_gate = shared ? s.floats(n) : nullptr;        // [n] the shared expert's gate logit
+    float* router = s.floats(n * c.n_expert);                       // [n][n_expert] router logits
+    int32_t* ids = s.ints(n * c.n_expert_used);                     // [n][k] the chosen experts
+    float* weights = s.floats(n * c.n_expert_used);                 // [n][k] their routing weights
+    float* shared_gate = shared ? s.floats(n) : nullptr;            // [n] the shared expert's gate logit
     float* shared_out = shared ? s.floats(n * c.n_embd) : nullptr;  // [n][n_embd]
 
     // The shared expert's gate reads the same input as the router.

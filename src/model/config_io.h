@@ -46,10 +46,10 @@ struct ConfigKey {
     Write write = Write::Always;
     // The key holds field + this field (block_count counts the MTP blocks after the trunk);
     // subtracted once every key is read.
-    int64_t ModelConfig::* plus = nullptr;
+    int64_t ModelConfig::*plus = nullptr;
 };
 
-constexpr ConfigKey required_key(const char* name, ConfigKey::Field field, int64_t ModelConfig::* plus = nullptr) {
+constexpr ConfigKey required_key(const char* name, ConfigKey::Field field, int64_t ModelConfig::*plus = nullptr) {
     return {name, field, ConfigKey::Need::Required, nullptr, ConfigKey::Write::Always, plus};
 }
 constexpr ConfigKey optional_key(const char* name, ConfigKey::Field field, ConfigKey::Value when_missing,

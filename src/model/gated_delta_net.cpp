@@ -43,8 +43,8 @@ void gated_delta_net_block(ForwardPass& fp, int64_t il, const GatedDeltaNetWeigh
     const int64_t key_dim = n_k * d_k, value_dim = c.ssm_d_inner;
     const int64_t channels = 2 * key_dim + value_dim;  // conv channels: [q | k | v]
     Scratch s(*fp.arena);
-    float* mixed = s.floats(n * channels);     // [n][channels] q|k|v before the conv; at the end the gated output
-    float* z = s.floats(n * value_dim);        // [n][n_v][d_v] output gate
+    float* mixed = s.floats(n * channels);  // [n][channels] q|k|v before the conv; at the end the gated output
+    float* z = s.floats(n * value_dim);     // [n][n_v][d_v] output gate
     // combined_ba: [n][n_k][b (r) | alpha (r)]; else b [n][n_v] then alpha [n][n_v].
     float* gate_in = s.floats(n * 2 * n_v);
     float* decay = s.floats(n * n_v);          // [n][n_v] log decay g

@@ -56,7 +56,9 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
 }
 
 SequenceState::SequenceState(int64_t n_layer)
-    : kv_(static_cast<size_t>(n_layer)), conv_(static_cast<size_t>(n_layer), nullptr), ssm_(static_cast<size_t>(n_layer), nullptr) {}
+    : kv_(static_cast<size_t>(n_layer)),
+      conv_(static_cast<size_t>(n_layer), nullptr),
+      ssm_(static_cast<size_t>(n_layer), nullptr) {}
 
 void SequenceState::set_layer_kv(int64_t layer, void* k_pool, void* v_pool, backend::KvType type) {
     backend::KvCacheView& v = kv_.at(static_cast<size_t>(layer));
@@ -143,13 +145,15 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
     // Check the batch and find the runs of consecutive tokens of one sequence.
     for (int64_t t = 0; t < n; ++t) {
         const int32_t s = b.seq[static_cast<size_t>(t)];
-        if (s < 0 || static_cast<size_t>(s) >= seqs.size()) throw Error("batch token names sequence " + std::to_string(s) + " of " + std::to_string(seqs.size()));
+        if (s < 0 || static_cast<size_t>(s) >= seqs.size())
+            throw Error("batch token names sequence " + std::to_string(s) + " of " + std::to_string(seqs.size()));
         const int32_t p = b.pos[static_cast<size_t>(t)];
         if (p < 0 || p >= seqs[static_cast<size_t>(s)]->capacity())
             throw Error("position " + std::to_string(p) + " is outside the sequence's capacity " +
                         std::to_string(seqs[static_cast<size_t>(s)]->capacity()));
         if (!fp.runs.empty() && fp.runs.back().seq == s) {
-            if (p != b.pos[static_cast<size_t>(t - 1)] + 1) throw Error("positions of a sequence must be consecutive within a batch");
+            if (p != b.pos[static_cast<size_t>(t - 1)] + 1)
+                throw Error("positions of a sequence must be consecutive within a batch");
             fp.runs.back().end = t + 1;
         } else {
             for (const auto& r : fp.runs)
@@ -203,14 +207,16 @@ void Model::sample_rows(std::span<const backend::RowSampleRequest> req, int32_t 
         if (r.row < 0 || r.row >= last_rows_)
             throw Error("sample_rows: row " + std::to_string(r.row) + " of " + std::to_string(last_rows_) + " logits rows");
         for (const auto& e : r.edits)
-            if (e.id < 0 || e.id >= config_.n_vocab) throw Error("sample_rows: edit of token id " + std::to_string(e.id) + " outside the vocabulary");
+            if (e.id < 0 || e.id >= config_.n_vocab)
+                throw Error("sample_rows: edit of token id " + std::to_string(e.id) + " outside the vocabulary");
     }
     if (k < 0 || k > backend::kMaxRowSampleTop) throw Error("sample_rows: k " + std::to_string(k) + " outside [0, 256]");
     backend_.sample_rows(last_logits_, config_.n_vocab, req, k, out, top);
 }
 
 void Model::copy_logits_row(int64_t row, float* host) {
-    if (row < 0 || row >= last_rows_) throw Error("copy_logits_row: row " + std::to_string(row) + " of " + std::to_string(last_rows_));
+    if (row < 0 || row >= last_rows_)
+        throw Error("copy_logits_row: row " + std::to_string(row) + " of " + std::to_string(last_rows_));
     backend_.copy_to_host(last_logits_ + row * config_.n_vocab, host, static_cast<size_t>(config_.n_vocab));
 }
 

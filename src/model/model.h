@@ -56,7 +56,7 @@ public:
     explicit SequenceState(int64_t n_layer);
 
     int64_t capacity() const { return static_cast<int64_t>(blocks_.size()) * block_size_; }  // positions addressable now
-    int64_t n_past() const { return n_past_; }  // positions already processed
+    int64_t n_past() const { return n_past_; }                                               // positions already processed
     void set_n_past(int64_t n) { n_past_ = n; }
     const backend::KvCacheView& kv(int64_t layer) const { return kv_[static_cast<size_t>(layer)]; }
     float* conv_state(int64_t layer) const { return conv_[static_cast<size_t>(layer)]; }
@@ -66,11 +66,20 @@ public:
     // Wiring (used by Model::new_sequence and kv::KvPool).
     void set_layer_kv(int64_t layer, void* k_pool, void* v_pool, backend::KvType type);
     void set_layer_recurrent(int64_t layer, float* conv, float* ssm);
-    void set_block_size(int64_t n) { block_size_ = n; refresh_views(); }
+    void set_block_size(int64_t n) {
+        block_size_ = n;
+        refresh_views();
+    }
     int64_t block_size() const { return block_size_; }
     const std::vector<int32_t>& blocks() const { return blocks_; }
-    void set_blocks(std::vector<int32_t> blocks) { blocks_ = std::move(blocks); refresh_views(); }
-    void append_block(int32_t b) { blocks_.push_back(b); refresh_views(); }
+    void set_blocks(std::vector<int32_t> blocks) {
+        blocks_ = std::move(blocks);
+        refresh_views();
+    }
+    void append_block(int32_t b) {
+        blocks_.push_back(b);
+        refresh_views();
+    }
 
 private:
     friend class Model;
@@ -142,8 +151,8 @@ private:
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;
     backend::KvType kv_type_ = backend::KvType::F32;
-    ScratchArena arena_;                    // forward-pass activations, reused across calls
-    float* last_logits_ = nullptr;          // backend memory [last_rows_][n_vocab] of the last forward
+    ScratchArena arena_;            // forward-pass activations, reused across calls
+    float* last_logits_ = nullptr;  // backend memory [last_rows_][n_vocab] of the last forward
     int64_t last_rows_ = 0;
 };
 

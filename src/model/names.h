@@ -121,14 +121,14 @@ inline constexpr const char* kFfnGateShexp = "ffn_gate_shexp.weight";
 inline constexpr const char* kFfnUpShexp = "ffn_up_shexp.weight";
 inline constexpr const char* kFfnDownShexp = "ffn_down_shexp.weight";
 // Gated DeltaNet
-inline constexpr const char* kSsmInQkv = "attn_qkv.weight";     // q, k, v of all heads, concatenated
-inline constexpr const char* kSsmInGate = "attn_gate.weight";   // z: the output gate
-inline constexpr const char* kSsmBa = "ssm_ba.weight";          // qwen3next: beta and alpha together
-inline constexpr const char* kSsmBeta = "ssm_beta.weight";      // qwen35moe: beta
-inline constexpr const char* kSsmAlpha = "ssm_alpha.weight";    // qwen35moe: alpha
+inline constexpr const char* kSsmInQkv = "attn_qkv.weight";    // q, k, v of all heads, concatenated
+inline constexpr const char* kSsmInGate = "attn_gate.weight";  // z: the output gate
+inline constexpr const char* kSsmBa = "ssm_ba.weight";         // qwen3next: beta and alpha together
+inline constexpr const char* kSsmBeta = "ssm_beta.weight";     // qwen35moe: beta
+inline constexpr const char* kSsmAlpha = "ssm_alpha.weight";   // qwen35moe: alpha
 inline constexpr const char* kSsmConv1d = "ssm_conv1d.weight";
 inline constexpr const char* kSsmDtBias = "ssm_dt.bias";
-inline constexpr const char* kSsmA = "ssm_a";                  // -exp(A_log)
+inline constexpr const char* kSsmA = "ssm_a";  // -exp(A_log)
 inline constexpr const char* kSsmNorm = "ssm_norm.weight";
 inline constexpr const char* kSsmOut = "ssm_out.weight";
 // MTP (next-token-prediction) blocks, after the trunk's

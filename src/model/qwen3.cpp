@@ -35,12 +35,32 @@ void check_qwen3(const ModelConfig& cfg, const std::string& where) {
 }
 
 const ModelPreset kQwen3Presets[] = {
-    {"tiny", "tiny test model",
-     {.n_embd = 128, .n_layer = 4, .n_ctx_train = 4096, .rms_eps = 1e-6f, .n_head = 4, .n_head_kv = 2, .head_dim_k = 32,
-      .head_dim_v = 32, .n_rot = 32, .rope_theta = 1e6f, .n_ff = 256}},
-    {"8b", "Qwen3-8B geometry",
-     {.n_embd = 4096, .n_layer = 36, .n_ctx_train = 40960, .rms_eps = 1e-6f, .n_head = 32, .n_head_kv = 8, .head_dim_k = 128,
-      .head_dim_v = 128, .n_rot = 128, .rope_theta = 1e6f, .n_ff = 12288}},
+    {"tiny",
+     "tiny test model",
+     {.n_embd = 128,
+      .n_layer = 4,
+      .n_ctx_train = 4096,
+      .rms_eps = 1e-6f,
+      .n_head = 4,
+      .n_head_kv = 2,
+      .head_dim_k = 32,
+      .head_dim_v = 32,
+      .n_rot = 32,
+      .rope_theta = 1e6f,
+      .n_ff = 256}},
+    {"8b",
+     "Qwen3-8B geometry",
+     {.n_embd = 4096,
+      .n_layer = 36,
+      .n_ctx_train = 40960,
+      .rms_eps = 1e-6f,
+      .n_head = 32,
+      .n_head_kv = 8,
+      .head_dim_k = 128,
+      .head_dim_v = 128,
+      .n_rot = 128,
+      .rope_theta = 1e6f,
+      .n_ff = 12288}},
 };
 
 class Qwen3 final : public Architecture {
@@ -75,8 +95,7 @@ public:
             dense_ffn_block(fp, l.ffn, normed, branch);
             if (il + 1 < c.n_layer)
                 be.add_rms_norm(hidden, branch, &layers_[static_cast<size_t>(il + 1)].attn_norm, n, c.n_embd, c.rms_eps, normed);
-            else
-                be.add(hidden, branch, size);
+            else be.add(hidden, branch, size);
         }
     }
 

@@ -33,7 +33,8 @@ constexpr ConfigKey kQwen3NextKeys[] = {
     required_key(names::kContextLength, &ModelConfig::n_ctx_train),
     required_key(names::kEmbeddingLength, &ModelConfig::n_embd),
     // The checkpoint's intermediate_size (the experts' width times top-k); not used.
-    derived_key(names::kFeedForwardLength, [](const ModelConfig& c) { return static_cast<double>(c.n_ff_exp * c.n_expert_used); }),
+    derived_key(names::kFeedForwardLength,
+                [](const ModelConfig& c) { return static_cast<double>(c.n_ff_exp * c.n_expert_used); }),
     required_key(names::kHeadCount, &ModelConfig::n_head),
     optional_key(names::kHeadCountKv, &ModelConfig::n_head_kv, defaults::kv_heads),
     optional_key(names::kRopeFreqBase, &ModelConfig::rope_theta, defaults::rope_theta),
@@ -59,16 +60,50 @@ constexpr ConfigKey kQwen3NextKeys[] = {
 };
 
 const ModelPreset kQwen3NextPresets[] = {
-    {"tiny", "tiny test model",
-     {.n_embd = 128, .n_layer = 4, .n_ctx_train = 4096, .rms_eps = 1e-6f, .n_head = 4, .n_head_kv = 2, .head_dim_k = 64,
-      .head_dim_v = 64, .n_rot = 16, .rope_theta = 1e7f, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
-      .n_ff_shexp = 64, .ssm_conv_kernel = 4, .ssm_d_state = 32, .ssm_n_group = 2, .ssm_dt_rank = 4, .ssm_d_inner = 4 * 32,
+    {"tiny",
+     "tiny test model",
+     {.n_embd = 128,
+      .n_layer = 4,
+      .n_ctx_train = 4096,
+      .rms_eps = 1e-6f,
+      .n_head = 4,
+      .n_head_kv = 2,
+      .head_dim_k = 64,
+      .head_dim_v = 64,
+      .n_rot = 16,
+      .rope_theta = 1e7f,
+      .n_expert = 8,
+      .n_expert_used = 2,
+      .n_ff_exp = 64,
+      .n_ff_shexp = 64,
+      .ssm_conv_kernel = 4,
+      .ssm_d_state = 32,
+      .ssm_n_group = 2,
+      .ssm_dt_rank = 4,
+      .ssm_d_inner = 4 * 32,
       .full_attention_interval = 4}},
-    {"80b-a3b", "Qwen3-Next-80B-A3B geometry",
-     {.n_embd = 2048, .n_layer = 48, .n_ctx_train = 262144, .rms_eps = 1e-6f, .n_head = 16, .n_head_kv = 2, .head_dim_k = 256,
-      .head_dim_v = 256, .n_rot = 64, .rope_theta = 1e7f, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512,
-      .n_ff_shexp = 512, .ssm_conv_kernel = 4, .ssm_d_state = 128, .ssm_n_group = 16, .ssm_dt_rank = 32,
-      .ssm_d_inner = 32 * 128, .full_attention_interval = 4}},
+    {"80b-a3b",
+     "Qwen3-Next-80B-A3B geometry",
+     {.n_embd = 2048,
+      .n_layer = 48,
+      .n_ctx_train = 262144,
+      .rms_eps = 1e-6f,
+      .n_head = 16,
+      .n_head_kv = 2,
+      .head_dim_k = 256,
+      .head_dim_v = 256,
+      .n_rot = 64,
+      .rope_theta = 1e7f,
+      .n_expert = 512,
+      .n_expert_used = 10,
+      .n_ff_exp = 512,
+      .n_ff_shexp = 512,
+      .ssm_conv_kernel = 4,
+      .ssm_d_state = 128,
+      .ssm_n_group = 16,
+      .ssm_dt_rank = 32,
+      .ssm_d_inner = 32 * 128,
+      .full_attention_interval = 4}},
 };
 
 class HybridGdnMoe final : public Architecture {
@@ -83,10 +118,8 @@ public:
         for (int64_t il = 0; il < cfg.n_layer; ++il) {
             Layer& l = layers_[static_cast<size_t>(il)];
             l.attn_norm = b.require(names::layer(il, names::kAttnNorm), {cfg.n_embd});
-            if (cfg.layers[static_cast<size_t>(il)] == LayerKind::Attention)
-                l.attn = bind_attention(cfg, b, il);
-            else
-                l.gdn = bind_gated_delta_net(cfg, b, il, layout_);
+            if (cfg.layers[static_cast<size_t>(il)] == LayerKind::Attention) l.attn = bind_attention(cfg, b, il);
+            else l.gdn = bind_gated_delta_net(cfg, b, il, layout_);
             l.post_attn_norm = b.require(names::layer(il, names::kPostAttnNorm), {cfg.n_embd});
             l.moe = bind_moe(cfg, b, il);
         }
@@ -104,10 +137,8 @@ public:
         if (c.n_layer > 0) be.rms_norm(hidden, &layers_[0].attn_norm, n, c.n_embd, c.rms_eps, normed);
         for (int64_t il = 0; il < c.n_layer; ++il) {
             const Layer& l = layers_[static_cast<size_t>(il)];
-            if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention)
-                attention_block(fp, il, l.attn, normed, branch);
-            else
-                gated_delta_net_block(fp, il, l.gdn, normed, branch);
+            if (c.layers[static_cast<size_t>(il)] == LayerKind::Attention) attention_block(fp, il, l.attn, normed, branch);
+            else gated_delta_net_block(fp, il, l.gdn, normed, branch);
             be.add_rms_norm(hidden, branch, &l.post_attn_norm, n, c.n_embd, c.rms_eps, normed);
             if (il + 1 < c.n_layer) {
                 const ResidualNorm then{hidden, &layers_[static_cast<size_t>(il + 1)].attn_norm, c.rms_eps, normed};
@@ -126,7 +157,7 @@ public:
 private:
     struct Layer {
         Weight attn_norm, post_attn_norm;
-        AttentionWeights attn;    // attention layers
+        AttentionWeights attn;     // attention layers
         GatedDeltaNetWeights gdn;  // Gated DeltaNet layers
         MoeWeights moe;
     };
@@ -154,7 +185,8 @@ void check_hybrid(const ModelConfig& cfg, const std::string& where) {
         if (!ok) throw Error(where + ": " + what);
     };
     check(cfg.full_attention_interval > 0, "full_attention_interval must be positive");
-    check(cfg.ssm_conv_kernel >= 1 && cfg.ssm_conv_kernel <= 64, "ssm.conv_kernel " + std::to_string(cfg.ssm_conv_kernel) + " is out of range");
+    check(cfg.ssm_conv_kernel >= 1 && cfg.ssm_conv_kernel <= 64,
+          "ssm.conv_kernel " + std::to_string(cfg.ssm_conv_kernel) + " is out of range");
     check(cfg.ssm_d_state > 0 && cfg.ssm_n_group > 0 && cfg.ssm_dt_rank > 0 && cfg.ssm_d_inner > 0,
           "ssm state_size, group_count, time_step_rank and inner_size must be positive");
     check(cfg.ssm_dt_rank % cfg.ssm_n_group == 0, "ssm.time_step_rank " + std::to_string(cfg.ssm_dt_rank) +

@@ -51,9 +51,9 @@ private:
 
     backend::Backend* be_;
     backend::Buffer block_;
-    size_t capacity_ = 0;    // bytes of block_
-    size_t top_ = 0;         // bytes taken (the next view's offset, before rounding)
-    size_t high_water_ = 0;  // the largest extent taken since the block was made
+    size_t capacity_ = 0;                         // bytes of block_
+    size_t top_ = 0;                              // bytes taken (the next view's offset, before rounding)
+    size_t high_water_ = 0;                       // the largest extent taken since the block was made
     std::map<size_t, backend::Buffer> overflow_;  // by offset: takes beyond the block this time
 };
 

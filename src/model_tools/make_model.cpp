@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <cstring>
 
 #include "convert/tokenizer_meta.h"
-#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "model/architecture.h"
@@ -20,6 +19,7 @@
 #include "tokenizer/vocab.h"
 #include "util/error.h"
 #include "util/fp16.h"
+#include "util/thread_pool.h"
 
 namespace strata::model_tools {
 
@@ -87,7 +87,7 @@ VocabInfo write_tokenizer(const std::string& source, gguf::Writer& w) {
             types.push_back(1);
         }
         const std::pair<const char*, int32_t> specials[] = {{"<|endoftext|>", 3}, {"<|im_start|>", 3}, {"<|im_end|>", 3},
-                                                            {"<think>", 4},       {"</think>", 4},      {"<tool_call>", 4},
+                                                            {"<think>", 4},       {"</think>", 4},     {"<tool_call>", 4},
                                                             {"</tool_call>", 4}};
         for (const auto& [text, type] : specials) {
             tokens.push_back(text);
@@ -181,14 +181,42 @@ void fill_random_blocks(quant::Type t, uint8_t* dst, size_t bytes, float scale, 
     std::vector<size_t> half_offsets;  // f16 fields per block
     float d = scale;
     switch (t) {
-        case quant::Type::Q8_0: half_offsets = {0}; d = scale / 64.0f; break;
-        case quant::Type::Q4_0: case quant::Type::Q5_0: case quant::Type::IQ4_NL: half_offsets = {0}; d = scale / 8.0f; break;
-        case quant::Type::Q4_1: case quant::Type::Q5_1: half_offsets = {0, 2}; d = scale / 8.0f; break;
-        case quant::Type::Q4_K: case quant::Type::Q5_K: half_offsets = {0, 2}; d = scale / 64.0f; break;
-        case quant::Type::Q6_K: half_offsets = {offsetof(quant::BlockQ6_K, d)}; d = scale / 1024.0f; break;
-        case quant::Type::Q2_K: half_offsets = {offsetof(quant::BlockQ2_K, d), offsetof(quant::BlockQ2_K, dmin)}; d = scale / 16.0f; break;
-        case quant::Type::Q3_K: half_offsets = {offsetof(quant::BlockQ3_K, d)}; d = scale / 64.0f; break;
-        default: half_offsets = {0}; d = scale / 8.0f; break;  // i-quants: d first
+        case quant::Type::Q8_0:
+            half_offsets = {0};
+            d = scale / 64.0f;
+            break;
+        case quant::Type::Q4_0:
+        case quant::Type::Q5_0:
+        case quant::Type::IQ4_NL:
+            half_offsets = {0};
+            d = scale / 8.0f;
+            break;
+        case quant::Type::Q4_1:
+        case quant::Type::Q5_1:
+            half_offsets = {0, 2};
+            d = scale / 8.0f;
+            break;
+        case quant::Type::Q4_K:
+        case quant::Type::Q5_K:
+            half_offsets = {0, 2};
+            d = scale / 64.0f;
+            break;
+        case quant::Type::Q6_K:
+            half_offsets = {offsetof(quant::BlockQ6_K, d)};
+            d = scale / 1024.0f;
+            break;
+        case quant::Type::Q2_K:
+            half_offsets = {offsetof(quant::BlockQ2_K, d), offsetof(quant::BlockQ2_K, dmin)};
+            d = scale / 16.0f;
+            break;
+        case quant::Type::Q3_K:
+            half_offsets = {offsetof(quant::BlockQ3_K, d)};
+            d = scale / 64.0f;
+            break;
+        default:
+            half_offsets = {0};
+            d = scale / 8.0f;
+            break;  // i-quants: d first
     }
     const uint16_t h = f32_to_f16(d);
     for (size_t b = 0; b + bb <= bytes; b += bb)
@@ -214,7 +242,8 @@ ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
             if (o.arch == a->name && o.preset == x.name) arch = a, p = &x;
     if (p == nullptr) {
         std::string list;
-        for (const PresetListing& x : model_presets()) list += std::string(list.empty() ? "" : ", ") + x.arch + "/" + x.preset->name;
+        for (const PresetListing& x : model_presets())
+            list += std::string(list.empty() ? "" : ", ") + x.arch + "/" + x.preset->name;
         throw Error("no preset '" + o.preset + "' for architecture '" + o.arch + "' (presets: " + list + ")");
     }
     ModelConfig c = p->cfg;
@@ -274,7 +303,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     // head, so eos gets about the same logit boost at every position and replies end by
     // themselves. Only for qwen3moe (its only residual writers are attn_output and ffn_down_exps).
     const bool eos_bias = o.eos_bias != 0.0f;
-    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut, std::string(".") + model::names::kFfnDownExps};
+    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut,
+                                            std::string(".") + model::names::kFfnDownExps};
     const bool untied = o.untied || eos_bias;
     if (eos_bias && (o.arch != "qwen3moe" || vocab.eos < 0))
         throw Error("make-model: --eos-bias needs --arch qwen3moe and a tokenizer with an eos token");
@@ -302,7 +332,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     }
     const bool blocks = o.init == "blocks" || (o.init == "auto" && params > 1000000000ull);
     if (blocks && eos_bias) throw Error("make-model: --eos-bias needs --init quantize");
-    if (o.init != "auto" && o.init != "blocks" && o.init != "quantize") throw Error("make-model: --init must be auto, blocks or quantize");
+    if (o.init != "auto" && o.init != "blocks" && o.init != "quantize")
+        throw Error("make-model: --init must be auto, blocks or quantize");
 
     w.begin(out);
     util::ThreadPool pool(o.threads);
@@ -336,7 +367,8 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
                         const int64_t row = r0 + r;
                         if (p.name == model::names::kTokenEmbd) x[0] = 1.0f;
                         else if (p.name == model::names::kOutput) x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
-                        else if ((p.name.ends_with(residual_writers[0]) || p.name.ends_with(residual_writers[1])) && row % cfg.n_embd == 0)
+                        else if ((p.name.ends_with(residual_writers[0]) || p.name.ends_with(residual_writers[1])) &&
+                                 row % cfg.n_embd == 0)
                             std::fill_n(x, ne0, 0.0f);
                     }
                     quant::quantize_row(p.type, x, dst, ne0);

@@ -23,12 +23,12 @@ struct MakeModelOptions {
     std::string preset = "tiny";  // see model_presets()
     // Geometry overrides (unset: the preset's value).
     std::optional<int64_t> layers, embd, heads, kv_heads, head_dim, experts, experts_used, ff_exp, ff_shexp, ctx;
-    std::string type = "q8_0";       // a quantisation mix (quant_mix.h)
+    std::string type = "q8_0";          // a quantisation mix (quant_mix.h)
     std::string tokenizer = "builtin";  // "builtin" (a byte-level vocabulary of our own), a GGUF to copy it
-                                      // from, or a transformers tokenizer folder (tokenizer.json, ...)
-    std::string chat_template_file;  // replaces the tokenizer's chat template when set
-    bool untied = false;             // separate output.weight
-    float eos_bias = 0;              // qwen3moe: make eos likely everywhere (replies end by themselves; see make_model.cpp)
+                                        // from, or a transformers tokenizer folder (tokenizer.json, ...)
+    std::string chat_template_file;     // replaces the tokenizer's chat template when set
+    bool untied = false;                // separate output.weight
+    float eos_bias = 0;                 // qwen3moe: make eos likely everywhere (replies end by themselves; see make_model.cpp)
     uint64_t seed = 1;
     // How quantised weights are made: "quantize" (normal values through the real quantiser,
     // slow for huge models) or "blocks" (random valid blocks: random codes, sane scales). "auto"

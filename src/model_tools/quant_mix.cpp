@@ -11,11 +11,21 @@ namespace {
 using quant::Type;
 
 const QuantMix kMixes[] = {
-    {"f32", Type::F32, false, 0},        {"f16", Type::F16, false, 1},       {"bf16", Type::BF16, false, 32},
-    {"q8_0", Type::Q8_0, false, 7},      {"q4_0", Type::Q4_0, false, 2},     {"q6_k", Type::Q6_K, false, 18},
-    {"q5_k_m", Type::Q5_K, true, 17},    {"q5_k_s", Type::Q5_K, false, 16},  {"q4_k_m", Type::Q4_K, true, 15},
-    {"q4_k_s", Type::Q4_K, false, 14},   {"iq4_xs", Type::IQ4_XS, false, 30}, {"iq4_nl", Type::IQ4_NL, false, 25},
-    {"q4_1", Type::Q4_1, false, 3},      {"q5_0", Type::Q5_0, false, 8},     {"q5_1", Type::Q5_1, false, 9},
+    {"f32", Type::F32, false, 0},
+    {"f16", Type::F16, false, 1},
+    {"bf16", Type::BF16, false, 32},
+    {"q8_0", Type::Q8_0, false, 7},
+    {"q4_0", Type::Q4_0, false, 2},
+    {"q6_k", Type::Q6_K, false, 18},
+    {"q5_k_m", Type::Q5_K, true, 17},
+    {"q5_k_s", Type::Q5_K, false, 16},
+    {"q4_k_m", Type::Q4_K, true, 15},
+    {"q4_k_s", Type::Q4_K, false, 14},
+    {"iq4_xs", Type::IQ4_XS, false, 30},
+    {"iq4_nl", Type::IQ4_NL, false, 25},
+    {"q4_1", Type::Q4_1, false, 3},
+    {"q5_0", Type::Q5_0, false, 8},
+    {"q5_1", Type::Q5_1, false, 9},
     // No quantiser of ours writes IQ3_XXS yet: the mix is for made models with --init blocks.
     {"iq3_xxs", Type::IQ3_XXS, true, 23},
 };

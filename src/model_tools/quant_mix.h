@@ -21,10 +21,10 @@
 namespace strata::model_tools {
 
 struct QuantMix {
-    std::string name;      // "q4_k_m"
-    quant::Type base;      // the type most weights get
-    bool more_bits_mid;    // *_M: attn_v / ffn_down upgraded in some layers
-    uint32_t file_type;    // general.file_type (the ecosystem's LLAMA_FTYPE numbering)
+    std::string name;    // "q4_k_m"
+    quant::Type base;    // the type most weights get
+    bool more_bits_mid;  // *_M: attn_v / ffn_down upgraded in some layers
+    uint32_t file_type;  // general.file_type (the ecosystem's LLAMA_FTYPE numbering)
 };
 
 std::optional<QuantMix> quant_mix_from_name(const std::string& name);
@@ -32,7 +32,7 @@ std::vector<std::string> quant_mix_names();
 
 // Type for one tensor under the mix. shape: ne0 first. src_type: its current type (returned
 // unchanged for tensors that stay as they are).
-quant::Type tensor_type_for(const QuantMix& mix, const std::string& name, const std::vector<int64_t>& shape,
-                            int64_t n_layer, bool tied_output, quant::Type src_type);
+quant::Type tensor_type_for(const QuantMix& mix, const std::string& name, const std::vector<int64_t>& shape, int64_t n_layer,
+                            bool tied_output, quant::Type src_type);
 
 }  // namespace strata::model_tools

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "model_tools/quant_mix.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace strata::model_tools {
 

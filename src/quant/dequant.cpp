@@ -38,18 +38,12 @@ uint32_t load_u32(const uint8_t* p) {
 }
 
 // Byte j (value j) of a grid entry.
-int grid_value(uint64_t entry, int j) {
-    return static_cast<int>((entry >> (8 * j)) & 0xff);
-}
-int grid_value_signed(uint64_t entry, int j) {
-    return static_cast<int8_t>((entry >> (8 * j)) & 0xff);
-}
+int grid_value(uint64_t entry, int j) { return static_cast<int>((entry >> (8 * j)) & 0xff); }
+int grid_value_signed(uint64_t entry, int j) { return static_cast<int8_t>((entry >> (8 * j)) & 0xff); }
 
 // ---- plain types ---------------------------------------------------------------------------
 
-void dequant_f32(const uint8_t* src, float* dst, int64_t n) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-}
+void dequant_f32(const uint8_t* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
 
 void dequant_f16(const uint8_t* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
@@ -305,8 +299,7 @@ void dequant_q6_k(const uint8_t* src, float* dst, int64_t n_blocks) {
                 const int low_shift = 4 * (quarter >> 1);
                 for (int l = 0; l < 32; ++l) {
                     const int v = 32 * quarter + l;
-                    const int code =
-                        ((low_src[l] >> low_shift) & 0x0f) | (((qh[l] >> (2 * quarter)) & 3) << 4);
+                    const int code = ((low_src[l] >> low_shift) & 0x0f) | (((qh[l] >> (2 * quarter)) & 3) << 4);
                     const float dl = d * static_cast<float>(blk.scales[8 * half + v / 16]);
                     y[v] = dl * static_cast<float>(code - 32);
                 }
@@ -509,8 +502,8 @@ void dequant_iq1_m(const uint8_t* src, float* dst, int64_t n_blocks) {
         const auto blk = load_block<BlockIQ1_M>(src, b);
         uint16_t w[4];
         std::memcpy(w, blk.scales, sizeof(w));
-        const uint16_t d_bits = static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00f0) |
-                                                      ((w[2] >> 4) & 0x0f00) | (w[3] & 0xf000));
+        const uint16_t d_bits =
+            static_cast<uint16_t>((w[0] >> 12) | ((w[1] >> 8) & 0x00f0) | ((w[2] >> 4) & 0x0f00) | (w[3] & 0xf000));
         const float d = f16_to_f32(d_bits);
         for (int g = 0; g < 8; ++g) {
             const int packed = w[g / 2] >> (6 * (g % 2));
@@ -551,58 +544,32 @@ using DequantFn = void (*)(const uint8_t* src, float* dst, int64_t n_blocks);
 
 DequantFn dequantizer(Type t) {
     switch (t) {
-        case Type::F32:
-            return dequant_f32;
-        case Type::F16:
-            return dequant_f16;
-        case Type::BF16:
-            return dequant_bf16;
-        case Type::Q4_0:
-            return dequant_q4_0;
-        case Type::Q4_1:
-            return dequant_q4_1;
-        case Type::Q5_0:
-            return dequant_q5_0;
-        case Type::Q5_1:
-            return dequant_q5_1;
-        case Type::Q8_0:
-            return dequant_q8_0;
-        case Type::MXFP4:
-            return dequant_mxfp4;
-        case Type::IQ4_NL:
-            return dequant_iq4_nl;
-        case Type::Q2_K:
-            return dequant_q2_k;
-        case Type::Q3_K:
-            return dequant_q3_k;
-        case Type::Q4_K:
-            return dequant_q4_k;
-        case Type::Q5_K:
-            return dequant_q5_k;
-        case Type::Q6_K:
-            return dequant_q6_k;
-        case Type::TQ1_0:
-            return dequant_tq1_0;
-        case Type::TQ2_0:
-            return dequant_tq2_0;
-        case Type::IQ2_XXS:
-            return dequant_iq2_xxs;
-        case Type::IQ2_XS:
-            return dequant_iq2_xs;
-        case Type::IQ2_S:
-            return dequant_iq2_s;
-        case Type::IQ3_XXS:
-            return dequant_iq3_xxs;
-        case Type::IQ3_S:
-            return dequant_iq3_s;
-        case Type::IQ1_S:
-            return dequant_iq1_s;
-        case Type::IQ1_M:
-            return dequant_iq1_m;
-        case Type::IQ4_XS:
-            return dequant_iq4_xs;
-        default:
-            return nullptr;
+        case Type::F32: return dequant_f32;
+        case Type::F16: return dequant_f16;
+        case Type::BF16: return dequant_bf16;
+        case Type::Q4_0: return dequant_q4_0;
+        case Type::Q4_1: return dequant_q4_1;
+        case Type::Q5_0: return dequant_q5_0;
+        case Type::Q5_1: return dequant_q5_1;
+        case Type::Q8_0: return dequant_q8_0;
+        case Type::MXFP4: return dequant_mxfp4;
+        case Type::IQ4_NL: return dequant_iq4_nl;
+        case Type::Q2_K: return dequant_q2_k;
+        case Type::Q3_K: return dequant_q3_k;
+        case Type::Q4_K: return dequant_q4_k;
+        case Type::Q5_K: return dequant_q5_k;
+        case Type::Q6_K: return dequant_q6_k;
+        case Type::TQ1_0: return dequant_tq1_0;
+        case Type::TQ2_0: return dequant_tq2_0;
+        case Type::IQ2_XXS: return dequant_iq2_xxs;
+        case Type::IQ2_XS: return dequant_iq2_xs;
+        case Type::IQ2_S: return dequant_iq2_s;
+        case Type::IQ3_XXS: return dequant_iq3_xxs;
+        case Type::IQ3_S: return dequant_iq3_s;
+        case Type::IQ1_S: return dequant_iq1_s;
+        case Type::IQ1_M: return dequant_iq1_m;
+        case Type::IQ4_XS: return dequant_iq4_xs;
+        default: return nullptr;
     }
 }
 
@@ -616,8 +583,8 @@ void dequantize_row(Type t, const void* src, float* dst, int64_t n) {
                     (info ? info->name : std::to_string(static_cast<uint32_t>(t))));
     }
     if (n < 0 || n % info->block_elems != 0) {
-        throw Error("cannot dequantize " + std::to_string(n) + " values of type " + info->name +
-                    ": not a whole number of " + std::to_string(info->block_elems) + "-value blocks");
+        throw Error("cannot dequantize " + std::to_string(n) + " values of type " + info->name + ": not a whole number of " +
+                    std::to_string(info->block_elems) + "-value blocks");
     }
     if (n == 0) return;
     // Plain types are processed per value (their "block" is one value).

@@ -44,8 +44,7 @@ inline constexpr std::array<uint8_t, 128> kIqSignMasks = make_iq_sign_masks();
 inline constexpr uint8_t kIqSignBit[8] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 // IQ4_NL / IQ4_XS: the 16 levels a 4-bit code maps to (a non-uniform grid, denser near zero).
-inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                            1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 // MXFP4 element codes: E2M1 (1 sign, 2 exponent, 1 mantissa bit), stored here doubled so that
 // every value is an integer: code c means kMxfp4DoubledValues[c] / 2. Positive codes 0..7 are

@@ -25,9 +25,7 @@ const TableLevels16& iq4_levels() {
     return levels;
 }
 
-void quantize_f32(const float* src, void* dst, int64_t n) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-}
+void quantize_f32(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
 
 void quantize_f16(const float* src, void* dst, int64_t n) {
     auto* out = static_cast<uint16_t*>(dst);
@@ -235,8 +233,8 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n, const float* i
     if (n < 0) throw Error("quantize to " + name + ": negative value count " + std::to_string(n));
     const int64_t block = type_info(t).block_elems;
     if (n % block != 0) {
-        throw Error("quantize to " + name + ": " + std::to_string(n) +
-                    " values is not a whole number of " + std::to_string(block) + "-value blocks");
+        throw Error("quantize to " + name + ": " + std::to_string(n) + " values is not a whole number of " +
+                    std::to_string(block) + "-value blocks");
     }
     if (n == 0) return;
 
@@ -255,8 +253,7 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n, const float* i
     if (importance) {
         for (int64_t i = 0; i < n; ++i) {
             if (!(importance[i] >= 0.0f) || std::isinf(importance[i])) {
-                throw Error("quantize to " + name + ": importance " + std::to_string(i) +
-                            " is negative or not finite");
+                throw Error("quantize to " + name + ": importance " + std::to_string(i) + " is negative or not finite");
             }
         }
     }

@@ -239,8 +239,8 @@ void assign_codes(const double* x, int n, const Levels& levels, double scale, in
 // with their stored scale), and the winner's codes are then nudged by +-1 where that lowers a
 // sub-block's error. Returns the fp16 super-scale.
 template <class Levels>
-uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int sub_len, const double* scales,
-                             const Levels& levels, int lo, int hi, int* sub_codes) {
+uint16_t quantize_sub_scales(const double* x, const double* w, int n_sub, int sub_len, const double* scales, const Levels& levels,
+                             int lo, int hi, int* sub_codes) {
     double extreme = 0.0;
     for (int j = 0; j < n_sub; ++j) {
         if (std::fabs(scales[j]) > std::fabs(extreme)) extreme = scales[j];
@@ -354,8 +354,8 @@ inline ScaleOffset fit_scale_offset(const double* x, const double* w, int n, int
         }
         if (!(scale > 0.0)) return HUGE_VAL;
         *out = {scale, -shift};
-        return sum_wxx - 2.0 * scale * sum_xl - 2.0 * shift * sum_wx + scale * scale * sum_ll +
-               2.0 * scale * shift * sum_l + shift * shift * sum_w;
+        return sum_wxx - 2.0 * scale * sum_xl - 2.0 * shift * sum_wx + scale * scale * sum_ll + 2.0 * scale * shift * sum_l +
+               shift * shift * sum_w;
     };
 
     ScaleOffset best{(hi - lo) / nmax, -lo};

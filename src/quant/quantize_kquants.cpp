@@ -149,8 +149,8 @@ KScales quantize_k_super_block(const double* x, const double* w, const OffsetLay
 // Shared body of the signed k-quants (Q3_K, Q6_K): per-sub-block real scales, their codes in
 // [code_lo, code_hi] under one fp16 super-scale, and the final signed levels. Returns the
 // super-scale.
-uint16_t quantize_signed_super_block(const double* x, const double* w, int sub_len, const UniformLevels& levels,
-                                     int code_lo, int code_hi, int* sub_codes, int* q) {
+uint16_t quantize_signed_super_block(const double* x, const double* w, int sub_len, const UniformLevels& levels, int code_lo,
+                                     int code_hi, int* sub_codes, int* q) {
     const int n_sub = kQK / sub_len;
     double scales[kMaxSub];
     for (int j = 0; j < n_sub; ++j) {

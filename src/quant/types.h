@@ -46,11 +46,11 @@ enum class Type : uint32_t {
 
 struct TypeInfo {
     Type type;
-    const char* name;      // lower-case GGUF name: "f32", "q4_K", "iq3_xxs"
-    int64_t block_elems;   // values per block (1 for plain types)
-    int64_t block_bytes;   // bytes per block
-    bool quantized;        // true for block types
-    bool can_dequantize;   // we have a reference dequantizer for it
+    const char* name;     // lower-case GGUF name: "f32", "q4_K", "iq3_xxs"
+    int64_t block_elems;  // values per block (1 for plain types)
+    int64_t block_bytes;  // bytes per block
+    bool quantized;       // true for block types
+    bool can_dequantize;  // we have a reference dequantizer for it
 };
 
 // Info for a raw GGUF type id, or nullptr when the id is not a type we know.

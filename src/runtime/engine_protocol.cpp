@@ -52,7 +52,8 @@ std::vector<int32_t> get_ids(const json& j, const char* name, size_t max_count, 
         if (!e.is_number_integer()) throw Error(std::string("'") + name + "' must contain integer token ids");
         const int64_t v = as_int64(e);
         if (v < 0 || v >= n_vocab)
-            throw Error("token id " + std::to_string(v) + " in '" + name + "' is outside the vocabulary (" + std::to_string(n_vocab) + ")");
+            throw Error("token id " + std::to_string(v) + " in '" + name + "' is outside the vocabulary (" +
+                        std::to_string(n_vocab) + ")");
         out.push_back(static_cast<int32_t>(v));
     }
     return out;
@@ -138,7 +139,8 @@ ParsedLine parse_command(std::string_view line, Scheduler& sched) {
         } else if (op == "shutdown") {
             c.op = Command::Op::Shutdown;
         } else {
-            throw Error(op.empty() ? "a command needs 'op'" : "unknown op '" + op.substr(0, 64) + "' (submit, cancel, stats, shutdown)");
+            throw Error(op.empty() ? "a command needs 'op'"
+                                   : "unknown op '" + op.substr(0, 64) + "' (submit, cancel, stats, shutdown)");
         }
         out.command = std::move(c);
     } catch (const Error& e) {
@@ -192,7 +194,8 @@ std::string tokens_event(const tokenizer::Tokenizer& tok, const std::string& id,
         json lp = json::array();
         for (const GeneratedToken& g : toks) {
             json top = json::array();
-            for (const TokenLogprob& t : g.top) top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes_json(tok, t.token)}});
+            for (const TokenLogprob& t : g.top)
+                top.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", token_bytes_json(tok, t.token)}});
             lp.push_back({{"token", g.id}, {"logprob", g.logprob}, {"bytes", token_bytes_json(tok, g.id)}, {"top", top}});
         }
         j["logprobs"] = lp;
@@ -205,7 +208,9 @@ std::string done_event(const std::string& id, FinishReason reason, const Usage& 
               {"id", id},
               {"finish_reason", finish_reason_name(reason)},
               {"usage",
-               {{"prompt_tokens", usage.prompt_tokens}, {"cached_tokens", usage.cached_tokens}, {"completion_tokens", usage.completion_tokens}}}};
+               {{"prompt_tokens", usage.prompt_tokens},
+                {"cached_tokens", usage.cached_tokens},
+                {"completion_tokens", usage.completion_tokens}}}};
     if (reason == FinishReason::Stop && !detail.empty()) j["stop"] = detail;
     if (reason == FinishReason::Error) j["message"] = detail;
     return dump(j);

@@ -27,8 +27,7 @@ std::string printable(const std::string& bytes) {
 
 }  // namespace
 
-JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar,
-                               std::shared_ptr<const TokenIndex> index)
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenIndex> index)
     : index_(std::move(index)), matcher_(std::move(grammar)) {
     if (!index_) throw Error("json constraint: no token index");
     const size_t depth = index_->max_token_bytes() + 1;
@@ -79,9 +78,7 @@ void JsonConstraint::allowed(TokenMask& mask) {
         const int64_t room = matcher_.string_room(begin, end);
         if (room >= 0) {
             index_->add_plain(mask, room);
-            walk(matcher_.in_unbounded_string(begin, end) ? index_->non_plain_rests()
-                                                          : index_->non_plain_tokens(),
-                 *start, mask);
+            walk(matcher_.in_unbounded_string(begin, end) ? index_->non_plain_rests() : index_->non_plain_tokens(), *start, mask);
         } else {
             walk(index_->all_tokens(), *start, mask);
         }
@@ -121,8 +118,7 @@ void JsonConstraint::walk(const TokenTrie& trie, const JsonParseState& start, To
         const JsonParseState& parent = depth == 0 ? start : depth_states_[depth];
         const TokenTrie::Node& n = trie.node(child);
         if (!matcher_.advance(parent, n.byte, depth_states_[depth + 1])) continue;
-        for (const int32_t* id = trie.tokens_begin(child); id != trie.tokens_end(child); ++id)
-            mask.allow(*id);
+        for (const int32_t* id = trie.tokens_begin(child); id != trie.tokens_end(child); ++id) mask.allow(*id);
         if (n.n_children > 0) {
             ++depth;
             cursors_[depth] = {n.first_child, n.first_child + n.n_children};
@@ -133,19 +129,17 @@ void JsonConstraint::walk(const TokenTrie& trie, const JsonParseState& start, To
 }
 
 void JsonConstraint::accept(int32_t token) {
-    if (ended_)
-        throw Error("json constraint: token " + std::to_string(token) + " after the end of generation");
+    if (ended_) throw Error("json constraint: token " + std::to_string(token) + " after the end of generation");
     if (index_->is_end(token)) {
         if (!complete_)
-            throw Error("json constraint: end token " + std::to_string(token) +
-                        " before the JSON document is complete");
+            throw Error("json constraint: end token " + std::to_string(token) + " before the JSON document is complete");
         ended_ = true;
         return;
     }
     if (!index_->is_candidate(token))
-        throw Error("json constraint: token " + std::to_string(token) +
-                    (index_->valid(token) ? " (special or empty) cannot be part of a JSON document"
-                                          : " is outside the vocabulary"));
+        throw Error(
+            "json constraint: token " + std::to_string(token) +
+            (index_->valid(token) ? " (special or empty) cannot be part of a JSON document" : " is outside the vocabulary"));
     const std::string& bytes = index_->bytes(token);
     if (!matcher_.feed(bytes))
         throw Error("json constraint: token " + std::to_string(token) + " \"" + printable(bytes) +

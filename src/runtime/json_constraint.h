@@ -28,7 +28,7 @@
 namespace strata::runtime {
 
 class JsonConstraint {
-  public:
+public:
     JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenIndex> index);
 
     // Fills mask with the tokens that keep the output a valid prefix of a matching document.
@@ -54,7 +54,7 @@ class JsonConstraint {
     // Masks kept by recogniser state (default 8; 0 turns the cache off).
     void set_mask_cache_size(size_t entries);
 
-  private:
+private:
     void walk(const TokenTrie& trie, const JsonParseState& start, TokenMask& mask);
 
     struct CachedMask {

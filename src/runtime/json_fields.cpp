@@ -47,11 +47,14 @@ int64_t need_int(const ojson& v, const std::string& param, int64_t lo, int64_t h
         if (std::isfinite(x) && x == std::floor(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi) && x < 0x1p63)
             return static_cast<int64_t>(x);
     }
-    if (!v.is_number_integer()) fail(param, param + ": expected an integer, got " + type_name(v) + (v.is_number() ? " " + v.dump() : ""));
+    if (!v.is_number_integer())
+        fail(param, param + ": expected an integer, got " + type_name(v) + (v.is_number() ? " " + v.dump() : ""));
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         fail(param, param + ": " + v.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) fail(param, param + ": " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (x < lo || x > hi)
+        fail(param,
+             param + ": " + std::to_string(x) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
 }
 

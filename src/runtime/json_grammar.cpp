@@ -38,8 +38,7 @@ const std::set<std::string, std::less<>> kObjectKeywords = {"properties", "requi
 const std::set<std::string, std::less<>> kArrayKeywords = {"items",    "prefixItems", "additionalItems",
                                                            "minItems", "maxItems",    "uniqueItems"};
 const std::set<std::string, std::less<>> kStringKeywords = {"minLength", "maxLength"};
-const std::set<std::string, std::less<>> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum",
-                                                            "exclusiveMaximum"};
+const std::set<std::string, std::less<>> kNumberKeywords = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
 const std::set<std::string, std::less<>> kOtherKeywords = {"type",  "nullable", "enum",  "const",
                                                            "anyOf", "oneOf",    "allOf", "$ref"};
 
@@ -48,19 +47,14 @@ bool is_annotation(const std::string& k) { return kAnnotationKeywords.count(k) !
 std::string pointer_token(const std::string& key) {
     std::string out;
     for (char ch : key) {
-        if (ch == '~')
-            out += "~0";
-        else if (ch == '/')
-            out += "~1";
-        else
-            out += ch;
+        if (ch == '~') out += "~0";
+        else if (ch == '/') out += "~1";
+        else out += ch;
     }
     return out;
 }
 
-std::string where(const std::string& path) {
-    return "schema at " + (path.empty() ? std::string("/") : path) + ": ";
-}
+std::string where(const std::string& path) { return "schema at " + (path.empty() ? std::string("/") : path) + ": "; }
 
 uint32_t value_types(const OJson& v) {
     switch (v.type()) {
@@ -119,8 +113,7 @@ uint64_t JsonGrammar::key_hash(std::string_view utf8) {
         const auto b = static_cast<uint8_t>(utf8[i]);
         const int len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
         uint32_t cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
-        for (int k = 1; k < len && i + k < utf8.size(); ++k)
-            cp = (cp << 6) | (static_cast<uint8_t>(utf8[i + k]) & 0x3F);
+        for (int k = 1; k < len && i + k < utf8.size(); ++k) cp = (cp << 6) | (static_cast<uint8_t>(utf8[i + k]) & 0x3F);
         h = key_hash_step(h, cp);
         i += static_cast<size_t>(len);
     }
@@ -128,7 +121,7 @@ uint64_t JsonGrammar::key_hash(std::string_view utf8) {
 }
 
 class SchemaCompiler {
-  public:
+public:
     SchemaCompiler(JsonGrammar& g, const OJson& root) : g_(g), root_(root) {}
 
     // The node of the schema at JSON pointer `pointer` (memoised, so $ref cycles close).
@@ -150,8 +143,7 @@ class SchemaCompiler {
 
     int32_t compile(const OJson& s, const std::string& path) {
         if (s.is_boolean()) return s.get<bool>() ? any_node() : never_node();
-        if (!s.is_object())
-            throw Error(where(path) + "expected a schema (an object, true or false), got " + s.type_name());
+        if (!s.is_object()) throw Error(where(path) + "expected a schema (an object, true or false), got " + s.type_name());
         check_keywords(s, path);
 
         if (s.contains("$ref")) {
@@ -179,10 +171,9 @@ class SchemaCompiler {
         const int32_t node = new_node(path);
         if (s.contains("enum") || s.contains("const")) {
             for (const auto& [k, v] : s.items())
-                if (kObjectKeywords.count(k) || kArrayKeywords.count(k) || kStringKeywords.count(k) ||
-                    kNumberKeywords.count(k))
-                    throw Error(where(path) + "'" + std::string(s.contains("enum") ? "enum" : "const") +
-                                "' next to '" + k + "' is not supported");
+                if (kObjectKeywords.count(k) || kArrayKeywords.count(k) || kStringKeywords.count(k) || kNumberKeywords.count(k))
+                    throw Error(where(path) + "'" + std::string(s.contains("enum") ? "enum" : "const") + "' next to '" + k +
+                                "' is not supported");
             std::vector<const OJson*> values;
             if (s.contains("enum")) {
                 if (!s["enum"].is_array()) throw Error(where(path) + "'enum' must be an array");
@@ -256,14 +247,13 @@ class SchemaCompiler {
         build_key_tables();
         g_.root_ = root;
         const int32_t need = g_.nodes_[static_cast<size_t>(root)].min_depth;
-        if (need == JsonGrammar::kUnreachable)
-            throw Error(where("") + "no JSON document matches this schema");
+        if (need == JsonGrammar::kUnreachable) throw Error(where("") + "no JSON document matches this schema");
         if (need > g_.options_.max_depth)
             throw Error(where("") + "every matching document nests deeper than the limit of " +
                         std::to_string(g_.options_.max_depth));
     }
 
-  private:
+private:
     int32_t new_node(const std::string& path) {
         g_.nodes_.emplace_back();
         includes_.emplace_back();
@@ -287,10 +277,9 @@ class SchemaCompiler {
                 if (v.is_boolean() && !v.get<bool>()) continue;
                 throw Error(where(path) + "unsupported keyword 'uniqueItems'");
             }
-            if (k == "nullable" && !v.is_boolean())
-                throw Error(where(path) + "'nullable' must be true or false");
-            if (!is_annotation(k) && !kObjectKeywords.count(k) && !kArrayKeywords.count(k) &&
-                !kStringKeywords.count(k) && !kNumberKeywords.count(k) && !kOtherKeywords.count(k))
+            if (k == "nullable" && !v.is_boolean()) throw Error(where(path) + "'nullable' must be true or false");
+            if (!is_annotation(k) && !kObjectKeywords.count(k) && !kArrayKeywords.count(k) && !kStringKeywords.count(k) &&
+                !kNumberKeywords.count(k) && !kOtherKeywords.count(k))
                 throw Error(where(path) + "unsupported keyword '" + k + "'");
         }
     }
@@ -333,21 +322,18 @@ class SchemaCompiler {
         if (!ref.is_string()) throw Error(where(path) + "'$ref' must be a string");
         const std::string r = ref.get<std::string>();
         if (r == "#") return compile_pointer("", path);
-        if (r.rfind("#/", 0) != 0)
-            throw Error(where(path) + "only local references ('#/...') are supported, not '" + r + "'");
+        if (r.rfind("#/", 0) != 0) throw Error(where(path) + "only local references ('#/...') are supported, not '" + r + "'");
         return compile_pointer(r.substr(1), path);
     }
 
     int32_t compile_any_of(const OJson& s, const std::string& path) {
-        if (s.contains("anyOf") && s.contains("oneOf"))
-            throw Error(where(path) + "'anyOf' next to 'oneOf' is not supported");
+        if (s.contains("anyOf") && s.contains("oneOf")) throw Error(where(path) + "'anyOf' next to 'oneOf' is not supported");
         const char* key = s.contains("anyOf") ? "anyOf" : "oneOf";
         for (const auto& [k, v] : s.items())
             if (k != key && k != "nullable" && !is_annotation(k))
                 throw Error(where(path) + "'" + key + "' next to '" + k + "' is not supported");
         const OJson& members = s[key];
-        if (!members.is_array() || members.empty())
-            throw Error(where(path) + "'" + key + "' must be a non-empty array");
+        if (!members.is_array() || members.empty()) throw Error(where(path) + "'" + key + "' must be a non-empty array");
         const int32_t node = new_node(path);
         for (size_t i = 0; i < members.size(); ++i) {
             const int32_t m = compile(members[i], path + "/" + key + "/" + std::to_string(i));
@@ -366,16 +352,14 @@ class SchemaCompiler {
     // merged so that the result accepts exactly what every part accepts.
     int32_t compile_all_of(const OJson& s, const std::string& path) {
         const OJson& parts = s["allOf"];
-        if (!parts.is_array() || parts.empty())
-            throw Error(where(path) + "'allOf' must be a non-empty array");
+        if (!parts.is_array() || parts.empty()) throw Error(where(path) + "'allOf' must be a non-empty array");
         OJson siblings = OJson::object();
         for (const auto& [k, v] : s.items())
             if (k != "allOf" && !is_annotation(k)) siblings[k] = v;
         if (parts.size() == 1 && siblings.empty()) return compile(parts[0], path + "/allOf/0");
 
         std::vector<std::pair<const OJson*, std::string>> flat;
-        for (size_t i = 0; i < parts.size(); ++i)
-            flatten_all_of(parts[i], path + "/allOf/" + std::to_string(i), flat, 0);
+        for (size_t i = 0; i < parts.size(); ++i) flatten_all_of(parts[i], path + "/allOf/" + std::to_string(i), flat, 0);
         if (!siblings.empty()) flatten_all_of(siblings, path, flat, 0);
 
         struct PartInfo {
@@ -397,25 +381,18 @@ class SchemaCompiler {
             PartInfo info;
             if (part->contains("properties")) {
                 info.props = &(*part)["properties"];
-                if (!info.props->is_object())
-                    throw Error(where(part_path) + "'properties' must be an object");
+                if (!info.props->is_object()) throw Error(where(part_path) + "'properties' must be an object");
                 for (const auto& [name, sub] : info.props->items())
                     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
             }
-            const OJson* ap =
-                part->contains("additionalProperties") ? &(*part)["additionalProperties"] : nullptr;
-            if (!ap)
-                info.extras = info.props ? 0 : 1;
-            else if (ap->is_boolean())
-                info.extras = ap->get<bool>() ? 1 : 0;
-            else
-                info.extras = 2, info.extra_schema = ap;
+            const OJson* ap = part->contains("additionalProperties") ? &(*part)["additionalProperties"] : nullptr;
+            if (!ap) info.extras = info.props ? 0 : 1;
+            else if (ap->is_boolean()) info.extras = ap->get<bool>() ? 1 : 0;
+            else info.extras = 2, info.extra_schema = ap;
             if (part->contains("required")) {
-                if (!(*part)["required"].is_array())
-                    throw Error(where(part_path) + "'required' must be an array of strings");
+                if (!(*part)["required"].is_array()) throw Error(where(part_path) + "'required' must be an array of strings");
                 for (const OJson& r : (*part)["required"]) {
-                    if (!r.is_string())
-                        throw Error(where(part_path) + "'required' must be an array of strings");
+                    if (!r.is_string()) throw Error(where(part_path) + "'required' must be an array of strings");
                     if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end())
                         required.push_back(r.get<std::string>());
                 }
@@ -429,8 +406,7 @@ class SchemaCompiler {
                 if (std::none_of(distinct.begin(), distinct.end(), [&](const OJson* d) { return *d == *c; }))
                     distinct.push_back(c);
             if (distinct.empty()) return OJson(true);
-            if (distinct.size() > 1)
-                throw Error(where(path) + "allOf: " + what + " is constrained by more than one part");
+            if (distinct.size() > 1) throw Error(where(path) + "allOf: " + what + " is constrained by more than one part");
             return *distinct[0];
         };
 
@@ -441,17 +417,12 @@ class SchemaCompiler {
             bool allowed = true;
             std::vector<const OJson*> constraints;
             for (const PartInfo& info : infos) {
-                if (info.props && info.props->contains(name))
-                    constraints.push_back(&(*info.props)[name]);
-                else if (info.extras == 0)
-                    allowed = false;
-                else if (info.extras == 2)
-                    constraints.push_back(info.extra_schema);
+                if (info.props && info.props->contains(name)) constraints.push_back(&(*info.props)[name]);
+                else if (info.extras == 0) allowed = false;
+                else if (info.extras == 2) constraints.push_back(info.extra_schema);
             }
-            if (allowed)
-                props[name] = single(constraints, "property '" + name + "'");
-            else if (std::find(required.begin(), required.end(), name) != required.end())
-                props[name] = false;
+            if (allowed) props[name] = single(constraints, "property '" + name + "'");
+            else if (std::find(required.begin(), required.end(), name) != required.end()) props[name] = false;
         }
         merged["properties"] = std::move(props);
         merged["required"] = required;
@@ -461,22 +432,20 @@ class SchemaCompiler {
             if (info.extras == 0) extras_allowed = false;
             if (info.extras == 2) extra_constraints.push_back(info.extra_schema);
         }
-        merged["additionalProperties"] =
-            extras_allowed ? single(extra_constraints, "additionalProperties") : OJson(false);
+        merged["additionalProperties"] = extras_allowed ? single(extra_constraints, "additionalProperties") : OJson(false);
         merged_.push_back(std::make_unique<OJson>(std::move(merged)));
         return compile(*merged_.back(), path);
     }
 
-    void flatten_all_of(const OJson& part, const std::string& path,
-                        std::vector<std::pair<const OJson*, std::string>>& out, int hops) {
+    void flatten_all_of(const OJson& part, const std::string& path, std::vector<std::pair<const OJson*, std::string>>& out,
+                        int hops) {
         if (hops > 32) throw Error(where(path) + "allOf/$ref chain too deep");
         if (part.is_boolean() && part.get<bool>()) return;
         if (!part.is_object()) throw Error(where(path) + "allOf can merge object schemas only");
         if (part.contains("$ref")) {
             const OJson& ref = part["$ref"];
             for (const auto& [k, v] : part.items())
-                if (k != "$ref" && !is_annotation(k))
-                    throw Error(where(path) + "'$ref' next to '" + k + "' is not supported");
+                if (k != "$ref" && !is_annotation(k)) throw Error(where(path) + "'$ref' next to '" + k + "' is not supported");
             if (!ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0)
                 throw Error(where(path) + "only local references ('#/...') are supported");
             const std::string pointer = ref.get<std::string>().substr(1);
@@ -528,10 +497,8 @@ class SchemaCompiler {
             a.extra_node = has_props ? -1 : any_node();
         } else {
             const OJson& ap = s["additionalProperties"];
-            if (ap.is_boolean())
-                a.extra_node = ap.get<bool>() ? any_node() : -1;
-            else
-                a.extra_node = compile(ap, path + "/additionalProperties");
+            if (ap.is_boolean()) a.extra_node = ap.get<bool>() ? any_node() : -1;
+            else a.extra_node = compile(ap, path + "/additionalProperties");
         }
         if (s.contains("required")) {
             const OJson& req = s["required"];
@@ -539,8 +506,7 @@ class SchemaCompiler {
             for (const OJson& r : req) {
                 if (!r.is_string()) throw Error(where(path) + "'required' must be an array of strings");
                 const std::string name = r.get<std::string>();
-                auto it = std::find_if(a.properties.begin(), a.properties.end(),
-                                       [&](const auto& p) { return p.name == name; });
+                auto it = std::find_if(a.properties.begin(), a.properties.end(), [&](const auto& p) { return p.name == name; });
                 if (it != a.properties.end()) {
                     it->required = true;
                 } else {
@@ -563,8 +529,7 @@ class SchemaCompiler {
         a.items = any_node();
         const bool tuple_items = s.contains("items") && s["items"].is_array();
         if (s.contains("prefixItems")) {
-            if (tuple_items)
-                throw Error(where(path) + "'prefixItems' next to an 'items' array is not supported");
+            if (tuple_items) throw Error(where(path) + "'prefixItems' next to an 'items' array is not supported");
             const OJson& pi = s["prefixItems"];
             if (!pi.is_array()) throw Error(where(path) + "'prefixItems' must be an array of schemas");
             for (size_t i = 0; i < pi.size(); ++i)
@@ -572,10 +537,8 @@ class SchemaCompiler {
         }
         if (tuple_items) {
             const OJson& it = s["items"];
-            for (size_t i = 0; i < it.size(); ++i)
-                a.prefix_items.push_back(compile(it[i], path + "/items/" + std::to_string(i)));
-            if (s.contains("additionalItems"))
-                a.items = compile(s["additionalItems"], path + "/additionalItems");
+            for (size_t i = 0; i < it.size(); ++i) a.prefix_items.push_back(compile(it[i], path + "/items/" + std::to_string(i)));
+            if (s.contains("additionalItems")) a.items = compile(s["additionalItems"], path + "/additionalItems");
         } else {
             if (s.contains("additionalItems"))
                 throw Error(where(path) + "'additionalItems' without an 'items' array is not supported");
@@ -620,13 +583,10 @@ class SchemaCompiler {
         for (const char* key : {"exclusiveMinimum", "exclusiveMaximum"}) {
             if (!s.contains(key)) continue;
             const OJson& v = s[key];
-            const bool is_min = key[10] == 'i';  // exclusiveM[i]nimum
-            if (v.is_boolean())
-                (is_min ? draft4_lo : draft4_hi) = v.get<bool>();  // draft 4: qualifies minimum/maximum
-            else if (is_min)
-                tighten_lo(number(key), true);
-            else
-                tighten_hi(number(key), true);
+            const bool is_min = key[10] == 'i';                                    // exclusiveM[i]nimum
+            if (v.is_boolean()) (is_min ? draft4_lo : draft4_hi) = v.get<bool>();  // draft 4: qualifies minimum/maximum
+            else if (is_min) tighten_lo(number(key), true);
+            else tighten_hi(number(key), true);
         }
         if (s.contains("minimum")) tighten_lo(number("minimum"), draft4_lo);
         if (s.contains("maximum")) tighten_hi(number("maximum"), draft4_hi);
@@ -639,10 +599,8 @@ class SchemaCompiler {
         a.end[1] = magnitude_range(std::max<long double>(-ihi, 0), -ilo);
         if (!integer) {
             // n.ddd lies in [n, n+1); -n.ddd in (-(n+1), -n].
-            a.fraction[0] =
-                magnitude_range(std::max<long double>(ilo, 0), hi == inf ? inf : std::floor(hi) - 1);
-            a.fraction[1] =
-                magnitude_range(std::max<long double>(-ihi, 0), lo == -inf ? inf : -std::ceil(lo) - 1);
+            a.fraction[0] = magnitude_range(std::max<long double>(ilo, 0), hi == inf ? inf : std::floor(hi) - 1);
+            a.fraction[1] = magnitude_range(std::max<long double>(-ihi, 0), lo == -inf ? inf : -std::ceil(lo) - 1);
         }
         return a;
     }
@@ -655,13 +613,11 @@ class SchemaCompiler {
             const auto ni = static_cast<size_t>(n);
             if (state[ni] == 2) return;
             if (state[ni] == 1)
-                throw Error(where(node_paths_[ni]) +
-                            "'$ref'/anyOf cycle that nests no object or array (it would never end)");
+                throw Error(where(node_paths_[ni]) + "'$ref'/anyOf cycle that nests no object or array (it would never end)");
             state[ni] = 1;
             for (int32_t inc : includes_[ni]) {
                 visit(inc);
-                for (int32_t alt : g_.nodes_[static_cast<size_t>(inc)].alts)
-                    g_.nodes_[ni].alts.push_back(alt);
+                for (int32_t alt : g_.nodes_[static_cast<size_t>(inc)].alts) g_.nodes_[ni].alts.push_back(alt);
             }
             state[ni] = 2;
             merge_alts(g_.nodes_[ni].alts);
@@ -682,11 +638,9 @@ class SchemaCompiler {
             const bool duplicate = std::any_of(out.begin(), out.end(), [&](int32_t o) {
                 const Alt& b = g_.alts_[static_cast<size_t>(o)];
                 if (a.kind != b.kind) return false;
-                if (a.kind == Kind::String)
-                    return a.min_length == b.min_length && a.max_length == b.max_length;
+                if (a.kind == Kind::String) return a.min_length == b.min_length && a.max_length == b.max_length;
                 if (a.kind == Kind::Number)
-                    return !a.bounded && !b.bounded &&
-                           (a.integer == b.integer || !b.integer);  // number covers integer
+                    return !a.bounded && !b.bounded && (a.integer == b.integer || !b.integer);  // number covers integer
                 return false;
             });
             if (!duplicate) out.push_back(id);
@@ -707,8 +661,7 @@ class SchemaCompiler {
             Alt merged;
             merged.kind = Kind::Literals;
             for (int32_t id : literal_alts)
-                for (const std::string& l : g_.alts_[static_cast<size_t>(id)].literals)
-                    merged.literals.push_back(l);
+                for (const std::string& l : g_.alts_[static_cast<size_t>(id)].literals) merged.literals.push_back(l);
             g_.alts_.push_back(std::move(merged));
             out.push_back(static_cast<int32_t>(g_.alts_.size() - 1));
         }
@@ -717,22 +670,18 @@ class SchemaCompiler {
 
     int32_t alt_min_depth(const Alt& a) const {
         constexpr int32_t kInf = JsonGrammar::kUnreachable;
-        auto node_depth = [&](int32_t n) {
-            return n < 0 ? kInf : g_.nodes_[static_cast<size_t>(n)].min_depth;
-        };
+        auto node_depth = [&](int32_t n) { return n < 0 ? kInf : g_.nodes_[static_cast<size_t>(n)].min_depth; };
         switch (a.kind) {
             case Kind::Object: {
                 int32_t m = 1;
                 for (const auto& p : a.properties)
-                    if (p.required)
-                        m = std::max(m, node_depth(p.node) == kInf ? kInf : 1 + node_depth(p.node));
+                    if (p.required) m = std::max(m, node_depth(p.node) == kInf ? kInf : 1 + node_depth(p.node));
                 return m;
             }
             case Kind::Array: {
                 if (a.min_items > a.max_items) return kInf;
                 int32_t m = 1;
-                const uint32_t checked =
-                    std::min<uint32_t>(a.min_items, static_cast<uint32_t>(a.prefix_items.size()) + 1);
+                const uint32_t checked = std::min<uint32_t>(a.min_items, static_cast<uint32_t>(a.prefix_items.size()) + 1);
                 for (uint32_t i = 0; i < checked; ++i) {
                     const int32_t d = node_depth(a.item_node(i));
                     m = std::max(m, d == kInf ? kInf : 1 + d);
@@ -741,8 +690,7 @@ class SchemaCompiler {
             }
             case Kind::String: return a.min_length <= a.max_length ? 0 : kInf;
             case Kind::Number:
-                return !a.bounded || !a.end[0].empty() || !a.end[1].empty() || !a.fraction[0].empty() ||
-                               !a.fraction[1].empty()
+                return !a.bounded || !a.end[0].empty() || !a.end[1].empty() || !a.fraction[0].empty() || !a.fraction[1].empty()
                            ? 0
                            : kInf;
             case Kind::Literals: return a.literals.empty() ? kInf : 0;
@@ -771,9 +719,8 @@ class SchemaCompiler {
 
     void prune() {
         for (JsonGrammar::Node& n : g_.nodes_)
-            std::erase_if(n.alts, [&](int32_t id) {
-                return g_.alts_[static_cast<size_t>(id)].min_depth > g_.options_.max_depth;
-            });
+            std::erase_if(n.alts,
+                          [&](int32_t id) { return g_.alts_[static_cast<size_t>(id)].min_depth > g_.options_.max_depth; });
         for (Alt& a : g_.alts_) {
             if (a.kind == Kind::Object) {
                 std::erase_if(a.properties, [&](const auto& p) { return !p.required && !reachable(p.node); });
@@ -788,8 +735,7 @@ class SchemaCompiler {
                 }
                 if (!reachable(a.items)) {
                     a.items = -1;
-                    a.max_items =
-                        std::min<uint32_t>(a.max_items, static_cast<uint32_t>(a.prefix_items.size()));
+                    a.max_items = std::min<uint32_t>(a.max_items, static_cast<uint32_t>(a.prefix_items.size()));
                 }
             } else if (a.kind == Kind::Literals) {
                 std::sort(a.literals.begin(), a.literals.end());
@@ -809,8 +755,7 @@ class SchemaCompiler {
             const size_t n = a.properties.size();
             a.next_required.assign(n + 1, static_cast<uint32_t>(n));
             for (size_t i = n; i-- > 0;)
-                a.next_required[i] =
-                    a.properties[i].required ? static_cast<uint32_t>(i) : a.next_required[i + 1];
+                a.next_required[i] = a.properties[i].required ? static_cast<uint32_t>(i) : a.next_required[i + 1];
             a.name_root = static_cast<uint32_t>(g_.name_trie_.size());
             g_.name_trie_.emplace_back();
             a.name_hashes.clear();
@@ -851,8 +796,7 @@ class SchemaCompiler {
 
 namespace {
 void check_options(const JsonGrammarOptions& options) {
-    if (options.max_depth < 1 || options.max_depth > 200)
-        throw Error("json grammar: max_depth must be 1..200");
+    if (options.max_depth < 1 || options.max_depth > 200) throw Error("json grammar: max_depth must be 1..200");
     if (options.max_whitespace_run < 0 || options.max_whitespace_run > 64)
         throw Error("json grammar: max_whitespace_run must be 0..64");
 }
@@ -880,8 +824,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_ordered_schema(const nlohma
     return g;
 }
 
-std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const nlohmann::json& schema,
-                                                            const JsonGrammarOptions& options) {
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const nlohmann::json& schema, const JsonGrammarOptions& options) {
     std::string text;
     try {
         text = schema.dump();
@@ -891,8 +834,7 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(const nlohmann::json
     return from_ordered_schema(nlohmann::ordered_json::parse(text), options);
 }
 
-std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema_text(std::string_view text,
-                                                                 const JsonGrammarOptions& options) {
+std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema_text(std::string_view text, const JsonGrammarOptions& options) {
     nlohmann::ordered_json schema;
     try {
         schema = nlohmann::ordered_json::parse(text);

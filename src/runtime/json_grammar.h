@@ -29,19 +29,17 @@ struct JsonGrammarOptions {
 };
 
 class JsonGrammar {
-  public:
+public:
     // response_format json_object: any JSON object (any keys, any values, keys unique).
     static std::shared_ptr<const JsonGrammar> any_json_object(const JsonGrammarOptions& options = {});
     // A JSON schema. nlohmann::json keeps object keys sorted, so properties are emitted in
     // alphabetical order; from_ordered_schema / from_schema_text keep the order written.
     // Throws strata::Error naming the place, e.g. "schema at /properties/x: unsupported keyword
     // 'patternProperties'".
-    static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema,
-                                                          const JsonGrammarOptions& options = {});
+    static std::shared_ptr<const JsonGrammar> from_schema(const nlohmann::json& schema, const JsonGrammarOptions& options = {});
     static std::shared_ptr<const JsonGrammar> from_ordered_schema(const nlohmann::ordered_json& schema,
                                                                   const JsonGrammarOptions& options = {});
-    static std::shared_ptr<const JsonGrammar> from_schema_text(std::string_view text,
-                                                               const JsonGrammarOptions& options = {});
+    static std::shared_ptr<const JsonGrammar> from_schema_text(std::string_view text, const JsonGrammarOptions& options = {});
 
     // ---- the compiled form, read by the matcher (json_matcher.h) ----
 
@@ -73,8 +71,7 @@ class JsonGrammar {
         // Object: properties in emission order; required ones must appear, optional ones may be
         // skipped; extra properties (extra_node >= 0) only after every required one.
         std::vector<Property> properties;
-        std::vector<uint32_t>
-            next_required;  // [i]: first required property at index >= i (size() when none); size()+1 entries
+        std::vector<uint32_t> next_required;  // [i]: first required property at index >= i (size() when none); size()+1 entries
         int32_t extra_node = -1;
         uint32_t name_root = 0;             // name_trie node of the property names (canonical JSON encoding)
         std::vector<uint64_t> name_hashes;  // key_hash of every property name, sorted
@@ -94,9 +91,7 @@ class JsonGrammar {
         std::vector<std::string> literals;
         uint64_t literal_first_bytes[4] = {0, 0, 0, 0};  // bitmap of the literals' first bytes
 
-        int32_t item_node(uint32_t index) const {
-            return index < prefix_items.size() ? prefix_items[index] : items;
-        }
+        int32_t item_node(uint32_t index) const { return index < prefix_items.size() ? prefix_items[index] : items; }
     };
 
     struct Node {
@@ -129,7 +124,7 @@ class JsonGrammar {
     JsonGrammar(const JsonGrammar&) = delete;
     JsonGrammar& operator=(const JsonGrammar&) = delete;
 
-  private:
+private:
     JsonGrammar() = default;
     friend class SchemaCompiler;
 

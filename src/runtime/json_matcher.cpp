@@ -14,25 +14,8 @@ enum ObjectPhase : uint8_t { kObjAfterOpen, kObjAfterKey, kObjAfterColon, kObjAf
 enum ArrayPhase : uint8_t { kArrAfterOpen, kArrAfterValue, kArrAfterComma };
 // String: between characters, after '\', four hex digits (2..5), then for a high surrogate
 // '\' (6), 'u' (7) and the low surrogate's four hex digits (8..11).
-enum StringPhase : uint8_t {
-    kStrChar = 0,
-    kStrEscape = 1,
-    kStrHex = 2,
-    kStrLowBackslash = 6,
-    kStrLowU = 7,
-    kStrLowHex = 8
-};
-enum NumberPhase : uint8_t {
-    kNumStart,
-    kNumMinus,
-    kNumZero,
-    kNumInt,
-    kNumDot,
-    kNumFrac,
-    kNumE,
-    kNumESign,
-    kNumExp
-};
+enum StringPhase : uint8_t { kStrChar = 0, kStrEscape = 1, kStrHex = 2, kStrLowBackslash = 6, kStrLowU = 7, kStrLowHex = 8 };
+enum NumberPhase : uint8_t { kNumStart, kNumMinus, kNumZero, kNumInt, kNumDot, kNumFrac, kNumE, kNumESign, kNumExp };
 
 constexpr uint32_t kNoName = 0xFFFFFFFFu;  // a key that has left the property-name trie
 constexpr uint32_t kMaxIntDigits = JsonGrammar::kMaxBoundedDigits;
@@ -190,8 +173,7 @@ void JsonMatcher::dedup(JsonParseState& s) {
         bool seen = out_threads >= kMaxThreads;
         for (size_t u = 0; u < out_threads && !seen; ++u) {
             const uint32_t ub = u == 0 ? 0 : s.ends[u - 1];
-            seen =
-                s.ends[u] - ub == n && std::memcmp(&s.frames[ub], &s.frames[b], n * sizeof(MatchFrame)) == 0;
+            seen = s.ends[u] - ub == n && std::memcmp(&s.frames[ub], &s.frames[b], n * sizeof(MatchFrame)) == 0;
         }
         if (seen) continue;
         if (out_frames != b) std::memmove(&s.frames[out_frames], &s.frames[b], n * sizeof(MatchFrame));
@@ -235,8 +217,7 @@ int64_t JsonMatcher::string_room(const MatchFrame* begin, const MatchFrame* end)
 
 bool JsonMatcher::in_unbounded_string(const MatchFrame* begin, const MatchFrame* end) const {
     const MatchFrame& top = end[-1];
-    if (end == begin || top.kind != MatchFrame::String || top.d || top.phase != kStrChar || (top.flags & 3))
-        return false;
+    if (end == begin || top.kind != MatchFrame::String || top.d || top.phase != kStrChar || (top.flags & 3)) return false;
     const Alt& a = alts_[top.alt];
     return a.min_length == 0 && a.max_length == JsonGrammar::kUnlimited;
 }
@@ -503,10 +484,8 @@ JsonMatcher::Step JsonMatcher::string_byte(std::vector<MatchFrame>& st, uint8_t 
     const bool counted = !key && (a.min_length > 0 || a.max_length != JsonGrammar::kUnlimited);
     const bool room = !counted || f.a < a.max_length;
     auto char_done = [&](uint32_t cp) {
-        if (key)
-            f.h = JsonGrammar::key_hash_step(f.h, cp);
-        else if (counted)
-            ++f.a;
+        if (key) f.h = JsonGrammar::key_hash_step(f.h, cp);
+        else if (counted) ++f.a;
         f.c = 0;
         f.phase = kStrChar;
         return Step::Done;
@@ -608,8 +587,7 @@ JsonMatcher::Step JsonMatcher::close_key(std::vector<MatchFrame>& st) {
     bool ok = false;
     if (k.b != kNoName) {
         const int32_t p = g_->name_trie()[k.b].property;
-        if (p >= 0 && static_cast<uint32_t>(p) >= obj.a &&
-            static_cast<uint32_t>(p) <= a.next_required[obj.a] &&
+        if (p >= 0 && static_cast<uint32_t>(p) >= obj.a && static_cast<uint32_t>(p) <= a.next_required[obj.a] &&
             fits(obj.c, a.properties[static_cast<size_t>(p)].node)) {
             obj.d = static_cast<uint32_t>(a.properties[static_cast<size_t>(p)].node);
             obj.a = static_cast<uint32_t>(p) + 1;
@@ -617,8 +595,7 @@ JsonMatcher::Step JsonMatcher::close_key(std::vector<MatchFrame>& st) {
         }
     }
     if (!ok) {
-        if (!extras_allowed(obj) || std::binary_search(a.name_hashes.begin(), a.name_hashes.end(), k.h))
-            return Step::Fail;
+        if (!extras_allowed(obj) || std::binary_search(a.name_hashes.begin(), a.name_hashes.end(), k.h)) return Step::Fail;
         for (uint32_t i = obj.b; i != 0; i = keys_[i - 1].prev)
             if (keys_[i - 1].hash == k.h) return Step::Fail;
         keys_.push_back({k.h, obj.b});
@@ -656,8 +633,7 @@ JsonMatcher::Step JsonMatcher::number_byte(std::vector<MatchFrame>& st, uint8_t 
         case kNumMinus:
             if (!digit) return Step::Fail;
             if (a.bounded && !number_reachable(a, neg, d, 1)) return Step::Fail;
-            if (a.bounded && d == 0 && !a.end[neg].contains(0) && !a.fraction[neg].contains(0))
-                return Step::Fail;
+            if (a.bounded && d == 0 && !a.end[neg].contains(0) && !a.fraction[neg].contains(0)) return Step::Fail;
             f.a = 1;
             f.h = a.bounded ? static_cast<uint64_t>(d) : 0;
             f.phase = d == 0 ? kNumZero : kNumInt;
@@ -675,8 +651,7 @@ JsonMatcher::Step JsonMatcher::number_byte(std::vector<MatchFrame>& st, uint8_t 
                 return Step::Done;
             }
             if (c == '.') {
-                if (a.integer || (a.bounded && !a.fraction[neg].contains(static_cast<int64_t>(f.h))))
-                    return Step::Fail;
+                if (a.integer || (a.bounded && !a.fraction[neg].contains(static_cast<int64_t>(f.h)))) return Step::Fail;
                 f.phase = kNumDot;
                 return Step::Done;
             }

@@ -65,7 +65,7 @@ struct ExtraKey {
 };
 
 class JsonMatcher {
-  public:
+public:
     explicit JsonMatcher(std::shared_ptr<const JsonGrammar> grammar);
 
     void reset();
@@ -101,7 +101,7 @@ class JsonMatcher {
 
     static constexpr size_t kMaxThreads = 32;  // more live parses are dropped (never seen with real schemas)
 
-  private:
+private:
     enum class Step { Done, Fail, Redispatch, StartValue };
 
     bool feed_thread(JsonParseState& dst, size_t begin, uint8_t c);

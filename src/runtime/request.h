@@ -15,9 +15,9 @@ namespace strata::runtime {
 class JsonGrammar;
 
 struct Request {
-    std::string id;                       // unique among the requests in flight
-    std::vector<int32_t> prompt;          // token ids, at least one
-    SamplingParams sampling;              // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
+    std::string id;                              // unique among the requests in flight
+    std::vector<int32_t> prompt;                 // token ids, at least one
+    SamplingParams sampling;                     // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
     std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
 };
 

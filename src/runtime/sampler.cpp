@@ -2,11 +2,10 @@
 //
 // Cost on 151,936 logits, one core: every path reads the logits a few times and none sorts
 // them. Greedy is one argmax pass. Untruncated sampling is one exp pass (a polynomial exp the
-// compiler vectorises, built for baseline x86-64 and for AVX2) and block sums for the draw. top-k keeps a heap of k while scanning once
-// and touches only those k afterwards; min-p alone is a threshold on the logit. top-p without
-// top-k needs the total mass, so it takes the exp pass and a histogram of the probabilities by
-// log value; the bucket the boundary falls in (a few thousand tokens at most) is the only part
-// that goes through a mass quickselect.
+// compiler vectorises, built for baseline x86-64 and for AVX2) and block sums for the draw. top-k keeps a heap of k while
+// scanning once and touches only those k afterwards; min-p alone is a threshold on the logit. top-p without top-k needs the total
+// mass, so it takes the exp pass and a histogram of the probabilities by log value; the bucket the boundary falls in (a few
+// thousand tokens at most) is the only part that goes through a mass quickselect.
 #include "runtime/sampler.h"
 
 #include <algorithm>
@@ -225,8 +224,8 @@ void for_each_equal(const uint16_t* v, int32_t n, uint16_t value, Fn&& fn) {
 // on every machine (tests/runtime checks the two against each other).
 
 // w[i] = exp((logits[i] - max) * inv_t).
-inline __attribute__((always_inline)) void scaled_exp_loop(const float* __restrict logits, float* __restrict w,
-                                                           int32_t n, float max, float inv_t) {
+inline __attribute__((always_inline)) void scaled_exp_loop(const float* __restrict logits, float* __restrict w, int32_t n,
+                                                           float max, float inv_t) {
     for (int32_t i = 0; i < n; ++i) w[i] = exp_nonpositive((logits[i] - max) * inv_t);
 }
 
@@ -238,10 +237,9 @@ constexpr float kBucketNats = 88.0f;
 constexpr size_t kBuckets = static_cast<size_t>(kBucketNats * kBucketsPerNat) + 1;
 
 // For top-p: w[i] as in scaled_exp_loop, and each token's histogram bucket.
-inline __attribute__((always_inline)) void scaled_exp_and_buckets_loop(const float* __restrict logits,
-                                                                       float* __restrict w,
-                                                                       uint16_t* __restrict bucket, int32_t n,
-                                                                       float max, float inv_t) {
+inline __attribute__((always_inline)) void scaled_exp_and_buckets_loop(const float* __restrict logits, float* __restrict w,
+                                                                       uint16_t* __restrict bucket, int32_t n, float max,
+                                                                       float inv_t) {
     for (int32_t i = 0; i < n; ++i) {
         const float scaled = (logits[i] - max) * inv_t;  // <= 0, or NaN
         w[i] = exp_nonpositive(scaled);
@@ -260,19 +258,17 @@ struct ExpKernels {
 void scaled_exp_baseline(const float* logits, float* w, int32_t n, float max, float inv_t) {
     scaled_exp_loop(logits, w, n, max, inv_t);
 }
-void scaled_exp_and_buckets_baseline(const float* logits, float* w, uint16_t* bucket, int32_t n, float max,
-                                     float inv_t) {
+void scaled_exp_and_buckets_baseline(const float* logits, float* w, uint16_t* bucket, int32_t n, float max, float inv_t) {
     scaled_exp_and_buckets_loop(logits, w, bucket, n, max, inv_t);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define STRATA_SAMPLER_AVX2 1
-__attribute__((target("avx2"))) void scaled_exp_avx2(const float* logits, float* w, int32_t n, float max,
-                                                     float inv_t) {
+__attribute__((target("avx2"))) void scaled_exp_avx2(const float* logits, float* w, int32_t n, float max, float inv_t) {
     scaled_exp_loop(logits, w, n, max, inv_t);
 }
-__attribute__((target("avx2"))) void scaled_exp_and_buckets_avx2(const float* logits, float* w, uint16_t* bucket,
-                                                                 int32_t n, float max, float inv_t) {
+__attribute__((target("avx2"))) void scaled_exp_and_buckets_avx2(const float* logits, float* w, uint16_t* bucket, int32_t n,
+                                                                 float max, float inv_t) {
     scaled_exp_and_buckets_loop(logits, w, bucket, n, max, inv_t);
 }
 #endif
@@ -376,8 +372,8 @@ struct Scratch {
     std::vector<Candidate> selection;   // copies reordered by the selections
     std::vector<int32_t> final_ids;     // the set to draw from, ascending id (list draws)
     std::vector<float> final_weights;
-    bool over_vocabulary = false;       // draw from weights[0, n_vocab) instead of final_*
-    double total = 0;                   // over_vocabulary: sum of weights
+    bool over_vocabulary = false;  // draw from weights[0, n_vocab) instead of final_*
+    double total = 0;              // over_vocabulary: sum of weights
 };
 
 Scratch& thread_scratch() {
@@ -525,9 +521,9 @@ private:
         std::vector<Candidate>& c = s_.candidates;
         c.clear();
         // Slack: 1e-3 on the scaled logit, and some ulps of max for the rounding of this sum.
-        const float threshold = static_cast<float>(static_cast<double>(max) +
-                                                   (std::log(static_cast<double>(p_.min_p)) - 1e-3) * p_.temperature -
-                                                   1e-6 * (1.0 + std::fabs(static_cast<double>(max))));
+        const float threshold =
+            static_cast<float>(static_cast<double>(max) + (std::log(static_cast<double>(p_.min_p)) - 1e-3) * p_.temperature -
+                               1e-6 * (1.0 + std::fabs(static_cast<double>(max))));
         for_each_above(logits, n_, threshold, [&](int32_t i, float x) { c.push_back(Candidate{x, i, weight(x, max)}); });
         finish_list();
     }
@@ -622,8 +618,7 @@ private:
 
 }  // namespace
 
-bool detail::run_exp_pass(const float* logits, int32_t n, float max, float inv_t, bool avx2, float* w,
-                          uint16_t* bucket) {
+bool detail::run_exp_pass(const float* logits, int32_t n, float max, float inv_t, bool avx2, float* w, uint16_t* bucket) {
 #ifdef STRATA_SAMPLER_AVX2
     if (avx2 && !util::isa_supported(util::Isa::Avx2)) return false;
 #else
@@ -764,7 +759,8 @@ std::optional<SampleResult> Sampler::sample_row(const backend::RowSample& row, s
             if (t.id == result.token) logit = t.logit;
         result.logprob = static_cast<float>(static_cast<double>(logit) - lse);
         const size_t n = std::min(top.size(), static_cast<size_t>(params_.top_logprobs));
-        for (size_t i = 0; i < n; ++i) result.top.push_back(TokenLogprob{top[i].id, static_cast<float>(static_cast<double>(top[i].logit) - lse)});
+        for (size_t i = 0; i < n; ++i)
+            result.top.push_back(TokenLogprob{top[i].id, static_cast<float>(static_cast<double>(top[i].logit) - lse)});
     }
     return result;
 }

@@ -44,8 +44,8 @@ struct TokenLogprob {
 
 struct SampleResult {
     int32_t token = -1;
-    float logprob = 0;                // of the chosen token (when params.logprobs or top_logprobs > 0)
-    std::vector<TokenLogprob> top;    // top_logprobs alternatives, most likely first (disallowed tokens left out)
+    float logprob = 0;              // of the chosen token (when params.logprobs or top_logprobs > 0)
+    std::vector<TokenLogprob> top;  // top_logprobs alternatives, most likely first (disallowed tokens left out)
 };
 
 // One per sequence; not thread-safe; cheap to construct (the selection scratch is per thread).
@@ -109,11 +109,11 @@ private:
 
     Rng rng_;
     SamplingParams params_;
-    std::vector<std::pair<int32_t, float>> bias_;         // logit_bias, one entry an id (repeats summed)
-    std::unordered_map<int32_t, size_t> bias_index_;      // id -> its entry in bias_
-    std::vector<backend::LogitEdit> row_edits_;           // row_request()'s edits
-    std::optional<double> pending_u_;                     // drawn by row_request() for this token
-    int32_t row_top_ = 0;                                 // row_request()'s count of most likely tokens
+    std::vector<std::pair<int32_t, float>> bias_;     // logit_bias, one entry an id (repeats summed)
+    std::unordered_map<int32_t, size_t> bias_index_;  // id -> its entry in bias_
+    std::vector<backend::LogitEdit> row_edits_;       // row_request()'s edits
+    std::optional<double> pending_u_;                 // drawn by row_request() for this token
+    int32_t row_top_ = 0;                             // row_request()'s count of most likely tokens
     int32_t n_vocab_;
     std::vector<HistoryCount> history_;                   // one entry per distinct token seen
     std::unordered_map<int32_t, int32_t> history_index_;  // id -> index in history_

@@ -44,15 +44,18 @@ bool is_temperature(const SamplingKnob& k) { return k.real == &SamplingParams::t
 // {"id": bias} in the client's order; the same id twice (keys "5" and "05") is two entries.
 void read_logit_bias(const ojson& v, const SamplingKnob& k, SamplingParams& out, const SamplingReadOptions& options) {
     fields::need_object(v, k.name);
-    if (v.size() > options.max_logit_bias) fields::fail(k.name, std::string(k.name) + ": more than " + std::to_string(options.max_logit_bias) + " entries");
+    if (v.size() > options.max_logit_bias)
+        fields::fail(k.name, std::string(k.name) + ": more than " + std::to_string(options.max_logit_bias) + " entries");
     const int64_t id_end = options.n_vocab > 0 ? options.n_vocab : int64_t{INT32_MAX} + 1;
     out.logit_bias.clear();
     for (const auto& [key, val] : v.items()) {
         char* end = nullptr;
         const long id = std::strtol(key.c_str(), &end, 10);
-        if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) fields::fail(k.name, std::string(k.name) + ": key \"" + key + "\" is not a token id");
+        if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
+            fields::fail(k.name, std::string(k.name) + ": key \"" + key + "\" is not a token id");
         if (id >= id_end)
-            fields::fail(k.name, std::string(k.name) + ": token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(options.n_vocab) + ")");
+            fields::fail(k.name, std::string(k.name) + ": token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                     std::to_string(options.n_vocab) + ")");
         const double bias = fields::need_number(val, std::string(k.name) + "." + key, k.lo, k.hi);
         out.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
     }
@@ -68,8 +71,8 @@ ojson logit_bias_json(const std::vector<std::pair<int32_t, float>>& bias) {
 void check_range(const SamplingKnob& k, double x) {
     const bool ok = x >= k.lo && x <= k.hi && !(k.lo_open && x <= k.lo);
     if (!ok)
-        throw FieldError(k.name, std::string(k.name) + " must be in " + (k.lo_open ? "(" : "[") + shortest(k.lo) + ", " + shortest(k.hi) +
-                                     "] (got " + shortest(x) + ")");
+        throw FieldError(k.name, std::string(k.name) + " must be in " + (k.lo_open ? "(" : "[") + shortest(k.lo) + ", " +
+                                     shortest(k.hi) + "] (got " + shortest(x) + ")");
 }
 
 }  // namespace
@@ -80,7 +83,8 @@ void read_sampling_knobs(const ojson& body, SamplingParams& out, const SamplingR
         if (v == nullptr) continue;
         switch (k.kind) {
             case SamplingKnob::Kind::Real: {
-                double x = fields::need_number(*v, k.name, k.lo, is_temperature(k) ? std::min(k.hi, options.max_temperature) : k.hi);
+                double x =
+                    fields::need_number(*v, k.name, k.lo, is_temperature(k) ? std::min(k.hi, options.max_temperature) : k.hi);
                 if (k.lo_open && x <= k.lo) {
                     if (std::isnan(k.at_lo)) fields::fail(k.name, std::string(k.name) + ": must be > " + shortest(k.lo));
                     x = k.at_lo;
@@ -89,7 +93,8 @@ void read_sampling_knobs(const ojson& body, SamplingParams& out, const SamplingR
                 break;
             }
             case SamplingKnob::Kind::Integer: {
-                const int64_t x = fields::need_int(*v, k.name, k.minus_one_is_lo ? -1 : static_cast<int64_t>(k.lo), static_cast<int64_t>(k.hi));
+                const int64_t x =
+                    fields::need_int(*v, k.name, k.minus_one_is_lo ? -1 : static_cast<int64_t>(k.lo), static_cast<int64_t>(k.hi));
                 out.*k.integer = static_cast<int32_t>(x == -1 && k.minus_one_is_lo ? static_cast<int64_t>(k.lo) : x);
                 break;
             }
@@ -110,7 +115,8 @@ SamplingParams sampling_from_json(const ojson& body, int32_t n_vocab) {
     if (const ojson* v = fields::find(body, "logprobs")) p.logprobs = fields::need_bool(*v, "logprobs");
     if (const ojson* v = fields::find(body, "top_logprobs"))
         p.top_logprobs = static_cast<int32_t>(fields::need_int(*v, "top_logprobs", 0, SamplingParams::kMaxTopLogprobs));
-    if (const ojson* v = fields::find(body, "max_tokens")) p.max_tokens = static_cast<int32_t>(fields::need_int(*v, "max_tokens", -1, INT32_MAX));
+    if (const ojson* v = fields::find(body, "max_tokens"))
+        p.max_tokens = static_cast<int32_t>(fields::need_int(*v, "max_tokens", -1, INT32_MAX));
     if (const ojson* v = fields::find(body, "stop")) {
         if (v->is_string()) {
             p.stop.push_back(v->get<std::string>());
@@ -126,11 +132,14 @@ SamplingParams sampling_from_json(const ojson& body, int32_t n_vocab) {
         }
     }
     if (const ojson* v = fields::find(body, "stop_token_ids")) {
-        if (!v->is_array()) fields::fail("stop_token_ids", "stop_token_ids: expected an array of token ids, got " + fields::type_name(*v));
+        if (!v->is_array())
+            fields::fail("stop_token_ids", "stop_token_ids: expected an array of token ids, got " + fields::type_name(*v));
         if (v->size() > SamplingParams::kMaxStopTokenIds)
-            fields::fail("stop_token_ids", "stop_token_ids: more than " + std::to_string(SamplingParams::kMaxStopTokenIds) + " entries");
+            fields::fail("stop_token_ids",
+                         "stop_token_ids: more than " + std::to_string(SamplingParams::kMaxStopTokenIds) + " entries");
         for (size_t i = 0; i < v->size(); ++i)
-            p.stop_token_ids.push_back(static_cast<int32_t>(fields::need_int((*v)[i], "stop_token_ids[" + std::to_string(i) + "]", 0, INT32_MAX)));
+            p.stop_token_ids.push_back(
+                static_cast<int32_t>(fields::need_int((*v)[i], "stop_token_ids[" + std::to_string(i) + "]", 0, INT32_MAX)));
     }
     p.validate(n_vocab);
     return p;
@@ -178,17 +187,21 @@ void SamplingParams::validate(int32_t n_vocab) const {
                     throw FieldError(k.name, "logit_bias has more than " + std::to_string(kMaxLogitBias) + " entries");
                 for (const auto& [id, bias] : logit_bias) {
                     if (id < 0 || id >= n_vocab)
-                        throw FieldError(k.name, "logit_bias token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(n_vocab) + ")");
+                        throw FieldError(k.name, "logit_bias token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                                     std::to_string(n_vocab) + ")");
                     if (!(std::fabs(bias) <= k.hi))
-                        throw FieldError(k.name, "logit_bias value for token id " + std::to_string(id) + " must be in [" + shortest(k.lo) + ", " +
-                                                     shortest(k.hi) + "] (got " + shortest(bias) + ")");
+                        throw FieldError(k.name, "logit_bias value for token id " + std::to_string(id) + " must be in [" +
+                                                     shortest(k.lo) + ", " + shortest(k.hi) + "] (got " + shortest(bias) + ")");
                 }
                 break;
         }
     }
     if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs)
-        throw FieldError("top_logprobs", "top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "] (got " + std::to_string(top_logprobs) + ")");
-    if (max_tokens < -1) throw FieldError("max_tokens", "max_tokens must be -1 (up to the context) or more (got " + std::to_string(max_tokens) + ")");
+        throw FieldError("top_logprobs", "top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "] (got " +
+                                             std::to_string(top_logprobs) + ")");
+    if (max_tokens < -1)
+        throw FieldError("max_tokens",
+                         "max_tokens must be -1 (up to the context) or more (got " + std::to_string(max_tokens) + ")");
     try {
         StopStringMatcher::validate(stop);
     } catch (const Error& e) {
@@ -198,7 +211,8 @@ void SamplingParams::validate(int32_t n_vocab) const {
         throw FieldError("stop_token_ids", "stop_token_ids has more than " + std::to_string(kMaxStopTokenIds) + " entries");
     for (int32_t t : stop_token_ids)
         if (t < 0 || t >= n_vocab)
-            throw FieldError("stop_token_ids", "stop token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(n_vocab) + ")");
+            throw FieldError("stop_token_ids", "stop token id " + std::to_string(t) + " is outside the vocabulary (" +
+                                                   std::to_string(n_vocab) + ")");
 }
 
 }  // namespace strata::runtime

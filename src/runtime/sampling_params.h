@@ -35,17 +35,17 @@ namespace strata::runtime {
 
 struct SamplingParams {
     // The sampler (runtime/sampler.h has the order they apply in, docs/sampling.md what they mean).
-    float temperature = 1.0f;          // 0 (or < 1e-5): greedy (argmax, ties to the lower id)
-    int32_t top_k = 0;                 // 0: off
-    float top_p = 1.0f;                // 1: off
-    float min_p = 0.0f;                // 0: off; keep tokens with p >= min_p * p_max
-    float repetition_penalty = 1.0f;   // 1: off; CTRL-style over prompt + generated tokens: logit>0 ? logit/r : logit*r
-    float presence_penalty = 0.0f;     // OpenAI semantics, over generated tokens only: logit -= presence * (count>0)
-    float frequency_penalty = 0.0f;    //   ... logit -= frequency * count
+    float temperature = 1.0f;         // 0 (or < 1e-5): greedy (argmax, ties to the lower id)
+    int32_t top_k = 0;                // 0: off
+    float top_p = 1.0f;               // 1: off
+    float min_p = 0.0f;               // 0: off; keep tokens with p >= min_p * p_max
+    float repetition_penalty = 1.0f;  // 1: off; CTRL-style over prompt + generated tokens: logit>0 ? logit/r : logit*r
+    float presence_penalty = 0.0f;    // OpenAI semantics, over generated tokens only: logit -= presence * (count>0)
+    float frequency_penalty = 0.0f;   //   ... logit -= frequency * count
     std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logit of that id (repeated ids: summed, then added)
-    std::optional<uint64_t> seed;      // same seed + same logits => same tokens, whatever else the engine runs
-    int32_t top_logprobs = 0;          // 0..20 alternatives to report with each token
-    bool logprobs = false;             // report the chosen token's logprob
+    std::optional<uint64_t> seed;                       // same seed + same logits => same tokens, whatever else the engine runs
+    int32_t top_logprobs = 0;                           // 0..20 alternatives to report with each token
+    bool logprobs = false;                              // report the chosen token's logprob
 
     // The end of the generation (the scheduler).
     int32_t max_tokens = -1;              // completion tokens; -1: until the context is full
@@ -55,15 +55,13 @@ struct SamplingParams {
 
     static constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy
     static constexpr int32_t kMaxTopLogprobs = 20;
-    static constexpr size_t kMaxLogitBias = 1024;       // entries
-    static constexpr double kMaxAbsLogitBias = 100.0;   // logit_bias value range, as OpenAI's API
+    static constexpr size_t kMaxLogitBias = 1024;      // entries
+    static constexpr double kMaxAbsLogitBias = 100.0;  // logit_bias value range, as OpenAI's API
     static constexpr size_t kMaxStopTokenIds = 64;
 
     bool greedy() const { return temperature < kGreedyTemperature; }
     bool wants_logprobs() const { return logprobs || top_logprobs > 0; }
-    bool has_penalties() const {
-        return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
-    }
+    bool has_penalties() const { return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f; }
 
     // Throws FieldError naming the field in the client's terms ("top_p must be in (0, 1]").
     // Stop strings as StopStringMatcher::validate; ids (logit_bias, stop_token_ids) inside n_vocab.
@@ -93,18 +91,45 @@ struct SamplingKnob {
 
 inline constexpr double kMaxTemperature = 2.0;  // OpenAI's range; Anthropic's API narrows it to 1 (SamplingReadOptions)
 inline constexpr SamplingKnob kSamplingKnobs[] = {
-    {.kind = SamplingKnob::Kind::Real, .name = "temperature", .real = &SamplingParams::temperature, .lo = 0, .hi = kMaxTemperature},
-    {.kind = SamplingKnob::Kind::Real, .name = "top_p", .real = &SamplingParams::top_p, .lo = 0, .hi = 1, .lo_open = true, .at_lo = 1e-6},
-    {.kind = SamplingKnob::Kind::Integer, .name = "top_k", .integer = &SamplingParams::top_k, .lo = 0, .hi = 1 << 20, .minus_one_is_lo = true},
+    {.kind = SamplingKnob::Kind::Real,
+     .name = "temperature",
+     .real = &SamplingParams::temperature,
+     .lo = 0,
+     .hi = kMaxTemperature},
+    {.kind = SamplingKnob::Kind::Real,
+     .name = "top_p",
+     .real = &SamplingParams::top_p,
+     .lo = 0,
+     .hi = 1,
+     .lo_open = true,
+     .at_lo = 1e-6},
+    {.kind = SamplingKnob::Kind::Integer,
+     .name = "top_k",
+     .integer = &SamplingParams::top_k,
+     .lo = 0,
+     .hi = 1 << 20,
+     .minus_one_is_lo = true},
     {.kind = SamplingKnob::Kind::Real, .name = "min_p", .real = &SamplingParams::min_p, .lo = 0, .hi = 1},
     {.kind = SamplingKnob::Kind::Seed, .name = "seed"},
     {.kind = SamplingKnob::Kind::Real, .name = "presence_penalty", .real = &SamplingParams::presence_penalty, .lo = -2, .hi = 2},
-    {.kind = SamplingKnob::Kind::Real, .name = "frequency_penalty", .real = &SamplingParams::frequency_penalty, .lo = -2, .hi = 2},
-    {.kind = SamplingKnob::Kind::Real, .name = "repetition_penalty", .real = &SamplingParams::repetition_penalty, .lo = 0, .hi = 10, .lo_open = true},
+    {.kind = SamplingKnob::Kind::Real,
+     .name = "frequency_penalty",
+     .real = &SamplingParams::frequency_penalty,
+     .lo = -2,
+     .hi = 2},
+    {.kind = SamplingKnob::Kind::Real,
+     .name = "repetition_penalty",
+     .real = &SamplingParams::repetition_penalty,
+     .lo = 0,
+     .hi = 10,
+     .lo_open = true},
     // An extension (vLLM's too): generate past end-of-sequence, so benchmarks get exact lengths.
     {.kind = SamplingKnob::Kind::Flag, .name = "ignore_eos", .flag = &SamplingParams::ignore_eos},
     // {"id": bias}: at most kMaxLogitBias entries, ids inside the vocabulary, bias in [-100, 100].
-    {.kind = SamplingKnob::Kind::LogitBias, .name = "logit_bias", .lo = -SamplingParams::kMaxAbsLogitBias, .hi = SamplingParams::kMaxAbsLogitBias},
+    {.kind = SamplingKnob::Kind::LogitBias,
+     .name = "logit_bias",
+     .lo = -SamplingParams::kMaxAbsLogitBias,
+     .hi = SamplingParams::kMaxAbsLogitBias},
 };
 
 // How a client's JSON is read. Defaults: the engine protocol's; the HTTP APIs narrow them.

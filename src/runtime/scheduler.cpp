@@ -29,8 +29,8 @@ struct Scheduler::Sequence {
     EventSink* sink;
     std::vector<int32_t> tokens;  // prompt, then every generated token
     int64_t n_prompt = 0;
-    int64_t n_computed = 0;       // tokens whose KV / recurrent state is in memory
-    int64_t n_committed = 0;      // leading blocks committed to the prefix cache
+    int64_t n_computed = 0;   // tokens whose KV / recurrent state is in memory
+    int64_t n_committed = 0;  // leading blocks committed to the prefix cache
     enum class Phase { Waiting, Prefill, Decode, Finished } phase = Phase::Waiting;
     std::unique_ptr<model::SequenceState> state;
     int32_t slot = -1;
@@ -60,8 +60,8 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, Sched
     if (opts_.prefill_chunk < align_) opts_.prefill_chunk = static_cast<int32_t>(align_);
     opts_.prefill_chunk = static_cast<int32_t>(opts_.prefill_chunk / align_ * align_);
     if (opts_.max_batched_tokens < opts_.max_running + align_)
-        throw Error("max batched tokens (" + std::to_string(opts_.max_batched_tokens) + ") must be at least max running sequences + " +
-                    std::to_string(align_) + " so prompts always progress");
+        throw Error("max batched tokens (" + std::to_string(opts_.max_batched_tokens) +
+                    ") must be at least max running sequences + " + std::to_string(align_) + " so prompts always progress");
     if (opts_.snapshot_interval % align_ != 0)
         opts_.snapshot_interval = static_cast<int32_t>((opts_.snapshot_interval + align_ - 1) / align_ * align_);
     const int64_t pool_positions = static_cast<int64_t>(mem_->blocks().n_blocks()) * bs;
@@ -82,7 +82,9 @@ void Scheduler::submit(Request req, EventSink* sink) {
     if (by_id_.count(req.id) != 0) throw Error("a request with id '" + req.id + "' is already in flight");
     if (req.prompt.empty()) throw Error("prompt must contain at least one token");
     for (int32_t t : req.prompt)
-        if (!tok_.valid(t)) throw Error("prompt token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok_.n_vocab()) + ")");
+        if (!tok_.valid(t))
+            throw Error("prompt token " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok_.n_vocab()) +
+                        ")");
     if (static_cast<int64_t>(req.prompt.size()) >= opts_.max_context)
         throw Error("prompt of " + std::to_string(req.prompt.size()) + " tokens leaves no room in the context of " +
                     std::to_string(opts_.max_context) + " tokens");
@@ -152,7 +154,8 @@ bool Scheduler::try_admit(Sequence& s) {
         if (mem_->has_recurrent()) {
             // A hybrid model also needs the recurrent state after the prefix: the longest
             // matched boundary with a snapshot.
-            while (!hit.empty() && !(static_cast<int64_t>(hit.size()) * bs % align_ == 0 && mem_->has_snapshot(hit.back()))) hit.pop_back();
+            while (!hit.empty() && !(static_cast<int64_t>(hit.size()) * bs % align_ == 0 && mem_->has_snapshot(hit.back())))
+                hit.pop_back();
         }
     }
     const int64_t cached = static_cast<int64_t>(hit.size()) * bs;
@@ -298,7 +301,8 @@ void Scheduler::step() {
     // backend finds it where the logits are and only the ids come back.
     bool argmax_only = n_logits > 0;
     for (Sequence* s : in_batch)
-        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint)) argmax_only = false;
+        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint))
+            argmax_only = false;
     using RowSampling = SchedulerOptions::RowSampling;
     const bool sample_rows = n_logits > 0 && !argmax_only && opts_.row_sampling != RowSampling::Never &&
                              (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
@@ -470,7 +474,8 @@ void Scheduler::sample_next(Sequence& s, Outcome o) {
     ++stats_.generated_tokens;
 
     const bool is_end = (!s.req.sampling.ignore_eos && (t == tok_.eos() || t == tok_.eot())) ||
-                        std::find(s.req.sampling.stop_token_ids.begin(), s.req.sampling.stop_token_ids.end(), t) != s.req.sampling.stop_token_ids.end();
+                        std::find(s.req.sampling.stop_token_ids.begin(), s.req.sampling.stop_token_ids.end(), t) !=
+                            s.req.sampling.stop_token_ids.end();
     if (is_end) {
         finish(s, FinishReason::Stop, tok_.token_bytes(t));
         return;

@@ -61,7 +61,7 @@ struct SchedulerStats {
     int64_t prompt_tokens = 0, prefill_tokens = 0, generated_tokens = 0;
     int64_t prefix_lookups = 0, prefix_hits = 0, reused_tokens = 0;
     int64_t preemptions = 0;
-    int64_t argmax_steps = 0;  // steps whose tokens the backend picked (no logits to the host)
+    int64_t argmax_steps = 0;        // steps whose tokens the backend picked (no logits to the host)
     int64_t row_sampled_tokens = 0;  // tokens sampled from the backend's row summaries
     int64_t whole_rows = 0;          // ... and rows copied to the host (constraints, undecided summaries)
     int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;

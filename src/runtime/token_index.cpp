@@ -26,22 +26,14 @@ size_t plain_prefix(std::string_view s, int32_t& chars) {
         }
         int len = 0;
         uint8_t lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF)
-            len = 2;
-        else if (b == 0xE0)
-            len = 3, lo = 0xA0;
-        else if (b == 0xED)
-            len = 3, hi = 0x9F;
-        else if (b >= 0xE1 && b <= 0xEF)
-            len = 3;
-        else if (b == 0xF0)
-            len = 4, lo = 0x90;
-        else if (b >= 0xF1 && b <= 0xF3)
-            len = 4;
-        else if (b == 0xF4)
-            len = 4, hi = 0x8F;
-        else
-            break;
+        if (b >= 0xC2 && b <= 0xDF) len = 2;
+        else if (b == 0xE0) len = 3, lo = 0xA0;
+        else if (b == 0xED) len = 3, hi = 0x9F;
+        else if (b >= 0xE1 && b <= 0xEF) len = 3;
+        else if (b == 0xF0) len = 4, lo = 0x90;
+        else if (b >= 0xF1 && b <= 0xF3) len = 4;
+        else if (b == 0xF4) len = 4, hi = 0x8F;
+        else break;
         if (i + static_cast<size_t>(len) > s.size()) break;
         bool whole = true;
         for (int k = 1; k < len && whole; ++k) {
@@ -101,12 +93,13 @@ void TokenTrie::build(std::vector<std::pair<std::string_view, int32_t>> tokens) 
     nodes_.push_back(Node{0, static_cast<uint32_t>(token_ids_.size()), 0, 0});  // sentinel
 }
 
-TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok) : TokenIndex(tok, [&] {
-    std::vector<int32_t> ends;
-    for (const int32_t id : {tok.eos(), tok.eot()})
-        if (tok.valid(id)) ends.push_back(id);
-    return ends;
-}()) {}
+TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok)
+    : TokenIndex(tok, [&] {
+          std::vector<int32_t> ends;
+          for (const int32_t id : {tok.eos(), tok.eot()})
+              if (tok.valid(id)) ends.push_back(id);
+          return ends;
+      }()) {}
 
 TokenIndex::TokenIndex(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& end_tokens) {
     const int32_t n = tok.n_vocab();
@@ -134,8 +127,7 @@ void TokenIndex::set_end_and_excluded(const std::vector<int32_t>& end_tokens, co
         if (std::find(end_tokens_.begin(), end_tokens_.end(), id) == end_tokens_.end()) end_tokens_.push_back(id);
     }
     for (const int32_t id : excluded) {
-        if (!valid(id))
-            throw Error("token index: excluded token " + std::to_string(id) + " is outside the vocabulary");
+        if (!valid(id)) throw Error("token index: excluded token " + std::to_string(id) + " is outside the vocabulary");
         flags_[static_cast<size_t>(id)] |= kExcluded;
     }
 }
@@ -171,14 +163,11 @@ void TokenIndex::build() {
         if (chars < 0) continue;
         const auto id = static_cast<int32_t>(i);
         plain_all_.allow(id);
-        if (chars < kPlainTable)
-            plain_up_to_[static_cast<size_t>(chars)].allow(id);
-        else
-            long_plain_.emplace_back(chars, id);
+        if (chars < kPlainTable) plain_up_to_[static_cast<size_t>(chars)].allow(id);
+        else long_plain_.emplace_back(chars, id);
     }
     for (size_t k = 1; k < plain_up_to_.size(); ++k)
-        for (size_t w = 0; w < plain_all_.words.size(); ++w)
-            plain_up_to_[k].words[w] |= plain_up_to_[k - 1].words[w];
+        for (size_t w = 0; w < plain_all_.words.size(); ++w) plain_up_to_[k].words[w] |= plain_up_to_[k - 1].words[w];
     std::sort(long_plain_.begin(), long_plain_.end());
 }
 

@@ -31,7 +31,7 @@ namespace strata::runtime {
 // A byte trie over token byte strings. Node 0 is the root (the empty prefix); the children of
 // a node are contiguous and sorted by byte, nodes are in breadth-first order.
 class TokenTrie {
-  public:
+public:
     struct Node {
         uint32_t first_child;
         uint32_t first_token;  // tokens ending here: token_ids()[first_token, next node's first_token)
@@ -48,28 +48,25 @@ class TokenTrie {
     const int32_t* tokens_end(uint32_t i) const { return token_ids_.data() + nodes_[i + 1].first_token; }
     size_t n_tokens() const { return token_ids_.size(); }
 
-  private:
+private:
     std::vector<Node> nodes_;  // plus a sentinel, so tokens_end works for the last node
     std::vector<int32_t> token_ids_;
 };
 
 class TokenIndex {
-  public:
+public:
     // End tokens: the tokenizer's eos and eot; excluded: its control tokens.
     explicit TokenIndex(const tokenizer::Tokenizer& tok);
     // The same with the end tokens given (e.g. <|im_end|> and <|endoftext|>).
     TokenIndex(const tokenizer::Tokenizer& tok, const std::vector<int32_t>& end_tokens);
     // From raw token bytes; end_tokens end generation, excluded never appear in a document.
-    TokenIndex(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens,
-               const std::vector<int32_t>& excluded = {});
+    TokenIndex(std::vector<std::string> token_bytes, std::vector<int32_t> end_tokens, const std::vector<int32_t>& excluded = {});
 
     int32_t n_vocab() const { return static_cast<int32_t>(bytes_.size()); }
     const std::vector<int32_t>& end_tokens() const { return end_tokens_; }
     bool is_end(int32_t id) const { return valid(id) && (flags_[static_cast<size_t>(id)] & kEnd); }
     // May be part of a document: not an end token, not excluded, not empty.
-    bool is_candidate(int32_t id) const {
-        return valid(id) && (flags_[static_cast<size_t>(id)] & kCandidate);
-    }
+    bool is_candidate(int32_t id) const { return valid(id) && (flags_[static_cast<size_t>(id)] & kCandidate); }
     bool valid(int32_t id) const { return id >= 0 && id < n_vocab(); }
     const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
     size_t max_token_bytes() const { return max_token_bytes_; }
@@ -84,7 +81,7 @@ class TokenIndex {
     // ORs into mask the plain-string-text tokens of at most max_chars code points.
     void add_plain(TokenMask& mask, int64_t max_chars) const;
 
-  private:
+private:
     void set_end_and_excluded(const std::vector<int32_t>& end_tokens, const std::vector<int32_t>& excluded);
     void build();
 
@@ -100,8 +97,7 @@ class TokenIndex {
     TokenTrie all_, non_plain_, rests_;
     std::vector<TokenMask> plain_up_to_;  // [k]: plain tokens of at most k code points
     TokenMask plain_all_;
-    std::vector<std::pair<int32_t, int32_t>>
-        long_plain_;  // (code points, id) of longer plain tokens, ascending
+    std::vector<std::pair<int32_t, int32_t>> long_plain_;  // (code points, id) of longer plain tokens, ascending
 };
 
 }  // namespace strata::runtime

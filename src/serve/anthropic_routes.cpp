@@ -18,7 +18,9 @@ namespace {
 
 constexpr auto kPingEvery = std::chrono::seconds(5);
 
-std::string sse(const char* event, const json& data) { return std::string("event: ") + event + "\ndata: " + dump_json(data) + "\n\n"; }
+std::string sse(const char* event, const json& data) {
+    return std::string("event: ") + event + "\ndata: " + dump_json(data) + "\n\n";
+}
 
 const char* stop_reason(const std::string& finish, bool tool_use, bool stop_sequence) {
     if (tool_use) return "tool_use";
@@ -76,7 +78,8 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
         }
         json content = json::array();
         if (!parsed.reasoning.empty())
-            content.push_back({{"type", "thinking"}, {"thinking", parsed.reasoning}, {"signature", sign_thinking(parsed.reasoning)}});
+            content.push_back(
+                {{"type", "thinking"}, {"thinking", parsed.reasoning}, {"signature", sign_thinking(parsed.reasoning)}});
         if (!parsed.content.empty() || (parsed.tool_calls.empty() && parsed.reasoning.empty() && !nothing_to_generate))
             content.push_back({{"type", "text"}, {"text", parsed.content}});
         for (size_t c = 0; c < parsed.tool_calls.size(); ++c)
@@ -85,7 +88,8 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                                {"name", parsed.tool_calls[c].name},
                                {"input", tool_input(parsed.tool_calls[c])}});
         // tool_use when the answer ends with whole calls; a call cut by max_tokens stops at max_tokens.
-        const bool cut = std::any_of(parsed.tool_calls.begin(), parsed.tool_calls.end(), [](const auto& c) { return c.truncated; });
+        const bool cut =
+            std::any_of(parsed.tool_calls.begin(), parsed.tool_calls.end(), [](const auto& c) { return c.truncated; });
         const char* reason = stop_reason(finish, !parsed.tool_calls.empty() && !cut, !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
         res.set_content(dump_json(json{{"id", id},
@@ -107,21 +111,23 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
         int index = -1;        // the open block's index, -1: none
         std::string open;      // "thinking", "text", "tool_use" or ""
         std::string thinking;  // the open thinking block's text (for its signature)
-        int tools = 0;  // calls that stand (one that broke off becomes text, as in a whole answer)
+        int tools = 0;         // calls that stand (one that broke off becomes text, as in a whole answer)
         bool any_cut = false;
         // The open tool_use block's arguments: input_json_delta sends what JsonCloser can close,
         // so a call cut there ends with a delta that closes it into the object a whole answer has.
         std::string args;
         JsonCloser closer;
         size_t args_sent = 0;
-        std::string out;       // this event's SSE, not yet written
+        std::string out;  // this event's SSE, not yet written
         std::chrono::steady_clock::time_point last_write;
 
         void close_block(const Server& server) {
             if (open.empty()) return;
             if (open == "thinking")
-                out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
-                                                   {"delta", {{"type", "signature_delta"}, {"signature", server.sign_thinking(thinking)}}}});
+                out += sse("content_block_delta",
+                           {{"type", "content_block_delta"},
+                            {"index", index},
+                            {"delta", {{"type", "signature_delta"}, {"signature", server.sign_thinking(thinking)}}}});
             out += sse("content_block_stop", {{"type", "content_block_stop"}, {"index", index}});
             open.clear();
             thinking.clear();
@@ -130,9 +136,12 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
             close_block(server);
             ++index;
             open = kind;
-            out += sse("content_block_start", {{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}});
+            out += sse("content_block_start",
+                       {{"type", "content_block_start"}, {"index", index}, {"content_block", std::move(block)}});
         }
-        void delta(json d) { out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(d)}}); }
+        void delta(json d) {
+            out += sse("content_block_delta", {{"type", "content_block_delta"}, {"index", index}, {"delta", std::move(d)}});
+        }
         bool flush(SseOut& sink) {
             if (out.empty()) return true;
             last_write = std::chrono::steady_clock::now();
@@ -147,23 +156,26 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
         st->close_block(*this);
         const char* reason = stop_reason(reason_in, st->tools > 0 && !st->any_cut, !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
-        st->out += sse("message_delta", {{"type", "message_delta"},
-                                         {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)}}},
-                                         {"usage", usage_json(usage)}});
+        st->out +=
+            sse("message_delta",
+                {{"type", "message_delta"},
+                 {"delta", {{"stop_reason", reason}, {"stop_sequence", stop_sequence.empty() ? json() : json(stop_sequence)}}},
+                 {"usage", usage_json(usage)}});
         st->out += sse("message_stop", {{"type", "message_stop"}});
         out.finish();
     };
     StreamTranslator t;
     t.begin = [this, call, st, id, nothing_to_generate, finish](SseOut& out) {
         st->out += sse("message_start", {{"type", "message_start"},
-                                         {"message", {{"id", id},
-                                                      {"type", "message"},
-                                                      {"role", "assistant"},
-                                                      {"model", call->model},
-                                                      {"content", json::array()},
-                                                      {"stop_reason", nullptr},
-                                                      {"stop_sequence", nullptr},
-                                                      {"usage", usage_json(call->usage())}}}});
+                                         {"message",
+                                          {{"id", id},
+                                           {"type", "message"},
+                                           {"role", "assistant"},
+                                           {"model", call->model},
+                                           {"content", json::array()},
+                                           {"stop_reason", nullptr},
+                                           {"stop_sequence", nullptr},
+                                           {"usage", usage_json(call->usage())}}}});
         if (nothing_to_generate) {
             call_finished(*call, call->usage());
             finish("length", "", call->usage(), out);
@@ -181,7 +193,8 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
             switch (o.kind) {
                 case OutputEvent::Kind::Reasoning:
                     if (o.text.empty()) break;
-                    if (st->open != "thinking") st->open_block(*this, "thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
+                    if (st->open != "thinking")
+                        st->open_block(*this, "thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
                     st->thinking += o.text;
                     st->delta({{"type", "thinking_delta"}, {"thinking", o.text}});
                     break;
@@ -195,14 +208,17 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res
                     st->args.clear();
                     st->closer = JsonCloser();
                     st->args_sent = 0;
-                    st->open_block(*this, "tool_use", {{"type", "tool_use"}, {"id", "toolu_" + random_id(24)}, {"name", o.name}, {"input", json::object()}});
+                    st->open_block(
+                        *this, "tool_use",
+                        {{"type", "tool_use"}, {"id", "toolu_" + random_id(24)}, {"name", o.name}, {"input", json::object()}});
                     break;
                 case OutputEvent::Kind::ToolCallArguments:
                     if (o.text.empty()) break;
                     st->args += o.text;
                     st->closer.feed(o.text);
                     if (st->closer.safe_size() > st->args_sent) {
-                        st->delta({{"type", "input_json_delta"}, {"partial_json", st->args.substr(st->args_sent, st->closer.safe_size() - st->args_sent)}});
+                        st->delta({{"type", "input_json_delta"},
+                                   {"partial_json", st->args.substr(st->args_sent, st->closer.safe_size() - st->args_sent)}});
                         st->args_sent = st->closer.safe_size();
                     }
                     break;

@@ -38,15 +38,22 @@ const char* anthropic_error_type(int status) {
 
 json api_error_body(ApiKind api, const ApiError& e, const std::string& request_id) {
     if (api == ApiKind::Anthropic)
-        return {{"type", "error"}, {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.what()}}}, {"request_id", request_id}};
-    return {{"error", {{"message", e.what()}, {"type", openai_error_type(e.status)}, {"param", e.param.empty() ? json() : json(e.param)},
-                       {"code", e.status == 401 ? json("invalid_api_key") : json()}}}};
+        return {{"type", "error"},
+                {"error", {{"type", anthropic_error_type(e.status)}, {"message", e.what()}}},
+                {"request_id", request_id}};
+    return {{"error",
+             {{"message", e.what()},
+              {"type", openai_error_type(e.status)},
+              {"param", e.param.empty() ? json() : json(e.param)},
+              {"code", e.status == 401 ? json("invalid_api_key") : json()}}}};
 }
 
 std::string api_stream_error(ApiKind api, const std::string& message) {
     if (api == ApiKind::Anthropic)
-        return "event: error\ndata: " + dump_json(json{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}}) + "\n\n";
-    return "data: " + dump_json(json{{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
+        return "event: error\ndata: " +
+               dump_json(json{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}}) + "\n\n";
+    return "data: " +
+           dump_json(json{{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
            "\n\ndata: [DONE]\n\n";
 }
 
@@ -108,6 +115,8 @@ std::string presented_key(const std::string& x_api_key, const std::string& autho
 }
 
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-std::string dump_json(const nlohmann::ordered_json& j) { return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace); }
+std::string dump_json(const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
 
 }  // namespace strata::serve

@@ -36,8 +36,10 @@ std::string need_string(const ojson& v, const std::string& param, const RequestL
     if (!v.is_string()) bad(param, param + ": expected a string, got " + type_name(v));
     const auto& s = v.get_ref<const std::string&>();
     if (static_cast<int64_t>(s.size()) > limits.max_text_bytes)
-        throw ApiError(413, param + ": string of " + std::to_string(s.size()) + " bytes is longer than the limit of " +
-                                std::to_string(limits.max_text_bytes), param);
+        throw ApiError(413,
+                       param + ": string of " + std::to_string(s.size()) + " bytes is longer than the limit of " +
+                           std::to_string(limits.max_text_bytes),
+                       param);
     return s;
 }
 
@@ -75,7 +77,8 @@ std::vector<std::string> read_stop(const ojson& v, const std::string& param, con
 void read_common_sampling(const ojson& body, runtime::SamplingParams& sampling, const RequestLimits& limits, bool anthropic) {
     runtime::SamplingReadOptions options;
     options.max_temperature = anthropic ? 1.0 : runtime::kMaxTemperature;
-    options.max_logit_bias = static_cast<size_t>(std::clamp<int64_t>(limits.max_logit_bias, 0, runtime::SamplingParams::kMaxLogitBias));
+    options.max_logit_bias =
+        static_cast<size_t>(std::clamp<int64_t>(limits.max_logit_bias, 0, runtime::SamplingParams::kMaxLogitBias));
     options.n_vocab = limits.n_vocab;
     runtime::read_sampling_knobs(body, sampling, options);
 }
@@ -99,7 +102,8 @@ ToolDef read_tool_common(const ojson& name, const ojson* description, const ojso
 void check_unique_tools(const std::vector<ToolDef>& tools, const char* param) {
     for (size_t i = 0; i < tools.size(); ++i)
         for (size_t j = 0; j < i; ++j)
-            if (tools[i].name == tools[j].name) bad(param, std::string(param) + ": two tools are named \"" + tools[i].name + "\"");
+            if (tools[i].name == tools[j].name)
+                bad(param, std::string(param) + ": two tools are named \"" + tools[i].name + "\"");
 }
 
 // Arguments of a tool call sent back by a client: an object, or a string holding one.
@@ -213,8 +217,9 @@ static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limi
                     auto* name = field(*fn, "name");
                     if (!name) bad(cp + ".function.name", cp + ".function.name: missing");
                     ojson entry{{"type", "function"},
-                                {"function", {{"name", need_string(*name, cp + ".function.name", limits)},
-                                              {"arguments", call_arguments(fn->value("arguments", ojson("")), cp + ".function.arguments")}}}};
+                                {"function",
+                                 {{"name", need_string(*name, cp + ".function.name", limits)},
+                                  {"arguments", call_arguments(fn->value("arguments", ojson("")), cp + ".function.arguments")}}}};
                     if (auto* id = field(call, "id")) entry["id"] = need_string(*id, cp + ".id", limits);
                     list.push_back(std::move(entry));
                 }
@@ -242,7 +247,8 @@ static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limi
             need_object(*fn, p + ".function");
             auto* name = field(*fn, "name");
             if (!name) bad(p + ".function.name", p + ".function.name: missing");
-            r.tools.push_back(read_tool_common(*name, field(*fn, "description"), field(*fn, "parameters"), p + ".function", limits));
+            r.tools.push_back(
+                read_tool_common(*name, field(*fn, "description"), field(*fn, "parameters"), p + ".function", limits));
         }
         check_unique_tools(r.tools, "tools");
     }
@@ -256,7 +262,8 @@ static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limi
         } else {
             need_object(*tc, "tool_choice");
             auto* fn = field(*tc, "function");
-            if (!fn || !fn->is_object() || !field(*fn, "name")) bad("tool_choice", "tool_choice: expected {\"type\":\"function\",\"function\":{\"name\":...}}");
+            if (!fn || !fn->is_object() || !field(*fn, "name"))
+                bad("tool_choice", "tool_choice: expected {\"type\":\"function\",\"function\":{\"name\":...}}");
             r.tool_choice = ToolChoice::Named;
             r.tool_name = need_string((*fn)["name"], "tool_choice.function.name", limits);
         }
@@ -351,7 +358,8 @@ void check_anthropic_image(const ojson& block, const std::string& p, const Reque
     if (type != "base64") bad(p + ".source.type", p + ".source.type: \"" + type + "\" is not supported (base64)");
     const std::string media = need_string(src->value("media_type", ojson()), p + ".source.media_type", limits);
     if (media != "image/jpeg" && media != "image/png" && media != "image/gif" && media != "image/webp")
-        bad(p + ".source.media_type", p + ".source.media_type: \"" + media + "\" is not one of image/jpeg, image/png, image/gif, image/webp");
+        bad(p + ".source.media_type",
+            p + ".source.media_type: \"" + media + "\" is not one of image/jpeg, image/png, image/gif, image/webp");
     const auto bytes = base64_decode(need_string(src->value("data", ojson()), p + ".source.data", limits));
     int w = 0, h = 0;
     if (!bytes) bad(p + ".source.data", p + ".source.data: not valid base64");
@@ -361,7 +369,7 @@ void check_anthropic_image(const ojson& block, const std::string& p, const Reque
 }  // namespace
 
 static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimits& limits, ThinkingVerifier verify,
-                                    const void* verify_context, bool count_tokens_only) {
+                                           const void* verify_context, bool count_tokens_only) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
     ChatRequest r;
     r.api = ApiKind::Anthropic;
@@ -446,8 +454,9 @@ static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimit
                 auto* input = field(block, "input");
                 ojson call{{"id", need_string(*id, bp + ".id", limits)},
                            {"type", "function"},
-                           {"function", {{"name", need_string(*name, bp + ".name", limits)},
-                                         {"arguments", input ? call_arguments(*input, bp + ".input") : ojson::object()}}}};
+                           {"function",
+                            {{"name", need_string(*name, bp + ".name", limits)},
+                             {"arguments", input ? call_arguments(*input, bp + ".input") : ojson::object()}}}};
                 if (!current.contains("tool_calls")) current["tool_calls"] = ojson::array();
                 current["tool_calls"].push_back(std::move(call));
                 current_used = true;
@@ -459,7 +468,8 @@ static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimit
                 std::string text;
                 if (auto* c = field(block, "content")) text = tool_result_text(*c, bp + ".content", limits, r.has_images);
                 if (auto* e = field(block, "is_error"); e && need_bool(*e, bp + ".is_error")) text = "Error: " + text;
-                r.messages.push_back(ojson{{"role", "tool"}, {"tool_call_id", need_string(*id, bp + ".tool_use_id", limits)}, {"content", text}});
+                r.messages.push_back(
+                    ojson{{"role", "tool"}, {"tool_call_id", need_string(*id, bp + ".tool_use_id", limits)}, {"content", text}});
             } else if (type == "thinking") {
                 if (role != "assistant") bad(bp + ".type", bp + ": thinking blocks belong in assistant messages");
                 const std::string thinking = need_string(block.value("thinking", ojson()), bp + ".thinking", limits);
@@ -513,7 +523,8 @@ static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimit
         } else {
             bad("tool_choice.type", "tool_choice.type: \"" + type + "\" is not one of auto, any, tool, none");
         }
-        if (auto* d = field(*tc, "disable_parallel_tool_use")) r.parallel_tool_calls = !need_bool(*d, "tool_choice.disable_parallel_tool_use");
+        if (auto* d = field(*tc, "disable_parallel_tool_use"))
+            r.parallel_tool_calls = !need_bool(*d, "tool_choice.disable_parallel_tool_use");
         if ((r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) && r.tools.empty())
             bad("tool_choice", "tool_choice: forces a tool but no tools were given");
         if (r.tool_choice == ToolChoice::Named) {
@@ -568,7 +579,8 @@ static CompletionRequest read_openai_completion(const ojson& body, const Request
     } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
         need_array(*prompt, "prompt", 1 << 22);
         for (size_t i = 0; i < prompt->size(); ++i)
-            r.prompt_tokens.push_back(static_cast<int32_t>(need_int((*prompt)[i], "prompt[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max())));
+            r.prompt_tokens.push_back(static_cast<int32_t>(
+                need_int((*prompt)[i], "prompt[" + std::to_string(i) + "]", 0, std::numeric_limits<int32_t>::max())));
         r.prompt_is_tokens = true;
     } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
         r.prompt_text = need_string((*prompt)[0], "prompt[0]", limits);
@@ -689,13 +701,15 @@ bool image_info(const std::string& data, const std::string& media_type, int& wid
         return true;
     }
     int comp = 0;
-    if (!stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(data.data()), static_cast<int>(data.size()), &width, &height, &comp))
+    if (!stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(data.data()), static_cast<int>(data.size()), &width, &height,
+                               &comp))
         return false;
     // Decoding is bounded: at most 8192 x 8192 and 32 M pixels.
     if (width <= 0 || height <= 0 || width > 8192 || height > 8192 || int64_t{width} * height > (32ll << 20)) return false;
     // The header alone can lie: decode it to be sure (bounded by the size check above).
     int w = 0, h = 0;
-    stbi_uc* pixels = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(data.data()), static_cast<int>(data.size()), &w, &h, &comp, 0);
+    stbi_uc* pixels =
+        stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(data.data()), static_cast<int>(data.size()), &w, &h, &comp, 0);
     if (!pixels) return false;
     stbi_image_free(pixels);
     return true;

@@ -38,8 +38,8 @@ struct RequestLimits {
     int64_t max_stop_bytes = runtime::StopStringMatcher::kMaxStopBytes;
     int64_t max_n = 16;
     int64_t max_logit_bias = runtime::SamplingParams::kMaxLogitBias;  // more than the engine's is not allowed
-    int64_t max_text_bytes = 16ll << 20;  // one string (message text, tool schema text, ...)
-    int64_t n_vocab = 0;                  // logit_bias ids must be below it; 0: not known here (the engine checks)
+    int64_t max_text_bytes = 16ll << 20;                              // one string (message text, tool schema text, ...)
+    int64_t n_vocab = 0;  // logit_bias ids must be below it; 0: not known here (the engine checks)
 };
 
 struct ToolDef {

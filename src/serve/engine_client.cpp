@@ -21,7 +21,8 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(8000);
 
 std::string exit_description(int status) {
     if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+    if (WIFSIGNALED(status))
+        return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
     return "stopped";
 }
 
@@ -44,14 +45,16 @@ EngineClient::~EngineClient() {
     }
     // Give the engine a moment to exit cleanly, then make sure it is gone.
     const pid_t pid = pid_.load();
-    for (int i = 0; i < 100 && pid > 0 && ::kill(pid, 0) == 0 && pid_.load() == pid; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 100 && pid > 0 && ::kill(pid, 0) == 0 && pid_.load() == pid; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (pid_.load() > 0) ::kill(pid_.load(), SIGKILL);
     if (reader_.joinable()) reader_.join();
 }
 
 void EngineClient::spawn() {
     int in_pipe[2], out_pipe[2];
-    if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) throw Error(std::string("cannot create pipes for the engine: ") + std::strerror(errno));
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0)
+        throw Error(std::string("cannot create pipes for the engine: ") + std::strerror(errno));
     std::vector<char*> args;
     for (auto& a : argv_) args.push_back(a.data());
     args.push_back(nullptr);
@@ -126,7 +129,9 @@ void EngineClient::cancel(const std::string& id) {
         // Never reached an engine: finish it here.
         Handler h = std::move(it->second.handler);
         pending_.erase(it);
-        h(json{{"event", "done"}, {"id", id}, {"finish_reason", "cancelled"},
+        h(json{{"event", "done"},
+               {"id", id},
+               {"finish_reason", "cancelled"},
                {"usage", {{"prompt_tokens", 0}, {"cached_tokens", 0}, {"completion_tokens", 0}}}});
     }
 }
@@ -203,7 +208,8 @@ void EngineClient::handle_line(const std::string& line) {
         ready_ = true;
         backoff_ = std::chrono::milliseconds(250);
         // Requests that never reached an engine (or waited in one that died) go now.
-        for (auto& [id, p] : pending_) write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+        for (auto& [id, p] : pending_)
+            write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
         cv_.notify_all();
         return;
     }
@@ -245,7 +251,8 @@ void EngineClient::on_engine_exit() {
         const pid_t pid = pid_.exchange(-1);
         if (pid > 0) ::waitpid(pid, &status, 0);
         why = "the engine " + exit_description(status);
-        if (!stopping_) std::fprintf(stderr, "strata serve: %s%s; restarting it\n", why.c_str(), was_ready ? "" : " before it was ready");
+        if (!stopping_)
+            std::fprintf(stderr, "strata serve: %s%s; restarting it\n", why.c_str(), was_ready ? "" : " before it was ready");
         // Streams already under way cannot be resumed: they end with an error. The rest wait.
         for (auto it = pending_.begin(); it != pending_.end();) {
             if (it->second.got_output || stopping_) {

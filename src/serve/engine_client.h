@@ -63,7 +63,7 @@ private:
         Handler handler;
         bool got_output = false;
     };
-    void spawn();                       // with mu_ held
+    void spawn();  // with mu_ held
     void reader_loop();
     void handle_line(const std::string& line);
     void on_engine_exit();

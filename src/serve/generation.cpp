@@ -101,7 +101,8 @@ void Generation::submit_phase(const std::string& prompt_text, const std::vector<
     engine_done_ = false;
     // The handler holds the mailbox, not this object: events of a request that is being torn
     // down land in a mailbox that still exists.
-    engine_.submit(phase_id_, std::move(cmd), [mailbox = mailbox_, slot = slot_](const json& event) { mailbox->push(slot, event); });
+    engine_.submit(phase_id_, std::move(cmd),
+                   [mailbox = mailbox_, slot = slot_](const json& event) { mailbox->push(slot, event); });
 }
 
 void Generation::cancel() {
@@ -165,8 +166,8 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
     if (phase_ == 1 && reason != "cancelled") {
         // The thinking phase ended: by "</think>", by the budget, or for good (eos, a client stop).
         const bool at_think_end = reason == "stop" && stop == kThinkEnd;
-        const bool budget_cut = reason == "length" && (spec_.max_tokens < 0 || usage_.completion_tokens < spec_.max_tokens) &&
-                                !clamped_by_context_;
+        const bool budget_cut =
+            reason == "length" && (spec_.max_tokens < 0 || usage_.completion_tokens < spec_.max_tokens) && !clamped_by_context_;
         if (at_think_end || budget_cut) {
             std::string close;
             if (at_think_end) close = std::string(kThinkEnd) + "\n\n";
@@ -209,8 +210,8 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
 
 namespace strata::serve {
 
-Generation& GenerationGroup::add(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id,
-                                 GenerationSpec spec, int64_t max_context) {
+Generation& GenerationGroup::add(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id, GenerationSpec spec,
+                                 int64_t max_context) {
     const int slot = static_cast<int>(gens_.size());
     gens_.push_back(std::make_unique<Generation>(engine, tokenizer, std::move(id), std::move(spec), max_context, mailbox_, slot));
     return *gens_.back();

@@ -45,7 +45,7 @@ struct GenerationSpec {
     // for each (runtime::to_json writes the submit command).
     runtime::SamplingParams sampling;
     nlohmann::ordered_json response_format;  // engine form ({"type":"json_schema","schema":...}); null: none
-    int64_t max_tokens = -1;      // completion tokens in all (reasoning included); -1: to the context
+    int64_t max_tokens = -1;                 // completion tokens in all (reasoning included); -1: to the context
     std::optional<int64_t> thinking_budget;
     std::vector<std::string> stop;  // the client's stop strings
     OutputFormat format = OutputFormat::Plain;
@@ -66,16 +66,16 @@ struct TokenLogprobs {
 struct GenerationEvent {
     enum class Kind { Output, Done, Failed };
     Kind kind = Kind::Output;
-    std::vector<OutputEvent> outputs;    // parsed events (possibly none; Done may carry the last ones)
+    std::vector<OutputEvent> outputs;  // parsed events (possibly none; Done may carry the last ones)
     // Output: the tokens' logprobs when the request asked for them (possibly none: a tokens event
     // that only releases held-back text); nullopt otherwise.
     std::optional<std::vector<TokenLogprobs>> logprobs;
-    int64_t tokens = 0;                  // Output: tokens these events came from
+    int64_t tokens = 0;  // Output: tokens these events came from
     // Done: "stop", "length", "cancelled", "context" (max_tokens was cut by the context window)
     std::string finish_reason;
-    std::string stop_sequence;           // Done with a client stop string
-    Usage usage;                         // Done
-    std::string error;                   // Failed: what went wrong (the engine died mid-stream, ...)
+    std::string stop_sequence;  // Done with a client stop string
+    Usage usage;                // Done
+    std::string error;          // Failed: what went wrong (the engine died mid-stream, ...)
 };
 
 // Events of the engine requests of one API request (its choices), in arrival order.
@@ -102,7 +102,7 @@ public:
     // Turns one engine event of this generation into an event for the client (nullopt: nothing
     // to tell yet).
     std::optional<GenerationEvent> handle(const nlohmann::json& event);
-    void cancel();                                 // asks the engine to stop (its done event still comes)
+    void cancel();                                     // asks the engine to stop (its done event still comes)
     bool engine_idle() const { return engine_done_; }  // no engine request in flight
     bool finished() const { return finished_; }
     void note_engine_event(const nlohmann::json& event);  // while draining after a cancel
@@ -122,10 +122,10 @@ private:
     std::unique_ptr<OutputParser> parser_;
     std::vector<OutputEvent> pending_outputs_;  // parsed from the forced prefix, sent with the first event
 
-    int phase_ = 0;                 // 1: thinking phase under a budget, 2: after it, 0: single phase
-    std::string phase_id_;          // the engine request running now
-    std::string phase1_text_;       // output of the thinking phase
-    bool in_reasoning_ = false;     // the parser is inside <think>
+    int phase_ = 0;              // 1: thinking phase under a budget, 2: after it, 0: single phase
+    std::string phase_id_;       // the engine request running now
+    std::string phase1_text_;    // output of the thinking phase
+    bool in_reasoning_ = false;  // the parser is inside <think>
     bool clamped_by_context_ = false;
     Usage usage_;
     bool finished_ = false;

@@ -4,12 +4,8 @@ namespace strata::serve {
 
 namespace {
 
-bool is_digit(char c) {
-    return c >= '0' && c <= '9';
-}
-bool is_hex(char c) {
-    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 }  // namespace
 
@@ -26,10 +22,8 @@ bool JsonScanner::complete() const {
         case State::Zero:
         case State::Int:
         case State::Frac:
-        case State::ExpInt:
-            return true;
-        default:
-            return false;
+        case State::ExpInt: return true;
+        default: return false;
     }
 }
 
@@ -45,12 +39,8 @@ bool JsonScanner::begin_value(char c) {
             state_ = State::String;
             in_key_ = false;
             break;
-        case '-':
-            state_ = State::Minus;
-            break;
-        case '0':
-            state_ = State::Zero;
-            break;
+        case '-': state_ = State::Minus; break;
+        case '0': state_ = State::Zero; break;
         case 't':
         case 'f':
         case 'n':
@@ -136,8 +126,7 @@ bool JsonScanner::feed(char c) {
                 count_ = 4;
                 return true;
             }
-            if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't')
-                return false;
+            if (c != '"' && c != '\\' && c != '/' && c != 'b' && c != 'f' && c != 'n' && c != 'r' && c != 't') return false;
             state_ = State::String;
             return true;
         case State::Hex:
@@ -188,8 +177,7 @@ bool JsonScanner::feed(char c) {
         case State::ExpInt:
             if (is_digit(c)) return true;
             return end_number(c);
-        case State::After:
-            return after_value(c);
+        case State::After: return after_value(c);
     }
     return false;
 }
@@ -207,10 +195,8 @@ std::optional<std::string> JsonScanner::closing() const {
         case State::Int:
         case State::Frac:
         case State::ExpInt:
-        case State::After:
-            break;
-        default:
-            return std::nullopt;
+        case State::After: break;
+        default: return std::nullopt;
     }
     for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) out += *it == '{' ? '}' : ']';
     return out;

@@ -82,7 +82,7 @@ private:
 // can send each byte once it is part of the closable prefix.
 class JsonCloser {
 public:
-    void feed(std::string_view text);  // bytes after the first one JsonScanner rejects are ignored
+    void feed(std::string_view text);                        // bytes after the first one JsonScanner rejects are ignored
     size_t safe_size() const { return safe_; }               // 0: nothing closable yet
     const std::string& closing() const { return closing_; }  // appended to the closable prefix
     // The whole text: the closable prefix of `text` (all of it fed) and its closing; "{}" when

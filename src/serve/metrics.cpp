@@ -14,7 +14,8 @@ std::string number(double v) {
 }
 
 std::vector<double> latency_buckets() {
-    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0};
+    return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.25,  0.5,   0.75,
+            1.0,   2.5,    5.0,   7.5,  10.0,  20.0, 40.0,  80.0, 160.0, 320.0, 640.0};
 }
 
 }  // namespace
@@ -42,7 +43,8 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
     out += name + "_sum " + number(sum_) + "\n" + name + "_count " + std::to_string(count_) + "\n";
 }
 
-Metrics::Metrics() : ttft(latency_buckets()), inter_token(latency_buckets()), e2e(latency_buckets()), queue_time(latency_buckets()) {}
+Metrics::Metrics()
+    : ttft(latency_buckets()), inter_token(latency_buckets()), e2e(latency_buckets()), queue_time(latency_buckets()) {}
 
 void Metrics::count_request(const std::string& api, const std::string& outcome) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -59,7 +61,9 @@ std::string Metrics::render(const std::string& extra) const {
     }
     out += "# HELP strata_prompt_tokens_total Prompt tokens of admitted requests.\n# TYPE strata_prompt_tokens_total counter\n";
     out += "strata_prompt_tokens_total " + std::to_string(prompt_tokens.load()) + "\n";
-    out += "# HELP strata_cached_prompt_tokens_total Prompt tokens served from the prefix cache.\n# TYPE strata_cached_prompt_tokens_total counter\n";
+    out +=
+        "# HELP strata_cached_prompt_tokens_total Prompt tokens served from the prefix cache.\n# TYPE "
+        "strata_cached_prompt_tokens_total counter\n";
     out += "strata_cached_prompt_tokens_total " + std::to_string(cached_prompt_tokens.load()) + "\n";
     out += "# HELP strata_generation_tokens_total Generated tokens.\n# TYPE strata_generation_tokens_total counter\n";
     out += "strata_generation_tokens_total " + std::to_string(generation_tokens.load()) + "\n";

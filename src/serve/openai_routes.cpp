@@ -23,7 +23,8 @@ json bytes_json(const std::string& bytes) {
 // A token's logprobs in OpenAI's chat form.
 json chat_logprob(const TokenLogprobs& t) {
     json top = json::array();
-    for (const auto& alt : t.top) top.push_back({{"token", alt.bytes}, {"logprob", alt.logprob}, {"bytes", bytes_json(alt.bytes)}});
+    for (const auto& alt : t.top)
+        top.push_back({{"token", alt.bytes}, {"logprob", alt.logprob}, {"bytes", bytes_json(alt.bytes)}});
     return {{"token", t.bytes}, {"logprob", t.logprob}, {"bytes", bytes_json(t.bytes)}, {"top_logprobs", top}};
 }
 
@@ -54,7 +55,10 @@ const char* completion_finish_reason(const std::string& reason) { return reason 
 
 // Legacy logprobs: tokens, token_logprobs, top_logprobs (token → logprob), text_offset.
 json empty_legacy_logprobs() {
-    return json{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()}, {"text_offset", json::array()}};
+    return json{{"tokens", json::array()},
+                {"token_logprobs", json::array()},
+                {"top_logprobs", json::array()},
+                {"text_offset", json::array()}};
 }
 
 void add_legacy_logprobs(const std::vector<TokenLogprobs>& tokens, json& into, size_t& offset) {
@@ -101,7 +105,8 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
         json choices = json::array();
         for (size_t i = 0; i < n; ++i) {
             const auto& a = answers[i];
-            json msg = {{"role", "assistant"}, {"content", a.parsed.content.empty() && !a.parsed.tool_calls.empty() ? json() : json(a.parsed.content)}};
+            json msg = {{"role", "assistant"},
+                        {"content", a.parsed.content.empty() && !a.parsed.tool_calls.empty() ? json() : json(a.parsed.content)}};
             if (!a.parsed.reasoning.empty()) {
                 msg["reasoning_content"] = a.parsed.reasoning;
                 msg["reasoning"] = a.parsed.reasoning;
@@ -109,12 +114,16 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
             if (!a.parsed.tool_calls.empty()) {
                 json calls = json::array();
                 for (size_t c = 0; c < a.parsed.tool_calls.size(); ++c)
-                    calls.push_back({{"id", c < a.call_ids.size() ? a.call_ids[c] : "call_" + random_id(24)},
-                                     {"type", "function"},
-                                     {"function", {{"name", a.parsed.tool_calls[c].name}, {"arguments", a.parsed.tool_calls[c].arguments_json}}}});
+                    calls.push_back(
+                        {{"id", c < a.call_ids.size() ? a.call_ids[c] : "call_" + random_id(24)},
+                         {"type", "function"},
+                         {"function",
+                          {{"name", a.parsed.tool_calls[c].name}, {"arguments", a.parsed.tool_calls[c].arguments_json}}}});
                 msg["tool_calls"] = calls;
             }
-            json choice = {{"index", i}, {"message", msg}, {"finish_reason", chat_finish_reason(a.finish_reason, a.parsed)},
+            json choice = {{"index", i},
+                           {"message", msg},
+                           {"finish_reason", chat_finish_reason(a.finish_reason, a.parsed)},
                            {"logprobs", call->chat.logprobs ? json{{"content", a.logprobs}} : json()}};
             choices.push_back(std::move(choice));
             metrics_.count_request("openai", choices.back()["finish_reason"]);
@@ -145,7 +154,10 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                   {"created", call->created},
                   {"model", call->model},
                   {"system_fingerprint", "strata"},
-                  {"choices", json::array({{{"index", index}, {"delta", std::move(delta)}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}})}};
+                  {"choices", json::array({{{"index", index},
+                                            {"delta", std::move(delta)},
+                                            {"logprobs", std::move(logprobs)},
+                                            {"finish_reason", std::move(finish)}}})}};
         if (call->chat.include_usage) c["usage"] = nullptr;
         return out.write("data: " + dump_json(c) + "\n\n");
     };
@@ -174,17 +186,23 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
                     if (!o.text.empty()) ok = chunk(out, i, {{"content", o.text}}, nullptr, take_logprobs());
                     break;
                 case OutputEvent::Kind::Reasoning:
-                    if (!o.text.empty()) ok = chunk(out, i, {{"reasoning_content", o.text}, {"reasoning", o.text}}, nullptr, take_logprobs());
+                    if (!o.text.empty())
+                        ok = chunk(out, i, {{"reasoning_content", o.text}, {"reasoning", o.text}}, nullptr, take_logprobs());
                     break;
                 case OutputEvent::Kind::ToolCallBegin:
                     a.call_ids.push_back("call_" + random_id(24));
-                    ok = chunk(out, i, {{"tool_calls", json::array({{{"index", o.index}, {"id", a.call_ids.back()}, {"type", "function"},
-                                                                      {"function", {{"name", o.name}, {"arguments", ""}}}}})}},
+                    ok = chunk(out, i,
+                               {{"tool_calls", json::array({{{"index", o.index},
+                                                             {"id", a.call_ids.back()},
+                                                             {"type", "function"},
+                                                             {"function", {{"name", o.name}, {"arguments", ""}}}}})}},
                                nullptr, take_logprobs());
                     break;
                 case OutputEvent::Kind::ToolCallArguments:
                     if (!o.text.empty())
-                        ok = chunk(out, i, {{"tool_calls", json::array({{{"index", o.index}, {"function", {{"arguments", o.text}}}}})}}, nullptr, take_logprobs());
+                        ok = chunk(out, i,
+                                   {{"tool_calls", json::array({{{"index", o.index}, {"function", {{"arguments", o.text}}}}})}},
+                                   nullptr, take_logprobs());
                     break;
                 case OutputEvent::Kind::ToolCallEnd:
                     // A call that broke off after its start: its raw text follows as content. (A
@@ -226,9 +244,14 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
 
     if (c.max_tokens == 0) {
         json choices = json::array();
-        for (size_t i = 0; i < n; ++i) choices.push_back({{"index", i}, {"text", echo}, {"logprobs", nullptr}, {"finish_reason", "length"}});
-        res.set_content(dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                       {"choices", choices}, {"usage", completion_usage(call->usage())}}),
+        for (size_t i = 0; i < n; ++i)
+            choices.push_back({{"index", i}, {"text", echo}, {"logprobs", nullptr}, {"finish_reason", "length"}});
+        res.set_content(dump_json(json{{"id", id},
+                                       {"object", "text_completion"},
+                                       {"created", call->created},
+                                       {"model", call->model},
+                                       {"choices", choices},
+                                       {"usage", completion_usage(call->usage())}}),
                         "application/json");
         return;
     }
@@ -252,17 +275,31 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
         if (!answered) return;
         json choices = json::array();
         for (size_t i = 0; i < n; ++i)
-            choices.push_back({{"index", i}, {"text", texts[i]}, {"logprobs", c.logprobs >= 0 ? logprobs[i] : json()}, {"finish_reason", finish[i]}});
-        res.set_content(dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                       {"system_fingerprint", "strata"}, {"choices", choices}, {"usage", completion_usage(usage)}}),
+            choices.push_back({{"index", i},
+                               {"text", texts[i]},
+                               {"logprobs", c.logprobs >= 0 ? logprobs[i] : json()},
+                               {"finish_reason", finish[i]}});
+        res.set_content(dump_json(json{{"id", id},
+                                       {"object", "text_completion"},
+                                       {"created", call->created},
+                                       {"model", call->model},
+                                       {"system_fingerprint", "strata"},
+                                       {"choices", choices},
+                                       {"usage", completion_usage(usage)}}),
                         "application/json");
         return;
     }
 
     auto offsets = std::make_shared<std::vector<size_t>>(n, echo.size());
     auto chunk = [call, id](SseOut& out, size_t index, const std::string& text, json logprobs, json finish) {
-        json c = {{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                  {"choices", json::array({{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}})}};
+        json c = {
+            {"id", id},
+            {"object", "text_completion"},
+            {"created", call->created},
+            {"model", call->model},
+            {"choices",
+             json::array(
+                 {{{"index", index}, {"text", text}, {"logprobs", std::move(logprobs)}, {"finish_reason", std::move(finish)}}})}};
         if (call->completion.include_usage) c["usage"] = nullptr;
         return out.write("data: " + dump_json(c) + "\n\n");
     };
@@ -292,8 +329,14 @@ void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Respo
         if (!e.last) return true;
         std::string tail;
         if (call->completion.include_usage)
-            tail += "data: " + dump_json(json{{"id", id}, {"object", "text_completion"}, {"created", call->created}, {"model", call->model},
-                                              {"choices", json::array()}, {"usage", completion_usage(e.total)}}) + "\n\n";
+            tail += "data: " +
+                    dump_json(json{{"id", id},
+                                   {"object", "text_completion"},
+                                   {"created", call->created},
+                                   {"model", call->model},
+                                   {"choices", json::array()},
+                                   {"usage", completion_usage(e.total)}}) +
+                    "\n\n";
         tail += "data: [DONE]\n\n";
         if (!out.write(tail)) return false;
         out.finish();

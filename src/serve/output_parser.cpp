@@ -74,27 +74,13 @@ void append_escaped(std::string& out, std::string_view s) {
     static constexpr char kHex[] = "0123456789abcdef";
     for (char c : s) {
         switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
             default:
                 if (static_cast<unsigned char>(c) < 0x20) {
                     out += "\\u00";
@@ -137,10 +123,8 @@ ValueKind value_kind(const nlohmann::json& schema) {
     auto note = [&](const nlohmann::json& t) {
         if (!t.is_string()) return;
         const std::string& s = t.get_ref<const std::string&>();
-        if (s == "string")
-            string = true;
-        else if (s != "null")
-            other = true;
+        if (s == "string") string = true;
+        else if (s != "null") other = true;
     };
     if (type->is_array()) {
         for (const auto& t : *type) note(t);
@@ -276,20 +260,13 @@ void QwenOutputParser::run() {
 
 bool QwenOutputParser::step() {
     switch (mode_) {
-        case Mode::Start:
-            return step_start();
-        case Mode::Reasoning:
-            return step_text(Kind::Reasoning);
-        case Mode::Content:
-            return step_text(Kind::Content);
-        case Mode::CallStart:
-            return step_call_start();
-        case Mode::Hermes:
-            return step_hermes();
-        case Mode::Xml:
-            return step_xml();
-        case Mode::AfterCall:
-            return step_after_call();
+        case Mode::Start: return step_start();
+        case Mode::Reasoning: return step_text(Kind::Reasoning);
+        case Mode::Content: return step_text(Kind::Content);
+        case Mode::CallStart: return step_call_start();
+        case Mode::Hermes: return step_hermes();
+        case Mode::Xml: return step_xml();
+        case Mode::AfterCall: return step_after_call();
     }
     return false;
 }
@@ -341,9 +318,7 @@ bool QwenOutputParser::step_text(Kind kind) {
         pos_ += at + tag.size();
         return true;
     }
-    const size_t keep = at_end_     ? 0
-                        : reasoning ? held_suffix(text, kReasoningHolds)
-                                    : held_suffix(text, kContentHolds);
+    const size_t keep = at_end_ ? 0 : reasoning ? held_suffix(text, kReasoningHolds) : held_suffix(text, kContentHolds);
     emit_text(kind, text.substr(0, text.size() - keep));
     pos_ += text.size() - keep;
     return false;
@@ -417,9 +392,7 @@ bool QwenOutputParser::end_hermes_value() {
             }
             return true;
         }
-        case Role::ArgsStream:
-            args_done_ = true;
-            return true;
+        case Role::ArgsStream: args_done_ = true; return true;
         case Role::ArgsBuffer: {
             std::optional<std::string> args = arguments_text(value_);
             if (!args) break;
@@ -431,8 +404,7 @@ bool QwenOutputParser::end_hermes_value() {
             }
             return true;
         }
-        case Role::Skip:
-            return true;
+        case Role::Skip: return true;
     }
     fail_call();
     return false;
@@ -831,19 +803,15 @@ void QwenOutputParser::cut_call() {
 
 const char* to_string(OutputFormat format) {
     switch (format) {
-        case OutputFormat::Plain:
-            return "plain";
-        case OutputFormat::Qwen3Hermes:
-            return "qwen3-hermes";
-        case OutputFormat::Qwen3CoderXml:
-            return "qwen3-coder-xml";
+        case OutputFormat::Plain: return "plain";
+        case OutputFormat::Qwen3Hermes: return "qwen3-hermes";
+        case OutputFormat::Qwen3CoderXml: return "qwen3-coder-xml";
     }
     return "?";
 }
 
 OutputFormat detect_output_format(std::string_view chat_template_source) {
-    if (chat_template_source.find(kFunctionOpen) != std::string_view::npos)
-        return OutputFormat::Qwen3CoderXml;
+    if (chat_template_source.find(kFunctionOpen) != std::string_view::npos) return OutputFormat::Qwen3CoderXml;
     if (chat_template_source.find(kCallOpen) != std::string_view::npos) return OutputFormat::Qwen3Hermes;
     return OutputFormat::Plain;
 }
@@ -852,9 +820,7 @@ bool template_has_thinking(std::string_view chat_template_source) {
     return chat_template_source.find(kThinkOpen) != std::string_view::npos;
 }
 
-bool prompt_opens_thinking(std::string_view rendered_prompt) {
-    return trim_ws(rendered_prompt).ends_with(kThinkOpen);
-}
+bool prompt_opens_thinking(std::string_view rendered_prompt) { return trim_ws(rendered_prompt).ends_with(kThinkOpen); }
 
 std::unique_ptr<OutputParser> make_output_parser(OutputFormat format, ParserOptions options) {
     return std::make_unique<QwenOutputParser>(format, std::move(options));
@@ -862,15 +828,9 @@ std::unique_ptr<OutputParser> make_output_parser(OutputFormat format, ParserOpti
 
 void ParsedOutput::add(const OutputEvent& event) {
     switch (event.kind) {
-        case Kind::Reasoning:
-            reasoning += event.text;
-            break;
-        case Kind::Content:
-            content += event.text;
-            break;
-        case Kind::ToolCallBegin:
-            tool_calls.push_back({event.name, ""});
-            break;
+        case Kind::Reasoning: reasoning += event.text; break;
+        case Kind::Content: content += event.text; break;
+        case Kind::ToolCallBegin: tool_calls.push_back({event.name, ""}); break;
         case Kind::ToolCallArguments:
             if (!tool_calls.empty()) tool_calls.back().arguments_json += event.text;
             break;

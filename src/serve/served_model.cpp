@@ -85,7 +85,8 @@ ojson one_leading_system(const ojson& messages) {
 }  // namespace
 
 ApiError prompt_too_long(int64_t tokens, int64_t maximum) {
-    return ApiError(400, "prompt is too long: " + std::to_string(tokens) + " tokens > " + std::to_string(maximum) + " maximum", "messages");
+    return ApiError(400, "prompt is too long: " + std::to_string(tokens) + " tokens > " + std::to_string(maximum) + " maximum",
+                    "messages");
 }
 
 std::string ServedModel::metadata_gguf() const {
@@ -172,7 +173,8 @@ PreparedChat ServedModel::prepare(const ChatRequest& r) const {
             spec.response_format = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
         } else {
             // XML calls: the name is forced by the opening; the parameters are the model's own.
-            spec.forced_prefix = r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
+            spec.forced_prefix =
+                r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
         }
         spec.prompt_text += spec.forced_prefix;
     } else if (!r.response_format.is_null()) {
@@ -205,7 +207,8 @@ PreparedChat ServedModel::prepare_completion(const CompletionRequest& c) const {
     GenerationSpec spec;
     if (c.prompt_is_tokens) {
         for (int32_t id : c.prompt_tokens)
-            if (!tokenizer_->valid(id)) throw ApiError(400, "prompt: token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
+            if (!tokenizer_->valid(id))
+                throw ApiError(400, "prompt: token id " + std::to_string(id) + " is not in the vocabulary", "prompt");
         spec.prompt = c.prompt_tokens;
         spec.prompt_text = tokenizer_->decode(c.prompt_tokens);
     } else {

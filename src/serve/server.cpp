@@ -15,8 +15,8 @@
 #include "serve/connection.h"
 #include "serve/engine_client.h"
 #include "serve/generation.h"
-#include "serve/server_call.h"
 #include "serve/served_model.h"
+#include "serve/server_call.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -45,11 +45,14 @@ std::string random_id(size_t n) {
 }
 
 Server::Server(ServeOptions options)
-    : options_(std::move(options)), admission_(options_.parallel, options_.max_queue), started_(std::chrono::steady_clock::now()) {
+    : options_(std::move(options)),
+      admission_(options_.parallel, options_.max_queue),
+      started_(std::chrono::steady_clock::now()) {
     // Keys are kept only as SHA-256 digests; a presented key is hashed and compared in constant time.
     for (auto& k : options_.api_keys) k = sha256_digest(k);
     thinking_key_ = std::string(32, '\0');
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(thinking_key_.data()), 32) != 1) throw Error("cannot make a signing key (RAND_bytes failed)");
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(thinking_key_.data()), 32) != 1)
+        throw Error("cannot make a signing key (RAND_bytes failed)");
 }
 
 Server::~Server() {
@@ -89,9 +92,12 @@ int Server::bind() {
     int port = options_.port;
     if (port == 0) port = http_->bind_to_any_port(options_.host);
     else if (!http_->bind_to_port(options_.host, port)) port = -1;
-    if (port < 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) + " (in use, or not an address of this machine)");
+    if (port < 0)
+        throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                    " (in use, or not an address of this machine)");
     raise_listen_backlog(port, 1024);  // httplib's is 5: bursts of new connections were dropped
-    log_line("listening on http://" + options_.host + ":" + std::to_string(port) + (options_.api_keys.empty() ? " (no API key required)" : ""));
+    log_line("listening on http://" + options_.host + ":" + std::to_string(port) +
+             (options_.api_keys.empty() ? " (no API key required)" : ""));
     return port;
 }
 
@@ -104,8 +110,8 @@ void Server::stop() {
 std::string Server::sign_thinking(const std::string& thinking) const {
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
-    HMAC(EVP_sha256(), thinking_key_.data(), static_cast<int>(thinking_key_.size()), reinterpret_cast<const unsigned char*>(thinking.data()),
-         thinking.size(), mac, &len);
+    HMAC(EVP_sha256(), thinking_key_.data(), static_cast<int>(thinking_key_.size()),
+         reinterpret_cast<const unsigned char*>(thinking.data()), thinking.size(), mac, &len);
     return base64_encode(std::string(reinterpret_cast<char*>(mac), len));
 }
 
@@ -157,13 +163,16 @@ void Server::route() {
         }
         return httplib::Server::HandlerResponse::Unhandled;
     });
-    h.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::OpenAI); });
+    h.Post("/v1/chat/completions",
+           [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::OpenAI); });
     h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
     h.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::Anthropic); });
     h.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
     h.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
         Call call;
-        reply_error(call, res, ApiError(400, "this model does not produce embeddings (" + options_.model_name + " is a generative model)", "model"));
+        reply_error(
+            call, res,
+            ApiError(400, "this model does not produce embeddings (" + options_.model_name + " is a generative model)", "model"));
     });
     h.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
     h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
@@ -182,7 +191,8 @@ void Server::route() {
     h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
     // Clients probe the root for reachability (Claude Code sends HEAD / at start): answered
     // without a key, saying nothing but what this is.
-    h.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata"})", "application/json"); });
+    h.Get("/",
+          [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata"})", "application/json"); });
     install_api_error_handlers(h, options_.max_body_bytes, log_line);
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
         if (req.path == "/health" || req.path == "/metrics") return;
@@ -193,7 +203,8 @@ void Server::route() {
 Admission::Ticket Server::admit(const Call& call) {
     Admission::Ticket ticket;
     const auto queued = std::chrono::steady_clock::now();
-    switch (admission_.acquire(call.client, [&call] { return call.gone(); }, ticket)) {
+    switch (admission_.acquire(
+        call.client, [&call] { return call.gone(); }, ticket)) {
         case Admission::Outcome::Admitted:
             metrics_.queue_time.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - queued).count());
             return ticket;
@@ -255,7 +266,9 @@ void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind a
         if (api == ApiKind::Anthropic) {
             call->chat = parse_anthropic_messages(
                 body, options_.limits,
-                [](const void* self, const std::string& t, const std::string& s) { return static_cast<const Server*>(self)->verify_thinking(t, s); },
+                [](const void* self, const std::string& t, const std::string& s) {
+                    return static_cast<const Server*>(self)->verify_thinking(t, s);
+                },
                 this);
         } else {
             call->chat = parse_openai_chat(body, options_.limits);
@@ -291,7 +304,9 @@ void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
     try {
         const ChatRequest r = parse_anthropic_messages(
             parse_json_body(req.body), options_.limits,
-            [](const void* self, const std::string& t, const std::string& s) { return static_cast<const Server*>(self)->verify_thinking(t, s); },
+            [](const void* self, const std::string& t, const std::string& s) {
+                return static_cast<const Server*>(self)->verify_thinking(t, s);
+            },
             this, true);
         res.set_content(dump_json(json{{"input_tokens", model_->count_tokens(r)}}), "application/json");
     } catch (const ApiError& e) {
@@ -313,14 +328,21 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
     if (req.matches.size() > 1) {
         if (req.matches[1] != options_.model_name) {
             Call call;
-            reply_error(call, res, ApiError(404, "no model named '" + std::string(req.matches[1]) + "' (this server has '" + options_.model_name + "')", "model"));
+            reply_error(
+                call, res,
+                ApiError(404,
+                         "no model named '" + std::string(req.matches[1]) + "' (this server has '" + options_.model_name + "')",
+                         "model"));
             return;
         }
         res.set_content(dump_json(entry), "application/json");
         return;
     }
-    res.set_content(dump_json(json{{"object", "list"}, {"data", json::array({entry})}, {"has_more", false},
-                                   {"first_id", options_.model_name}, {"last_id", options_.model_name}}),
+    res.set_content(dump_json(json{{"object", "list"},
+                                   {"data", json::array({entry})},
+                                   {"has_more", false},
+                                   {"first_id", options_.model_name},
+                                   {"last_id", options_.model_name}}),
                     "application/json");
 }
 
@@ -328,13 +350,14 @@ void Server::health(httplib::Response& res) {
     const bool up = engine_ && engine_->healthy();
     res.status = up ? 200 : 503;
     if (!up) res.set_header("Retry-After", "1");
-    res.set_content(dump_json(json{{"status", up ? "ok" : "engine unavailable"},
-                                   {"model", options_.model_name},
-                                   {"engine_restarts", engine_ ? engine_->restarts() : 0},
-                                   {"running", admission_.running()},
-                                   {"waiting", admission_.waiting()},
-                                   {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}}),
-                    "application/json");
+    res.set_content(
+        dump_json(json{{"status", up ? "ok" : "engine unavailable"},
+                       {"model", options_.model_name},
+                       {"engine_restarts", engine_ ? engine_->restarts() : 0},
+                       {"running", admission_.running()},
+                       {"waiting", admission_.waiting()},
+                       {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()}}),
+        "application/json");
 }
 
 void Server::metrics(httplib::Response& res) {
@@ -347,7 +370,8 @@ void Server::metrics(httplib::Response& res) {
     gauge("strata_requests_running", "Requests admitted to the engine.", admission_.running());
     gauge("strata_requests_waiting", "Requests waiting for admission (the queue).", admission_.waiting());
     gauge("strata_engine_up", "1 while the engine is ready.", engine_ && engine_->healthy() ? 1 : 0);
-    gauge("strata_engine_restarts_total", "Times the engine was restarted after dying.", engine_ ? engine_->restarts() : 0, "counter");
+    gauge("strata_engine_restarts_total", "Times the engine was restarted after dying.", engine_ ? engine_->restarts() : 0,
+          "counter");
     const json s = engine_ ? engine_->stats(std::chrono::seconds(2)) : json::object();
     if (s.contains("kv")) {
         const double blocks = s["kv"].value("blocks", 0.0), used = s["kv"].value("in_use", 0.0);
@@ -356,10 +380,13 @@ void Server::metrics(httplib::Response& res) {
     }
     if (s.contains("prefix_cache")) {
         gauge("strata_prefix_cache_queries_total", "Prefix-cache lookups.", s["prefix_cache"].value("lookups", 0.0), "counter");
-        gauge("strata_prefix_cache_hits_total", "Prefix-cache lookups that reused blocks.", s["prefix_cache"].value("hits", 0.0), "counter");
-        gauge("strata_prefix_cache_reused_tokens_total", "Prompt tokens reused from the prefix cache.", s["prefix_cache"].value("reused_tokens", 0.0), "counter");
+        gauge("strata_prefix_cache_hits_total", "Prefix-cache lookups that reused blocks.", s["prefix_cache"].value("hits", 0.0),
+              "counter");
+        gauge("strata_prefix_cache_reused_tokens_total", "Prompt tokens reused from the prefix cache.",
+              s["prefix_cache"].value("reused_tokens", 0.0), "counter");
     }
-    if (s.contains("preemptions")) gauge("strata_preemptions_total", "Sequences preempted (recomputed later).", s.value("preemptions", 0.0), "counter");
+    if (s.contains("preemptions"))
+        gauge("strata_preemptions_total", "Sequences preempted (recomputed later).", s.value("preemptions", 0.0), "counter");
     if (s.contains("running")) gauge("strata_engine_running", "Sequences the engine is computing.", s.value("running", 0.0));
     if (s.contains("waiting")) gauge("strata_engine_waiting", "Sequences queued inside the engine.", s.value("waiting", 0.0));
     res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");

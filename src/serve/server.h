@@ -32,13 +32,13 @@ struct StreamTranslator;
 
 struct ServeOptions {
     std::string model_path;
-    std::string model_name;        // the id clients use; default: the file's stem
+    std::string model_name;  // the id clients use; default: the file's stem
     std::string host = "127.0.0.1";
     int port = 8080;
     std::vector<std::string> api_keys;  // empty: no authentication
-    int parallel = 16;             // requests computed at once (the engine's --max-running)
-    int max_queue = 256;           // requests waiting beyond those; more get 429 / 529
-    int http_threads = 0;          // 0: parallel + max_queue + 16
+    int parallel = 16;                  // requests computed at once (the engine's --max-running)
+    int max_queue = 256;                // requests waiting beyond those; more get 429 / 529
+    int http_threads = 0;               // 0: parallel + max_queue + 16
     int64_t max_body_bytes = 32ll << 20;
     std::chrono::seconds read_timeout{30};
     std::chrono::seconds write_timeout{60};

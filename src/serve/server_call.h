@@ -11,8 +11,8 @@
 
 #include "serve/connection.h"
 #include "serve/generation.h"
-#include "serve/server.h"
 #include "serve/served_model.h"
+#include "serve/server.h"
 
 namespace strata::serve {
 

@@ -6,8 +6,7 @@
 
 namespace strata::tmpl {
 
-ChatTemplate::ChatTemplate(const std::string& source, std::string where)
-    : source_(source), template_(source, std::move(where)) {}
+ChatTemplate::ChatTemplate(const std::string& source, std::string where) : source_(source), template_(source, std::move(where)) {}
 
 ChatTemplate ChatTemplate::from_source(const std::string& source, std::string where) {
     return ChatTemplate(source, std::move(where));
@@ -35,9 +34,9 @@ void ChatTemplate::set_special_tokens_from(const gguf::File& file) {
     const gguf::Value* tokens = file.find("tokenizer.ggml.tokens");
     if (!tokens || tokens->type != gguf::ValueType::ARRAY || tokens->elem_type != gguf::ValueType::STRING) return;
     const std::pair<const char*, const char*> keys[] = {{"tokenizer.ggml.bos_token_id", "bos_token"},
-                                                         {"tokenizer.ggml.eos_token_id", "eos_token"},
-                                                         {"tokenizer.ggml.padding_token_id", "pad_token"},
-                                                         {"tokenizer.ggml.unknown_token_id", "unk_token"}};
+                                                        {"tokenizer.ggml.eos_token_id", "eos_token"},
+                                                        {"tokenizer.ggml.padding_token_id", "pad_token"},
+                                                        {"tokenizer.ggml.unknown_token_id", "unk_token"}};
     for (const auto& [key, name] : keys) {
         const std::optional<uint64_t> id = file.opt_u64(key);
         if (id && *id < tokens->arr_s.size()) set_special_token(name, tokens->arr_s[*id]);
@@ -51,7 +50,8 @@ namespace {
 std::string final_message_text(const nlohmann::ordered_json& messages) {
     if (messages.empty()) throw Error("continue_final_message is set but there are no messages");
     const auto& last = messages.back();
-    if (!last.is_object() || !last.contains("content")) throw Error("continue_final_message is set but the final message has no content");
+    if (!last.is_object() || !last.contains("content"))
+        throw Error("continue_final_message is set but the final message has no content");
     const auto& content = last["content"];
     if (content.is_string()) return content.get<std::string>();
     if (content.is_array()) {
@@ -78,9 +78,10 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request, const Re
     const bool add_generation_prompt = flag("add_generation_prompt");
     const bool continue_final = flag("continue_final_message");
     if (add_generation_prompt && continue_final)
-        throw Error("continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you "
-                    "want the model to continue the final message, and add_generation_prompt when you want to add a header "
-                    "that will prompt it to start a new assistant message instead.");
+        throw Error(
+            "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you "
+            "want the model to continue the final message, and add_generation_prompt when you want to add a header "
+            "that will prompt it to start a new assistant message instead.");
 
     // transformers: render(messages=..., tools=..., documents=..., add_generation_prompt=...,
     // **{**special_tokens_map, **kwargs}); absent tools and documents are None, not undefined.
@@ -117,13 +118,13 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& request, const Re
     const std::string_view lstripped = text::strip(final_text, true, false);
     const size_t loc = rendered.rfind(stripped);
     if (loc == std::string::npos)
-        throw Error("continue_final_message is set but the final message does not appear in the chat after applying the "
-                    "chat template! This can happen if the chat template deletes portions of the final message. Please "
-                    "verify the chat template and final message in your chat to ensure they are compatible.");
+        throw Error(
+            "continue_final_message is set but the final message does not appear in the chat after applying the "
+            "chat template! This can happen if the chat template deletes portions of the final message. Please "
+            "verify the chat template and final message in your chat to ensure they are compatible.");
     if (rendered.compare(loc, lstripped.size(), final_text) == 0 && lstripped.size() == final_text.size())
         rendered.resize(loc + lstripped.size());
-    else
-        rendered.resize(loc + stripped.size());
+    else rendered.resize(loc + stripped.size());
     return rendered;
 }
 

@@ -16,26 +16,26 @@ using FilterFn = Value (*)(Interpreter&, const Value& subject, const CallArgs& a
 using TestFn = bool (*)(Interpreter&, const Value& subject, const CallArgs& args);
 
 enum class ExprKind : uint8_t {
-    Literal,    // literal
-    Name,       // slot, name
-    GetAttr,    // children[0].name
-    GetItem,    // children[0][children[1]]
-    Slice,      // children[0][children[1]:children[2]:children[3]] (absent parts are null)
-    Call,       // children[0](call)
-    Filter,     // children[0] | name(call); children[0] is null for a filter block's chain
-    Test,       // children[0] is name(call)
-    Not,        // not children[0]
-    Neg,        // -children[0]
-    Pos,        // +children[0]
-    Binary,     // children[0] op children[1]
-    Concat,     // children joined with ~
-    Compare,    // children[0] cmp_ops[0] children[1] cmp_ops[1] children[2] ...
-    And,        // children[0] and children[1]
-    Or,         // children[0] or children[1]
-    CondExpr,   // children[1] if children[0] else children[2] (children[2] may be null)
-    ListLit,    // [children...]
-    TupleLit,   // (children...)
-    DictLit,    // {children[0]: children[1], ...}
+    Literal,   // literal
+    Name,      // slot, name
+    GetAttr,   // children[0].name
+    GetItem,   // children[0][children[1]]
+    Slice,     // children[0][children[1]:children[2]:children[3]] (absent parts are null)
+    Call,      // children[0](call)
+    Filter,    // children[0] | name(call); children[0] is null for a filter block's chain
+    Test,      // children[0] is name(call)
+    Not,       // not children[0]
+    Neg,       // -children[0]
+    Pos,       // +children[0]
+    Binary,    // children[0] op children[1]
+    Concat,    // children joined with ~
+    Compare,   // children[0] cmp_ops[0] children[1] cmp_ops[1] children[2] ...
+    And,       // children[0] and children[1]
+    Or,        // children[0] or children[1]
+    CondExpr,  // children[1] if children[0] else children[2] (children[2] may be null)
+    ListLit,   // [children...]
+    TupleLit,  // (children...)
+    DictLit,   // {children[0]: children[1], ...}
 };
 
 enum class BinOp : uint8_t { Add, Sub, Mul, Div, FloorDiv, Mod, Pow };
@@ -99,8 +99,8 @@ enum class StmtKind : uint8_t {
     FilterBlock,  // filter filters body endfilter
     Break,
     Continue,
-    With,         // with assignments body endwith
-    Scope,        // a body run in place ({% generation %})
+    With,   // with assignments body endwith
+    Scope,  // a body run in place ({% generation %})
 };
 
 struct Stmt {

@@ -121,7 +121,8 @@ Value f_batch(Interpreter& in, const Value& v, const CallArgs& args) {
         row.push_back(item);
     }
     if (!row.empty()) {
-        if (given(a[1])) while (row.size() < static_cast<size_t>(count)) row.push_back(a[1]);
+        if (given(a[1]))
+            while (row.size() < static_cast<size_t>(count)) row.push_back(a[1]);
         out.push_back(Value::list(std::move(row)));
     }
     return Value::list(std::move(out));
@@ -153,7 +154,8 @@ Value f_dictsort(Interpreter& in, const Value& v, const CallArgs& args) {
     if (by != "key" && by != "value") fail("FilterArgumentError", "You can only sort by either \"key\" or \"value\"");
     ListData pairs;
     for (const auto& [k, x] : v.dict_data().entries) pairs.push_back(Value::tuple({k, x}));
-    return Value::list(sorted_by(in, std::move(pairs), Value(by == "key" ? int64_t{0} : int64_t{1}), a[0].truthy(), a[2].truthy()));
+    return Value::list(
+        sorted_by(in, std::move(pairs), Value(by == "key" ? int64_t{0} : int64_t{1}), a[0].truthy(), a[2].truthy()));
 }
 
 Value f_escape(Interpreter&, const Value& v, const CallArgs& args) {
@@ -169,7 +171,8 @@ Value f_forceescape(Interpreter&, const Value& v, const CallArgs& args) {
 
 Value f_first(Interpreter&, const Value& v, const CallArgs& args) {
     args.bind("first", {});
-    if (v.is_sequence_data()) return v.items().empty() ? Value::undefined("No first item, sequence was empty.") : v.items().front();
+    if (v.is_sequence_data())
+        return v.items().empty() ? Value::undefined("No first item, sequence was empty.") : v.items().front();
     const ListData items = iterate(v);
     return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
 }
@@ -269,7 +272,8 @@ Value f_int(Interpreter&, const Value& v, const CallArgs& args) {
         int64_t i = 0;
         if (parse_int(v.str(), int_arg(a[1], 10, "base"), i)) return Value(i);
         double d = 0;
-        if (parse_float(v.str(), d) && std::isfinite(d) && std::fabs(d) < 9.2e18) return Value(static_cast<int64_t>(std::trunc(d)));
+        if (parse_float(v.str(), d) && std::isfinite(d) && std::fabs(d) < 9.2e18)
+            return Value(static_cast<int64_t>(std::trunc(d)));
     }
     return fallback;
 }
@@ -635,7 +639,8 @@ Value f_truncate(Interpreter&, const Value& v, const CallArgs& args) {
     const int64_t leeway = int_arg(a[3], 5, "leeway");
     if (!v.is_string()) tmpl::length(v);  // jinja2 measures the value itself: numbers have no len()
     const auto end_len = static_cast<int64_t>(text::length(end));
-    if (length < end_len) fail("AssertionError", "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
+    if (length < end_len)
+        fail("AssertionError", "expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
     if (leeway < 0) fail("AssertionError", "expected leeway >= 0, got " + std::to_string(leeway));
     const Value s(to_str(v));
     if (static_cast<int64_t>(text::length(s.str())) <= length + leeway) return s;
@@ -669,7 +674,9 @@ Value f_wordcount(Interpreter&, const Value& v, const CallArgs& args) {
     bool in_word = false;
     for (size_t pos = 0; pos < s.size();) {
         const char32_t c = text::decode(s, pos);
-        const bool word_char = c == '_' || text::is_digit(c) || text::is_alpha(c) || (c >= 0x80 && !text::is_space(c) && text::is_printable(c) && !(c >= 0x2000 && c <= 0x206F) && !(c >= 0x3000 && c <= 0x303F));
+        const bool word_char = c == '_' || text::is_digit(c) || text::is_alpha(c) ||
+                               (c >= 0x80 && !text::is_space(c) && text::is_printable(c) && !(c >= 0x2000 && c <= 0x206F) &&
+                                !(c >= 0x3000 && c <= 0x303F));
         if (word_char && !in_word) ++words;
         in_word = word_char;
     }
@@ -704,8 +711,12 @@ bool t_lower(Interpreter& in, const Value& v, const CallArgs&) {
 bool t_upper(Interpreter& in, const Value& v, const CallArgs&) {
     return find_method(Value(to_str(v)), "isupper").obj().call(in, {}).truthy();
 }
-bool t_odd(Interpreter&, const Value& v, const CallArgs&) { return equals(binary_op(BinOp::Mod, v, Value(int64_t{2})), Value(int64_t{1})); }
-bool t_even(Interpreter&, const Value& v, const CallArgs&) { return equals(binary_op(BinOp::Mod, v, Value(int64_t{2})), Value(int64_t{0})); }
+bool t_odd(Interpreter&, const Value& v, const CallArgs&) {
+    return equals(binary_op(BinOp::Mod, v, Value(int64_t{2})), Value(int64_t{1}));
+}
+bool t_even(Interpreter&, const Value& v, const CallArgs&) {
+    return equals(binary_op(BinOp::Mod, v, Value(int64_t{2})), Value(int64_t{0}));
+}
 bool t_divisibleby(Interpreter&, const Value& v, const CallArgs& args) {
     const auto a = args.bind("divisibleby", {"num"});
     return equals(binary_op(BinOp::Mod, v, a[0]), Value(int64_t{0}));
@@ -750,29 +761,95 @@ struct TestEntry {
 };
 
 constexpr FilterEntry kFilters[] = {
-    {"abs", f_abs}, {"attr", f_attr}, {"batch", f_batch}, {"capitalize", f_capitalize}, {"center", f_center},
-    {"count", f_length}, {"d", f_default}, {"default", f_default}, {"dictsort", f_dictsort}, {"e", f_escape},
-    {"escape", f_escape}, {"first", f_first}, {"float", f_float}, {"forceescape", f_forceescape}, {"format", f_format},
-    {"groupby", f_groupby}, {"indent", f_indent}, {"int", f_int}, {"items", f_items}, {"join", f_join},
-    {"last", f_last}, {"length", f_length}, {"list", f_list}, {"lower", f_lower}, {"map", f_map}, {"max", f_max},
-    {"min", f_min}, {"pprint", f_pprint}, {"reject", f_reject}, {"rejectattr", f_rejectattr},
-    {"replace", f_replace}, {"reverse", f_reverse}, {"round", f_round}, {"safe", f_safe}, {"select", f_select},
-    {"selectattr", f_selectattr}, {"slice", f_slice}, {"sort", f_sort}, {"string", f_string}, {"sum", f_sum},
-    {"title", f_title}, {"tojson", f_tojson}, {"trim", f_trim}, {"truncate", f_truncate}, {"unique", f_unique},
-    {"upper", f_upper}, {"wordcount", f_wordcount},
+    {"abs", f_abs},
+    {"attr", f_attr},
+    {"batch", f_batch},
+    {"capitalize", f_capitalize},
+    {"center", f_center},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"e", f_escape},
+    {"escape", f_escape},
+    {"first", f_first},
+    {"float", f_float},
+    {"forceescape", f_forceescape},
+    {"format", f_format},
+    {"groupby", f_groupby},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"pprint", f_pprint},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"slice", f_slice},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"truncate", f_truncate},
+    {"unique", f_unique},
+    {"upper", f_upper},
+    {"wordcount", f_wordcount},
 };
 
 constexpr TestEntry kTests[] = {
-    {"boolean", t_boolean}, {"callable", t_callable}, {"defined", t_defined}, {"divisibleby", t_divisibleby},
-    {"eq", t_compare<CmpOp::Eq>}, {"equalto", t_compare<CmpOp::Eq>}, {"==", t_compare<CmpOp::Eq>},
-    {"escaped", t_escaped}, {"even", t_even}, {"false", t_false}, {"filter", t_filter}, {"float", t_float},
-    {"ge", t_compare<CmpOp::Ge>}, {">=", t_compare<CmpOp::Ge>}, {"gt", t_compare<CmpOp::Gt>},
-    {">", t_compare<CmpOp::Gt>}, {"greaterthan", t_compare<CmpOp::Gt>}, {"in", t_in}, {"integer", t_integer},
-    {"iterable", t_iterable}, {"le", t_compare<CmpOp::Le>}, {"<=", t_compare<CmpOp::Le>}, {"lower", t_lower},
-    {"lt", t_compare<CmpOp::Lt>}, {"<", t_compare<CmpOp::Lt>}, {"lessthan", t_compare<CmpOp::Lt>},
-    {"mapping", t_mapping}, {"ne", t_compare<CmpOp::Ne>}, {"!=", t_compare<CmpOp::Ne>}, {"none", t_none},
-    {"number", t_number}, {"odd", t_odd}, {"sameas", t_sameas}, {"sequence", t_sequence}, {"string", t_string},
-    {"test", t_test}, {"true", t_true}, {"undefined", t_undefined}, {"upper", t_upper},
+    {"boolean", t_boolean},
+    {"callable", t_callable},
+    {"defined", t_defined},
+    {"divisibleby", t_divisibleby},
+    {"eq", t_compare<CmpOp::Eq>},
+    {"equalto", t_compare<CmpOp::Eq>},
+    {"==", t_compare<CmpOp::Eq>},
+    {"escaped", t_escaped},
+    {"even", t_even},
+    {"false", t_false},
+    {"filter", t_filter},
+    {"float", t_float},
+    {"ge", t_compare<CmpOp::Ge>},
+    {">=", t_compare<CmpOp::Ge>},
+    {"gt", t_compare<CmpOp::Gt>},
+    {">", t_compare<CmpOp::Gt>},
+    {"greaterthan", t_compare<CmpOp::Gt>},
+    {"in", t_in},
+    {"integer", t_integer},
+    {"iterable", t_iterable},
+    {"le", t_compare<CmpOp::Le>},
+    {"<=", t_compare<CmpOp::Le>},
+    {"lower", t_lower},
+    {"lt", t_compare<CmpOp::Lt>},
+    {"<", t_compare<CmpOp::Lt>},
+    {"lessthan", t_compare<CmpOp::Lt>},
+    {"mapping", t_mapping},
+    {"ne", t_compare<CmpOp::Ne>},
+    {"!=", t_compare<CmpOp::Ne>},
+    {"none", t_none},
+    {"number", t_number},
+    {"odd", t_odd},
+    {"sameas", t_sameas},
+    {"sequence", t_sequence},
+    {"string", t_string},
+    {"test", t_test},
+    {"true", t_true},
+    {"undefined", t_undefined},
+    {"upper", t_upper},
 };
 
 // ---- globals --------------------------------------------------------------------------------
@@ -804,10 +881,12 @@ Value g_range(Interpreter& in, const CallArgs& args) {
     const int64_t step = p.size() == 3 ? as_int(p[2]) : 1;
     if (step == 0) fail("ValueError", "range() arg 3 must not be zero");
     // Count in floating point: the bounds may be anywhere in the 64-bit range.
-    const double count = step > 0 ? std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step))
-                                  : std::ceil((static_cast<double>(start) - static_cast<double>(stop)) / -static_cast<double>(step));
+    const double count = step > 0
+                             ? std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step))
+                             : std::ceil((static_cast<double>(start) - static_cast<double>(stop)) / -static_cast<double>(step));
     if (count > static_cast<double>(kMaxRange))
-        fail("OverflowError", "Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) + ").");
+        fail("OverflowError",
+             "Range too big. The sandbox blocks ranges larger than MAX_RANGE (" + std::to_string(kMaxRange) + ").");
     ListData out;
     if (count > 0) {
         in.charge(static_cast<uint64_t>(count) / 16);
@@ -819,7 +898,8 @@ Value g_range(Interpreter& in, const CallArgs& args) {
 
 DictData dict_from_args(const CallArgs& args, const char* fn) {
     DictData d;
-    if (args.positional.size() > 1) type_error(std::string(fn) + " expected at most 1 argument, got " + std::to_string(args.positional.size()));
+    if (args.positional.size() > 1)
+        type_error(std::string(fn) + " expected at most 1 argument, got " + std::to_string(args.positional.size()));
     if (!args.positional.empty()) {
         const Value& src = args.positional[0];
         if (src.is_dict() || src.is_namespace()) {
@@ -827,7 +907,9 @@ DictData dict_from_args(const CallArgs& args, const char* fn) {
         } else {
             for (const Value& pair : iterate(src)) {
                 const ListData kv = iterate(pair);
-                if (kv.size() != 2) fail("ValueError", "dictionary update sequence element has length " + std::to_string(kv.size()) + "; 2 is required");
+                if (kv.size() != 2)
+                    fail("ValueError",
+                         "dictionary update sequence element has length " + std::to_string(kv.size()) + "; 2 is required");
                 d.set(kv[0], kv[1]);
             }
         }

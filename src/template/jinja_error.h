@@ -19,8 +19,7 @@ public:
         Limit,    // rendering went past a resource limit (output size, iterations, nesting)
     };
 
-    TemplateError(Kind kind, std::string python_type, std::string message, const std::string& where, int line,
-                  int column)
+    TemplateError(Kind kind, std::string python_type, std::string message, const std::string& where, int line, int column)
         : Error(describe(kind, python_type, message, where, line, column)),
           kind_(kind),
           python_type_(std::move(python_type)),
@@ -37,8 +36,8 @@ public:
     int column() const { return column_; }
 
 private:
-    static std::string describe(Kind kind, const std::string& type, const std::string& message,
-                                const std::string& where, int line, int column) {
+    static std::string describe(Kind kind, const std::string& type, const std::string& message, const std::string& where,
+                                int line, int column) {
         if (kind == Kind::Raised) return message;
         std::string out = where + ":" + std::to_string(line);
         if (kind == Kind::Syntax) return out + ":" + std::to_string(column) + ": syntax error: " + message;

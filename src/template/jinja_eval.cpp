@@ -44,8 +44,7 @@ constexpr const char* kLimitError = "ResourceLimitError";
 // strong reference would make a cycle that outlives the render.
 class Macro : public Object {
 public:
-    Macro(std::shared_ptr<const MacroDef> def, const std::shared_ptr<Scope>& closure)
-        : def_(std::move(def)), closure_(closure) {}
+    Macro(std::shared_ptr<const MacroDef> def, const std::shared_ptr<Scope>& closure) : def_(std::move(def)), closure_(closure) {}
     std::string type_name() const override { return "Macro"; }
     bool callable() const override { return true; }
     Value call(Interpreter& interp, const CallArgs& args) const override {
@@ -90,8 +89,7 @@ public:
         if (name == "depth0") return Value(int64_t{0});
         if (name == "previtem") return i > 0 ? items_[index_ - 1] : Value::undefined("there is no previous item");
         if (name == "nextitem") return i + 1 < n ? items_[index_ + 1] : Value::undefined("there is no next item");
-        if (name == "cycle" || name == "changed")
-            return Value::object(std::make_shared<LoopMethod>(shared_from_this(), name));
+        if (name == "cycle" || name == "changed") return Value::object(std::make_shared<LoopMethod>(shared_from_this(), name));
         return Object::attribute(name);
     }
 
@@ -279,9 +277,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const std::shared_ptr<Scope>&
             assign(s.target, captured, scope);
             break;
         }
-        case StmtKind::Macro:
-            scope->set(s.target.slot, Value::object(std::make_shared<Macro>(s.macro, scope)));
-            break;
+        case StmtKind::Macro: scope->set(s.target.slot, Value::object(std::make_shared<Macro>(s.macro, scope))); break;
         case StmtKind::CallBlock: {
             const Expr& call = *s.expr;
             Value callee = eval(*call.children[0], scope);
@@ -437,7 +433,8 @@ Value Interpreter::call_macro(const MacroDef& def, const std::shared_ptr<Scope>&
     };
     if (def.uses_varargs) set_special("varargs", Value::tuple(std::move(extra_positional)));
     if (def.uses_kwargs) set_special("kwargs", Value::dict(std::move(extra_named)));
-    if (def.uses_caller) set_special("caller", caller_value.is_undefined() ? Value::undefined("No caller defined") : caller_value);
+    if (def.uses_caller)
+        set_special("caller", caller_value.is_undefined() ? Value::undefined("No caller defined") : caller_value);
     const int saved_line = line_;
     Value result(capture(def.body, scope));
     line_ = saved_line;
@@ -487,8 +484,8 @@ bool Interpreter::compare(CmpOp op, const Value& a, const Value& b) {
     if (a.is_undefined()) raise_undefined(a);
     if (b.is_undefined()) raise_undefined(b);
     if (!orderable(a, b))
-        type_error(std::string("'") + cmp_symbol(op) + "' not supported between instances of '" + type_name(a) +
-                   "' and '" + type_name(b) + "'");
+        type_error(std::string("'") + cmp_symbol(op) + "' not supported between instances of '" + type_name(a) + "' and '" +
+                   type_name(b) + "'");
     switch (op) {
         case CmpOp::Lt: return less_than(a, b);
         case CmpOp::Gt: return less_than(b, a);
@@ -548,7 +545,8 @@ Value Interpreter::eval(const Expr& e, const std::shared_ptr<Scope>& scope) {
             std::string out;
             for (const auto& c : e.children) {
                 append_str(out, eval(*c, scope));
-                if (out.size() > kMaxBuiltSize) fail("MemoryError", "value too large (over " + std::to_string(kMaxBuiltSize) + " bytes)");
+                if (out.size() > kMaxBuiltSize)
+                    fail("MemoryError", "value too large (over " + std::to_string(kMaxBuiltSize) + " bytes)");
             }
             Value result(std::move(out));
             charge_built(result);

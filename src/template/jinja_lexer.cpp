@@ -216,7 +216,8 @@ private:
                     return after_end(p + 2, sign, block);
                 }
             }
-            if (pos >= src_.size()) syntax_error(tag, std::string("unexpected end of template, expected '") + (block ? "%}" : "}}") + "'");
+            if (pos >= src_.size())
+                syntax_error(tag, std::string("unexpected end of template, expected '") + (block ? "%}" : "}}") + "'");
             const char c = src_[pos];
             if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
                 ++pos;

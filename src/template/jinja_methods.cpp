@@ -77,7 +77,8 @@ std::vector<std::string> split_whitespace(const std::string& s, int64_t maxsplit
     } else {
         const size_t first_kept = words.size() - keep;
         out.push_back(s.substr(0, words[first_kept - 1].second));
-        for (size_t k = first_kept; k < words.size(); ++k) out.push_back(s.substr(words[k].first, words[k].second - words[k].first));
+        for (size_t k = first_kept; k < words.size(); ++k)
+            out.push_back(s.substr(words[k].first, words[k].second - words[k].first));
     }
     return out;
 }
@@ -167,8 +168,7 @@ Value affix_impl(const Value& self, const CallArgs& args, const char* name, bool
             if (matches(v)) return Value(true);
         return Value(false);
     }
-    if (!a[0].is_string())
-        type_error(std::string(name) + " first arg must be str or a tuple of str, not " + type_name(a[0]));
+    if (!a[0].is_string()) type_error(std::string(name) + " first arg must be str or a tuple of str, not " + type_name(a[0]));
     return Value(matches(a[0]));
 }
 Value m_startswith(const Value& self, const CallArgs& args) { return affix_impl(self, args, "startswith", true); }
@@ -252,9 +252,18 @@ Value m_join(const Value& self, const CallArgs& args) {
     return Value(std::move(out));
 }
 
-Value m_upper(const Value& self, const CallArgs& args) { args.bind("upper", {}); return Value(text::upper(self.str())); }
-Value m_lower(const Value& self, const CallArgs& args) { args.bind("lower", {}); return Value(text::lower(self.str())); }
-Value m_title(const Value& self, const CallArgs& args) { args.bind("title", {}); return Value(text::title(self.str())); }
+Value m_upper(const Value& self, const CallArgs& args) {
+    args.bind("upper", {});
+    return Value(text::upper(self.str()));
+}
+Value m_lower(const Value& self, const CallArgs& args) {
+    args.bind("lower", {});
+    return Value(text::lower(self.str()));
+}
+Value m_title(const Value& self, const CallArgs& args) {
+    args.bind("title", {});
+    return Value(text::title(self.str()));
+}
 Value m_capitalize(const Value& self, const CallArgs& args) {
     args.bind("capitalize", {});
     return Value(text::capitalize(self.str()));
@@ -291,8 +300,14 @@ Value case_check(const Value& self, bool want_lower) {
     }
     return Value(any_cased);
 }
-Value m_islower(const Value& self, const CallArgs& args) { args.bind("islower", {}); return case_check(self, true); }
-Value m_isupper(const Value& self, const CallArgs& args) { args.bind("isupper", {}); return case_check(self, false); }
+Value m_islower(const Value& self, const CallArgs& args) {
+    args.bind("islower", {});
+    return case_check(self, true);
+}
+Value m_isupper(const Value& self, const CallArgs& args) {
+    args.bind("isupper", {});
+    return case_check(self, false);
+}
 
 Value justify(const Value& self, const CallArgs& args, const char* name, int where) {
     const auto a = args.bind(name, {"width", "fillchar"});
@@ -388,7 +403,8 @@ std::string apply_format_spec(const Value& v, std::string_view spec) {
     if (k < spec.size() && spec[k] == '.') {
         precision = 0;
         ++k;
-        while (k < spec.size() && spec[k] >= '0' && spec[k] <= '9') precision = std::min(1000, precision * 10 + (spec[k++] - '0'));
+        while (k < spec.size() && spec[k] >= '0' && spec[k] <= '9')
+            precision = std::min(1000, precision * 10 + (spec[k++] - '0'));
     }
     const char type = k < spec.size() ? spec[k++] : 0;
     if (k != spec.size()) fail("ValueError", "Invalid format specifier");
@@ -469,7 +485,8 @@ Value m_format(const Value& self, const CallArgs& args) {
         }
         Value v;
         if (field.empty()) {
-            if (auto_index >= args.positional.size()) fail("IndexError", "Replacement index " + std::to_string(auto_index) + " out of range for positional args tuple");
+            if (auto_index >= args.positional.size())
+                fail("IndexError", "Replacement index " + std::to_string(auto_index) + " out of range for positional args tuple");
             v = args.positional[auto_index++];
         } else if (field[0] >= '0' && field[0] <= '9') {
             size_t index = 0;
@@ -478,7 +495,8 @@ Value m_format(const Value& self, const CallArgs& args) {
                 index = index * 10 + static_cast<size_t>(d - '0');
                 if (index > 1000000) break;
             }
-            if (index >= args.positional.size()) fail("IndexError", "Replacement index " + std::to_string(index) + " out of range for positional args tuple");
+            if (index >= args.positional.size())
+                fail("IndexError", "Replacement index " + std::to_string(index) + " out of range for positional args tuple");
             v = args.positional[index];
         } else {
             const auto it = std::find_if(args.named.begin(), args.named.end(), [&](const auto& p) { return p.first == field; });
@@ -543,17 +561,44 @@ struct MethodEntry {
 };
 
 constexpr MethodEntry kStrMethods[] = {
-    {"startswith", m_startswith}, {"endswith", m_endswith}, {"split", m_split}, {"rsplit", m_rsplit},
-    {"splitlines", m_splitlines}, {"strip", m_strip}, {"lstrip", m_lstrip}, {"rstrip", m_rstrip},
-    {"replace", m_replace}, {"find", m_find}, {"rfind", m_rfind}, {"index", m_index}, {"rindex", m_rindex},
-    {"count", m_count}, {"join", m_join}, {"upper", m_upper}, {"lower", m_lower}, {"casefold", m_lower},
-    {"title", m_title}, {"capitalize", m_capitalize}, {"swapcase", m_swapcase},
-    {"isdigit", char_class<text::is_digit>}, {"isdecimal", char_class<text::is_digit>},
-    {"isnumeric", char_class<text::is_digit>}, {"isalpha", char_class<text::is_alpha>},
-    {"isalnum", char_class<alnum>}, {"isspace", char_class<text::is_space>}, {"islower", m_islower},
-    {"isupper", m_isupper}, {"center", m_center}, {"ljust", m_ljust}, {"rjust", m_rjust}, {"zfill", m_zfill},
-    {"partition", m_partition}, {"rpartition", m_rpartition}, {"removeprefix", m_removeprefix},
-    {"removesuffix", m_removesuffix}, {"format", m_format},
+    {"startswith", m_startswith},
+    {"endswith", m_endswith},
+    {"split", m_split},
+    {"rsplit", m_rsplit},
+    {"splitlines", m_splitlines},
+    {"strip", m_strip},
+    {"lstrip", m_lstrip},
+    {"rstrip", m_rstrip},
+    {"replace", m_replace},
+    {"find", m_find},
+    {"rfind", m_rfind},
+    {"index", m_index},
+    {"rindex", m_rindex},
+    {"count", m_count},
+    {"join", m_join},
+    {"upper", m_upper},
+    {"lower", m_lower},
+    {"casefold", m_lower},
+    {"title", m_title},
+    {"capitalize", m_capitalize},
+    {"swapcase", m_swapcase},
+    {"isdigit", char_class<text::is_digit>},
+    {"isdecimal", char_class<text::is_digit>},
+    {"isnumeric", char_class<text::is_digit>},
+    {"isalpha", char_class<text::is_alpha>},
+    {"isalnum", char_class<alnum>},
+    {"isspace", char_class<text::is_space>},
+    {"islower", m_islower},
+    {"isupper", m_isupper},
+    {"center", m_center},
+    {"ljust", m_ljust},
+    {"rjust", m_rjust},
+    {"zfill", m_zfill},
+    {"partition", m_partition},
+    {"rpartition", m_rpartition},
+    {"removeprefix", m_removeprefix},
+    {"removesuffix", m_removesuffix},
+    {"format", m_format},
 };
 constexpr MethodEntry kDictMethods[] = {
     {"items", m_items}, {"keys", m_keys}, {"values", m_values}, {"get", m_get}, {"copy", m_copy},

@@ -23,8 +23,8 @@ const char* op_symbol(BinOp op) {
 }
 
 [[noreturn]] void unsupported(BinOp op, const Value& a, const Value& b) {
-    type_error(std::string("unsupported operand type(s) for ") + op_symbol(op) + ": '" + type_name(a) + "' and '" +
-               type_name(b) + "'");
+    type_error(std::string("unsupported operand type(s) for ") + op_symbol(op) + ": '" + type_name(a) + "' and '" + type_name(b) +
+               "'");
 }
 
 void check_size(size_t n) {
@@ -71,7 +71,8 @@ Value int_pow(int64_t base, int64_t exp) {
 }
 
 Value repeat(const Value& seq, int64_t times) {
-    if (times <= 0) return seq.is_string() ? Value(std::string()) : seq.kind() == Kind::Tuple ? Value::tuple({}) : Value::list({});
+    if (times <= 0)
+        return seq.is_string() ? Value(std::string()) : seq.kind() == Kind::Tuple ? Value::tuple({}) : Value::list({});
     const size_t unit = seq.is_string() ? seq.str().size() : seq.items().size();
     if (unit != 0 && static_cast<uint64_t>(times) > kMaxBuiltSize / unit) check_size(kMaxBuiltSize + 1);
     if (seq.is_string()) {
@@ -152,8 +153,7 @@ Value binary_op(BinOp op, const Value& a, const Value& b) {
                 Value r = repeat(b, a.int_value());
                 return b.is_markup() ? Value::markup(r.str()) : r;
             }
-            if (a_seq || b_seq)
-                type_error("can't multiply sequence by non-int of type '" + type_name(a_seq ? b : a) + "'");
+            if (a_seq || b_seq) type_error("can't multiply sequence by non-int of type '" + type_name(a_seq ? b : a) + "'");
             unsupported(op, a, b);
         }
         case BinOp::Div: {
@@ -289,7 +289,8 @@ Value get_attr(const Value& obj, std::string_view name) {
     if (obj.is_dict()) {
         if (const Value* item = obj.dict_data().find(name)) return *item;
     }
-    if (obj.is_namespace()) return Value::undefined("'jinja2.utils.Namespace object' has no attribute '" + std::string(name) + "'");
+    if (obj.is_namespace())
+        return Value::undefined("'jinja2.utils.Namespace object' has no attribute '" + std::string(name) + "'");
     if (obj.is_object()) return obj.obj().attribute(name);
     return no_attribute(obj, name);
 }
@@ -351,8 +352,9 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
     if (step == 0) fail("ValueError", "slice step cannot be zero");
     const bool is_str = obj.is_string();
     if (!is_str && !obj.is_sequence_data()) {
-        return Value::undefined(object_type_repr(obj) + " has no element slice(" + repr(start_v.is_undefined() ? Value::none() : start_v) +
-                                ", " + repr(stop_v.is_undefined() ? Value::none() : stop_v) + ", " +
+        return Value::undefined(object_type_repr(obj) + " has no element slice(" +
+                                repr(start_v.is_undefined() ? Value::none() : start_v) + ", " +
+                                repr(stop_v.is_undefined() ? Value::none() : stop_v) + ", " +
                                 repr(step_v.is_undefined() ? Value::none() : step_v) + ")");
     }
     std::vector<size_t> at;
@@ -387,7 +389,8 @@ Value slice(const Value& obj, const Value& start_v, const Value& stop_v, const V
     }
     if (is_str) {
         const std::string& s = obj.str();
-        if (at.empty() && step == 1) return Value(picks.empty() ? std::string() : s.substr(static_cast<size_t>(start), picks.size()));
+        if (at.empty() && step == 1)
+            return Value(picks.empty() ? std::string() : s.substr(static_cast<size_t>(start), picks.size()));
         std::string out;
         for (int64_t i : picks) {
             const auto k = static_cast<size_t>(i);
@@ -469,8 +472,8 @@ std::string printf_number(const Spec& spec, const Value& arg, size_t index) {
             type_error("%c requires int or char");
         }
         const bool integral = c == 'x' || c == 'X' || c == 'o';
-        type_error(std::string("%") + c + " format: " + (integral ? "an integer" : "a real number") +
-                   " is required, not " + type_name(arg));
+        type_error(std::string("%") + c + " format: " + (integral ? "an integer" : "a real number") + " is required, not " +
+                   type_name(arg));
     }
     (void)index;
     switch (c) {
@@ -505,9 +508,7 @@ std::string printf_number(const Spec& spec, const Value& arg, size_t index) {
             text::encode(s, static_cast<char32_t>(arg.int_value()));
             return pad(s, spec);
         }
-        default:
-            std::snprintf(buf, sizeof buf, (fmt + c).c_str(), arg.float_value());
-            return buf;
+        default: std::snprintf(buf, sizeof buf, (fmt + c).c_str(), arg.float_value()); return buf;
     }
 }
 
@@ -543,7 +544,8 @@ std::string percent_format(std::string_view format, const Value& args, bool esca
             k = close + 1;
         }
         Spec spec;
-        while (k < format.size() && std::string_view("-+ #0").find(format[k]) != std::string_view::npos) spec.flags += format[k++];
+        while (k < format.size() && std::string_view("-+ #0").find(format[k]) != std::string_view::npos)
+            spec.flags += format[k++];
         auto number = [&]() {
             int v = -1;
             if (k < format.size() && format[k] == '*') {
@@ -587,10 +589,19 @@ std::string percent_format(std::string_view format, const Value& args, bool esca
                 out += pad(std::move(s), spec);
                 break;
             }
-            case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': case 'c':
-            case 'e': case 'E': case 'f': case 'F': case 'g': case 'G':
-                out += printf_number(spec, arg, start);
-                break;
+            case 'd':
+            case 'i':
+            case 'u':
+            case 'x':
+            case 'X':
+            case 'o':
+            case 'c':
+            case 'e':
+            case 'E':
+            case 'f':
+            case 'F':
+            case 'g':
+            case 'G': out += printf_number(spec, arg, start); break;
             default: {
                 char buf[96];
                 std::snprintf(buf, sizeof buf, "unsupported format character '%c' (0x%x) at index %zu", spec.conv,

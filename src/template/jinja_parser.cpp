@@ -129,8 +129,8 @@ private:
             const Token& t = cur();
             if (t.kind == Tok::Eof) {
                 if (end_tags.size() == 0) return body;
-                fail_here("Unexpected end of template. Jinja was looking for the following tags: " + tag_list(end_tags) +
-                          "." + innermost_block());
+                fail_here("Unexpected end of template. Jinja was looking for the following tags: " + tag_list(end_tags) + "." +
+                          innermost_block());
             }
             if (t.kind == Tok::Text) {
                 auto s = std::make_unique<Stmt>();
@@ -202,8 +202,8 @@ private:
         s->line = t.line;
         const std::string tag = t.text;
         advance();
-        const bool is_known = tag == "for" || tag == "if" || tag == "set" || tag == "macro" || tag == "call" ||
-                              tag == "filter" || tag == "with" || tag == "generation";
+        const bool is_known = tag == "for" || tag == "if" || tag == "set" || tag == "macro" || tag == "call" || tag == "filter" ||
+                              tag == "with" || tag == "generation";
         std::optional<OpenBlock> open;
         if (is_known) open.emplace(*this, tag);
         if (tag == "for") parse_for(*s);
@@ -459,11 +459,15 @@ private:
         std::unique_ptr<Expr> cmp;
         while (true) {
             CmpOp op;
-            if (cur().kind == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                          cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+            if (cur().kind == Tok::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                          cur().text == ">" || cur().text == ">=")) {
                 const std::string& t = cur().text;
-                op = t == "==" ? CmpOp::Eq : t == "!=" ? CmpOp::Ne : t == "<" ? CmpOp::Lt : t == "<=" ? CmpOp::Le
-                     : t == ">" ? CmpOp::Gt : CmpOp::Ge;
+                op = t == "=="   ? CmpOp::Eq
+                     : t == "!=" ? CmpOp::Ne
+                     : t == "<"  ? CmpOp::Lt
+                     : t == "<=" ? CmpOp::Le
+                     : t == ">"  ? CmpOp::Gt
+                                 : CmpOp::Ge;
                 advance();
             } else if (is_name("in")) {
                 op = CmpOp::In;
@@ -762,8 +766,8 @@ private:
         e->test = find_test(e->name);
         if (is_op("(")) {
             parse_call_args(e->call);
-        } else if ((cur().kind == Tok::Name || cur().kind == Tok::String || cur().kind == Tok::Int ||
-                    cur().kind == Tok::Float || is_op("[") || is_op("{")) &&
+        } else if ((cur().kind == Tok::Name || cur().kind == Tok::String || cur().kind == Tok::Int || cur().kind == Tok::Float ||
+                    is_op("[") || is_op("{")) &&
                    !is_name("else") && !is_name("or") && !is_name("and")) {
             if (is_name("is")) fail_here("You cannot chain multiple tests with is");
             e->call.args.push_back(parse_postfix(parse_primary()));

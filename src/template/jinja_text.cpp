@@ -94,8 +94,8 @@ std::vector<size_t> offsets(std::string_view s) {
 }
 
 bool is_space(char32_t c) {
-    return in(c, 0x09, 0x0D) || in(c, 0x1C, 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           in(c, 0x2000, 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+    return in(c, 0x09, 0x0D) || in(c, 0x1C, 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 bool is_printable(char32_t c) {
@@ -105,8 +105,7 @@ bool is_printable(char32_t c) {
     // surrogates and non-characters: the ones Python's repr escapes.
     if (in(c, 0x600, 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F || c == 0x180E || c == 0x1680) return false;
     if (in(c, 0x2000, 0x200F) || in(c, 0x2028, 0x202F) || in(c, 0x205F, 0x206F)) return false;
-    if (c == 0x3000 || in(c, 0xD800, 0xF8FF) || c == 0xFEFF || in(c, 0xFFF0, 0xFFFB) || in(c, 0xFFFE, 0xFFFF))
-        return false;
+    if (c == 0x3000 || in(c, 0xD800, 0xF8FF) || c == 0xFEFF || in(c, 0xFFF0, 0xFFFB) || in(c, 0xFFFE, 0xFFFF)) return false;
     if (c == 0x110BD || in(c, 0x1D173, 0x1D17A) || in(c, 0xE0000, 0xE007F) || c >= 0xF0000) return false;
     return true;
 }

@@ -31,8 +31,7 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Tup
 // exception class jinja2 would raise (TypeError, UndefinedError, ...), `message` its text.
 class RuntimeFailure : public std::runtime_error {
 public:
-    RuntimeFailure(std::string type, const std::string& message)
-        : std::runtime_error(message), type_(std::move(type)) {}
+    RuntimeFailure(std::string type, const std::string& message) : std::runtime_error(message), type_(std::move(type)) {}
     const std::string& type() const { return type_; }
 
 private:
@@ -95,9 +94,7 @@ public:
         std::string hint;
         bool security = false;
     };
-    const UndefinedInfo* undefined_info() const {
-        return ptr_ ? static_cast<const UndefinedInfo*>(ptr_.get()) : nullptr;
-    }
+    const UndefinedInfo* undefined_info() const { return ptr_ ? static_cast<const UndefinedInfo*>(ptr_.get()) : nullptr; }
     // Identity of a container or object (for `is sameas`).
     const void* identity() const { return ptr_.get(); }
 

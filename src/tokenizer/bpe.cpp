@@ -41,7 +41,8 @@ Bpe::Bpe(const Vocab& vocab) : byte_token_(vocab.byte_token), merges_(vocab.merg
         for (uint32_t b = 0; b < 256; ++b) {
             if (byte_token_[b] < 0) continue;
             const int32_t rank = merges_.rank(byte_token_[a], byte_token_[b]);
-            if (rank >= 0) byte_pairs_[(a << 8) | b] = (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(merges_.result(rank));
+            if (rank >= 0)
+                byte_pairs_[(a << 8) | b] = (static_cast<uint64_t>(rank) << 32) | static_cast<uint32_t>(merges_.result(rank));
         }
     }
 }

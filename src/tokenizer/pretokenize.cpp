@@ -97,9 +97,9 @@ size_t piece_end(const CharClassTable& table, const uint8_t* s, size_t n, size_t
         j += e.len;
     }
     if (last_newline_end) return last_newline_end;  // \s* backs off to the last newline
-    if (j == n) return j;                            // (?!\S) holds at the end of the text
-    if (last_char > i) return last_char;             // give back one character so (?!\S) holds
-    return j;                                        // a lone space before non-space: \s+
+    if (j == n) return j;                           // (?!\S) holds at the end of the text
+    if (last_char > i) return last_char;            // give back one character so (?!\S) holds
+    return j;                                       // a lone space before non-space: \s+
 }
 
 }  // namespace
@@ -119,7 +119,8 @@ bool pre_tokenizer_uses_nfc(PreTokenizer) { return true; }
 size_t next_piece_end(PreTokenizer p, std::string_view text, size_t pos) {
     const CharClassTable& table = CharClassTable::get();
     const auto* s = reinterpret_cast<const uint8_t*>(text.data());
-    if (p == PreTokenizer::Qwen35) return piece_end<kLetter | kMark, kSpace | kLetter | kMark | kNumber>(table, s, text.size(), pos);
+    if (p == PreTokenizer::Qwen35)
+        return piece_end<kLetter | kMark, kSpace | kLetter | kMark | kNumber>(table, s, text.size(), pos);
     return piece_end<kLetter, kSpace | kLetter | kNumber>(table, s, text.size(), pos);
 }
 

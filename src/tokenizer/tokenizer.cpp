@@ -3,18 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "util/thread_pool.h"
 #include "gguf/gguf.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace strata::tokenizer {
 
-std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
-    return std::make_unique<Tokenizer>(load_vocab(file));
-}
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) { return std::make_unique<Tokenizer>(load_vocab(file)); }
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), bpe_(vocab_) {
     for (int32_t id = 0; id < vocab_.size(); ++id) {
@@ -27,13 +25,15 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), bpe_(vocab_) {
     }
     for (auto& ids : added_by_first_byte_) {
         // Longest first; equal text keeps the lower id (what a dictionary of added tokens would).
-        std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return vocab_.bytes[a].size() > vocab_.bytes[b].size(); });
+        std::stable_sort(ids.begin(), ids.end(),
+                         [&](int32_t a, int32_t b) { return vocab_.bytes[a].size() > vocab_.bytes[b].size(); });
     }
 }
 
 void Tokenizer::check_id(int32_t id) const {
     if (!valid(id))
-        throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(vocab_.size() - 1) + ")");
+        throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(vocab_.size() - 1) +
+                    ")");
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
@@ -58,7 +58,8 @@ std::pair<size_t, int32_t> Tokenizer::find_added(std::string_view text, size_t f
     return {text.size(), -1};
 }
 
-void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, BpeScratch& scratch, std::string& nfc_storage) const {
+void Tokenizer::encode_plain(std::string_view text, std::vector<int32_t>& out, BpeScratch& scratch,
+                             std::string& nfc_storage) const {
     if (text.empty()) return;
     const std::string_view normalized = pre_tokenizer_uses_nfc(vocab_.pre) ? nfc(text, nfc_storage) : text;
     PieceScanner scanner(vocab_.pre, normalized);
@@ -91,7 +92,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
 
 std::vector<int32_t> Tokenizer::encode_parallel(std::string_view text, int n_threads, bool parse_special) const {
     constexpr size_t kMinPart = 16 * 1024;  // below this, thread start-up costs more than it saves
-    if (n_threads <= 1 || text.size() < 2 * kMinPart || (parse_special && added_contain_newline_)) return encode(text, parse_special);
+    if (n_threads <= 1 || text.size() < 2 * kMinPart || (parse_special && added_contain_newline_))
+        return encode(text, parse_special);
 
     // A few parts per thread so that uneven parts (dense CJK next to ASCII) still balance.
     const size_t n_wanted = static_cast<size_t>(n_threads) * 4;

@@ -22,7 +22,9 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/vocab.h"
 
-namespace strata::gguf { class File; }
+namespace strata::gguf {
+class File;
+}
 
 namespace strata::tokenizer {
 

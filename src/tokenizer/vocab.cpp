@@ -110,10 +110,10 @@ Vocab load_vocab(const gguf::File& f) {
     const std::string path = f.path().string();
     const std::string& model = f.get_string("tokenizer.ggml.model");
     if (model != "gpt2")
-        throw Error(path + ": metadata key 'tokenizer.ggml.model' is '" + model +
-                    "'; only byte-level BPE ('gpt2') is supported");
+        throw Error(path + ": metadata key 'tokenizer.ggml.model' is '" + model + "'; only byte-level BPE ('gpt2') is supported");
     const auto pre_name = f.opt_string("tokenizer.ggml.pre");
-    if (!pre_name) throw Error(path + ": metadata key 'tokenizer.ggml.pre' is missing (which pre-tokenizer the vocabulary needs)");
+    if (!pre_name)
+        throw Error(path + ": metadata key 'tokenizer.ggml.pre' is missing (which pre-tokenizer the vocabulary needs)");
     const auto pre = pre_tokenizer_from_name(*pre_name);
     if (!pre)
         throw Error(path + ": metadata key 'tokenizer.ggml.pre' is '" + *pre_name +
@@ -170,7 +170,8 @@ Vocab load_vocab(const gguf::File& f) {
             const std::string& m = merges[rank];
             const size_t space = m.find(' ');
             const auto bad = [&](const std::string& why) {
-                return Error(path + ": metadata key 'tokenizer.ggml.merges' entry " + std::to_string(rank) + " ('" + m + "') " + why);
+                return Error(path + ": metadata key 'tokenizer.ggml.merges' entry " + std::to_string(rank) + " ('" + m + "') " +
+                             why);
             };
             if (space == std::string::npos || space == 0 || space + 1 == m.size()) throw bad("is not 'LEFT RIGHT'");
             const std::string_view left(m.data(), space), right(m.data() + space + 1, m.size() - space - 1);

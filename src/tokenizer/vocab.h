@@ -15,7 +15,9 @@
 
 #include "tokenizer/pretokenize.h"
 
-namespace strata::gguf { class File; }
+namespace strata::gguf {
+class File;
+}
 
 namespace strata::tokenizer {
 
@@ -39,7 +41,7 @@ struct Merge {
 struct Vocab {
     std::vector<std::string> bytes;  // what each token decodes to (raw bytes; empty for unused)
     std::vector<TokenType> types;
-    std::vector<Merge> merges;       // rank order
+    std::vector<Merge> merges;              // rank order
     std::array<int32_t, 256> byte_token{};  // the token of each single byte, -1 when there is none
     PreTokenizer pre = PreTokenizer::Qwen2;
     int32_t bos = -1, eos = -1, pad = -1, eot = -1, unk = -1;  // -1: absent

@@ -38,7 +38,7 @@ CpuFeatures detect() {
     f.f16c = (l1.c >> 29) & 1;
     if (osxsave && avx) {
         const uint64_t xcr0 = read_xcr0();
-        f.os_ymm = (xcr0 & 0x6) == 0x6;             // XMM | YMM state
+        f.os_ymm = (xcr0 & 0x6) == 0x6;                // XMM | YMM state
         f.os_zmm = f.os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask | ZMM_Hi256 | Hi16_ZMM
     }
     if (max_leaf >= 7) {

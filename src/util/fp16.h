@@ -36,9 +36,9 @@ inline uint16_t f32_to_f16(float f) {
     const uint32_t x = f32_to_bits(f);
     const uint32_t sign = (x >> 16) & 0x8000u;
     const uint32_t abs = x & 0x7fffffffu;
-    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // nan
+    if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // nan
     if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (abs < 0x38800000u) {  // result is subnormal or zero: let float addition round it
+    if (abs < 0x38800000u) {                      // result is subnormal or zero: let float addition round it
         const float r = bits_to_f32(abs) + 0.5f;  // 0.5 = 2^-1: ulp of f16 subnormals is 2^-24
         return static_cast<uint16_t>(sign | (f32_to_bits(r) - 0x3f000000u));
     }

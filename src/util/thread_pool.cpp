@@ -68,7 +68,7 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
     next_task_.store(0, std::memory_order_relaxed);
     const uint32_t gen = (generation_.load(std::memory_order_relaxed) + 1) & kGenMask;
     gate_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);  // open, nobody inside
-    generation_.store(gen, std::memory_order_seq_cst);  // publishes the job; pairs with sleepers_
+    generation_.store(gen, std::memory_order_seq_cst);                         // publishes the job; pairs with sleepers_
     if (sleepers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
 
     work(0);

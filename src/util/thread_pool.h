@@ -41,7 +41,8 @@ public:
     template <class Fn>
     void parallel_for(int64_t n_tasks, Fn&& fn) {
         using F = std::remove_reference_t<Fn>;
-        run(n_tasks, [](void* ctx, int64_t task, int thread) { (*static_cast<F*>(ctx))(task, thread); },
+        run(
+            n_tasks, [](void* ctx, int64_t task, int thread) { (*static_cast<F*>(ctx))(task, thread); },
             const_cast<void*>(static_cast<const void*>(&fn)));
     }
 

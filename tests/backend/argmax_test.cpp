@@ -30,7 +30,7 @@ TEST(Argmax, RowsOfTheCpuBackendAndTheDefaultAgree) {
     const int64_t rows = 5, n = 151936;
     auto x = test::random_floats(static_cast<size_t>(rows * n), 3);
     x[static_cast<size_t>(1 * n + 7)] = x[static_cast<size_t>(1 * n + 90000)] = 50.0f;  // a tie
-    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(3 * n + i)] = -kInf;        // nothing to pick
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(3 * n + i)] = -kInf;          // nothing to pick
     Buffer b(&cpu, x.size());
     cpu.copy_from_host(x.data(), b.data(), x.size());
     std::vector<int32_t> ids(rows, -7), base(rows, -7);

@@ -21,8 +21,8 @@ struct Case {
 };
 
 // Softmax(q k^T * scale) v for one head against rows 0..n_ctx-1 of a contiguous cache.
-std::vector<double> reference(const float* q, const std::vector<float>& k, const std::vector<float>& v, int64_t k_row, int64_t v_row,
-                              int64_t k_off, int64_t v_off, int64_t dk, int64_t dv, int64_t n_ctx, float scale) {
+std::vector<double> reference(const float* q, const std::vector<float>& k, const std::vector<float>& v, int64_t k_row,
+                              int64_t v_row, int64_t k_off, int64_t v_off, int64_t dk, int64_t dv, int64_t n_ctx, float scale) {
     std::vector<double> s(static_cast<size_t>(n_ctx));
     double mx = -1e300;
     for (int64_t j = 0; j < n_ctx; ++j) {
@@ -35,7 +35,8 @@ std::vector<double> reference(const float* q, const std::vector<float>& k, const
     for (auto& x : s) sum += (x = std::exp(x - mx));
     std::vector<double> o(static_cast<size_t>(dv), 0.0);
     for (int64_t j = 0; j < n_ctx; ++j)
-        for (int64_t i = 0; i < dv; ++i) o[static_cast<size_t>(i)] += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j * v_row + v_off + i)];
+        for (int64_t i = 0; i < dv; ++i)
+            o[static_cast<size_t>(i)] += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>(j * v_row + v_off + i)];
     return o;
 }
 
@@ -52,7 +53,8 @@ TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), std::mt19937(4));
     const int64_t pool_blocks = n_blocks + 3;
-    std::vector<float> kp(static_cast<size_t>(pool_blocks * c.block_size * k_row), 7.0f), vp(static_cast<size_t>(pool_blocks * c.block_size * v_row), 7.0f);
+    std::vector<float> kp(static_cast<size_t>(pool_blocks * c.block_size * k_row), 7.0f),
+        vp(static_cast<size_t>(pool_blocks * c.block_size * v_row), 7.0f);
     for (int64_t b = 0; b < n_blocks; ++b) {
         const int64_t phys = table[static_cast<size_t>(b)] + 2;
         table[static_cast<size_t>(b)] = static_cast<int32_t>(phys);
@@ -93,7 +95,8 @@ TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
             for (int64_t i = 0; i < n_q; ++i)
                 for (int64_t h = 0; h < group; ++h) {
                     const float* qh = t.q + i * t.q_token_stride + h * c.dk;
-                    const auto ref = reference(qh, k, v, k_row, v_row, hk * c.dk, hk * c.dv, c.dk, c.dv, pos[static_cast<size_t>(i)] + 1, scale);
+                    const auto ref = reference(qh, k, v, k_row, v_row, hk * c.dk, hk * c.dv, c.dk, c.dv,
+                                               pos[static_cast<size_t>(i)] + 1, scale);
                     const float* o = t.out + i * t.out_token_stride + h * c.dv;
                     double num = 0, den = 0;
                     for (int64_t d = 0; d < c.dv; ++d) {
@@ -101,7 +104,8 @@ TEST_P(AttentionKernels, PagedTileMatchesReferenceAtEveryLevel) {
                         num += e * e;
                         den += ref[static_cast<size_t>(d)] * ref[static_cast<size_t>(d)];
                     }
-                    EXPECT_LT(std::sqrt(num / den), 1e-5) << util::isa_name(isa) << " kv head " << hk << " query " << i << " head " << h;
+                    EXPECT_LT(std::sqrt(num / den), 1e-5)
+                        << util::isa_name(isa) << " kv head " << hk << " query " << i << " head " << h;
                 }
             // A query alone gives bit-identical output to the same query inside the tile.
             const int64_t pick = n_q > 1 ? 1 : 0;
@@ -152,7 +156,8 @@ TEST(CpuBackendAttention, CausalPerTokenWithMixedSequences) {
             const auto& vv = kv[static_cast<size_t>(t)] == &a ? v0 : v1;
             const auto ref = reference(q.data() + (t * n_head + h) * d, kk, vv, n_kv * d, n_kv * d, h / 4 * d, h / 4 * d, d, d,
                                        pos[static_cast<size_t>(t)] + 1, 0.2f);
-            for (int64_t i = 0; i < d; ++i) EXPECT_NEAR(out[static_cast<size_t>((t * n_head + h) * d + i)], ref[static_cast<size_t>(i)], 2e-5);
+            for (int64_t i = 0; i < d; ++i)
+                EXPECT_NEAR(out[static_cast<size_t>((t * n_head + h) * d + i)], ref[static_cast<size_t>(i)], 2e-5);
         }
     // f16 caches are a GPU backend's: the CPU backend names the problem instead of misreading them.
     EXPECT_EQ(be.kv_type(true), KvType::F32);

@@ -101,7 +101,8 @@ TEST(CudaTuning, EveryKnobHasItsOwnVariableAndIsDocumented) {
         EXPECT_TRUE(variables.insert(k.variable).second) << k.variable << " twice";
         EXPECT_TRUE(fields.insert(k.field).second) << k.field << " twice";
         EXPECT_EQ(std::string(k.variable).rfind("STRATA_CUDA_", 0), 0u) << k.variable;
-        EXPECT_NE(doc.str().find(std::string("`") + k.variable + "`"), std::string::npos) << k.variable << " is not in docs/cuda.md";
+        EXPECT_NE(doc.str().find(std::string("`") + k.variable + "`"), std::string::npos)
+            << k.variable << " is not in docs/cuda.md";
     }
 }
 

@@ -69,7 +69,8 @@ TEST(RowSampling, SumsTopTokensAndTheDrawFollowTheDefinitions) {
             // The top tokens: a full sort by (logit descending, id ascending).
             std::vector<int32_t> ids(static_cast<size_t>(n));
             for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
-            std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return base[static_cast<size_t>(a)] > base[static_cast<size_t>(b)]; });
+            std::stable_sort(ids.begin(), ids.end(),
+                             [&](int32_t a, int32_t b) { return base[static_cast<size_t>(a)] > base[static_cast<size_t>(b)]; });
             ASSERT_EQ(out.n_top, 64);
             for (int32_t j = 0; j < 64; ++j) {
                 EXPECT_EQ(top[static_cast<size_t>(j)].id, ids[static_cast<size_t>(j)]) << j;
@@ -94,11 +95,11 @@ TEST(RowSampling, TheDrawKeepsTheNucleusThenMinP) {
         return out.drawn;
     };
     EXPECT_EQ(draw(0.75f, 0.0f, 0.0), 1);
-    EXPECT_EQ(draw(0.75f, 0.0f, 0.6), 1);   // 0.6 * 0.8 = 0.48 < 0.5
-    EXPECT_EQ(draw(0.75f, 0.0f, 0.7), 3);   // 0.56: past id 1, in id 3 (id 2 is out)
-    EXPECT_EQ(draw(1.0f, 0.0f, 0.62), 2);   // everything kept: 0.62 lands in id 2 (0.6 .. 0.7)
-    EXPECT_EQ(draw(1.0f, 0.5f, 0.7), 3);    // min-p 0.5: weights 1, 0.6 of the top's kept (ids 1, 3)
-    EXPECT_EQ(draw(0.4f, 0.0f, 0.99), 1);   // the nucleus is the top token alone
+    EXPECT_EQ(draw(0.75f, 0.0f, 0.6), 1);  // 0.6 * 0.8 = 0.48 < 0.5
+    EXPECT_EQ(draw(0.75f, 0.0f, 0.7), 3);  // 0.56: past id 1, in id 3 (id 2 is out)
+    EXPECT_EQ(draw(1.0f, 0.0f, 0.62), 2);  // everything kept: 0.62 lands in id 2 (0.6 .. 0.7)
+    EXPECT_EQ(draw(1.0f, 0.5f, 0.7), 3);   // min-p 0.5: weights 1, 0.6 of the top's kept (ids 1, 3)
+    EXPECT_EQ(draw(0.4f, 0.0f, 0.99), 1);  // the nucleus is the top token alone
 }
 
 TEST(RowSampling, InfinityNanAndRowsWithNothingToSample) {

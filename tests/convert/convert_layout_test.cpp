@@ -9,9 +9,9 @@
 
 #include "backend/cpu_backend.h"
 #include "convert/convert.h"
-#include "model/model.h"
 #include "convert/qwen_tensors.h"
 #include "convert_test_util.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -138,7 +138,7 @@ TEST(ConvertMetadata, ArchitectureKeys) {
     EXPECT_EQ(a->get_u32("qwen35moe.full_attention_interval"), 3u);
     EXPECT_EQ(a->get_ints("qwen35moe.rope.dimension_sections"), (std::vector<int64_t>{2, 1, 1, 0}));
     EXPECT_EQ(a->get_u32("qwen35moe.rope.dimension_count"), 8u);  // 32 * 0.25
-    EXPECT_EQ(a->get_u32("qwen35moe.ssm.inner_size"), 72u);      // 3 value heads * 24
+    EXPECT_EQ(a->get_u32("qwen35moe.ssm.inner_size"), 72u);       // 3 value heads * 24
     EXPECT_FLOAT_EQ(a->get_f32("qwen35moe.rope.freq_base"), 1e7f);
     EXPECT_FALSE(a->has("qwen35moe.expert_weights_norm"));
     EXPECT_FALSE(a->has("qwen35moe.nextn_predict_layers"));
@@ -265,7 +265,8 @@ TEST(ConvertLayout, MtpTensorsBecomeNextnBlocks) {
     // An MTP layer shaped like full-attention layer 3, plus the fc / norms.
     std::vector<StEntry> mtp;
     for (const StEntry& e : entries)
-        if (e.name.starts_with("model.layers.3.")) mtp.push_back({"mtp.layers.0." + e.name.substr(15), e.dtype, e.shape, e.bytes});
+        if (e.name.starts_with("model.layers.3."))
+            mtp.push_back({"mtp.layers.0." + e.name.substr(15), e.dtype, e.shape, e.bytes});
     const StEntry* norm = find_entry(entries, "model.norm.weight");
     mtp.push_back({"mtp.fc.weight", "BF16", {64, 128}, std::vector<uint8_t>(64 * 128 * 2, 0x3c)});
     for (const char* n : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"})
@@ -415,8 +416,8 @@ TEST(ConvertErrors, BadOutType) {
 
 TEST(ConvertCli, ConvertsWithProgress) {
     strata::test::TempDir tmp;
-    const auto r = strata::test::run_strata("convert '" + hf_checkpoint("qwen3moe-b").string() + "' '" + (tmp / "b.gguf").string() +
-                                            "' --outtype f32");
+    const auto r = strata::test::run_strata("convert '" + hf_checkpoint("qwen3moe-b").string() + "' '" +
+                                            (tmp / "b.gguf").string() + "' --outtype f32");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("convert: [26/26] "), std::string::npos) << r.err;  // tensors done / total, bytes
     EXPECT_NE(r.err.find(" / "), std::string::npos) << r.err;
@@ -424,7 +425,8 @@ TEST(ConvertCli, ConvertsWithProgress) {
     const auto f = gguf::File::open(tmp / "b.gguf");
     EXPECT_EQ(f->tensors().size(), 26u);
     EXPECT_EQ(f->get_u32("general.file_type"), 0u);
-    const auto q = strata::test::run_strata("convert -q '" + hf_checkpoint("qwen3moe-b").string() + "' '" + (tmp / "c.gguf").string() + "'");
+    const auto q =
+        strata::test::run_strata("convert -q '" + hf_checkpoint("qwen3moe-b").string() + "' '" + (tmp / "c.gguf").string() + "'");
     EXPECT_EQ(q.exit_code, 0);
     EXPECT_EQ(q.err, "");
 }

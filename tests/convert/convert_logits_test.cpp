@@ -35,8 +35,7 @@ TEST_P(ConvertLogits, F32MatchesTransformers) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(HfCheckpoints, ConvertLogits,
-                         testing::Values("qwen3moe-a", "qwen3moe-b", "qwen3next-a", "qwen35moe-a"),
+INSTANTIATE_TEST_SUITE_P(HfCheckpoints, ConvertLogits, testing::Values("qwen3moe-a", "qwen3moe-b", "qwen3next-a", "qwen35moe-a"),
                          [](const testing::TestParamInfo<std::string>& i) {
                              std::string s = i.param;
                              for (char& c : s)
@@ -229,8 +228,9 @@ TEST(ConvertLogitsQwen35, MoreValueHeadsThanKeyHeads) {
     EXPECT_EQ(m->file().architecture(), "qwen35moe");
     for (size_t k = 0; k < 3; ++k) {
         const Agreement a = compare_with_reference(*m, next, k);
-        std::printf("qwen3next-a as qwen35moe prompt %zu: last-row rel L2 %.3g, max |top5 delta| %.3g, greedy %d/%d steps agree\n",
-                    k, a.last_rel_l2, a.max_top5_err, a.greedy_checked - a.greedy_mismatch, a.greedy_checked);
+        std::printf(
+            "qwen3next-a as qwen35moe prompt %zu: last-row rel L2 %.3g, max |top5 delta| %.3g, greedy %d/%d steps agree\n", k,
+            a.last_rel_l2, a.max_top5_err, a.greedy_checked - a.greedy_mismatch, a.greedy_checked);
         EXPECT_LE(a.last_rel_l2, 1e-4) << "prompt " << k;
         EXPECT_LE(a.max_top5_err, 1e-3) << "prompt " << k;
         EXPECT_EQ(a.greedy_mismatch, 0) << "prompt " << k;

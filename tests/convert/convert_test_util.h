@@ -57,7 +57,8 @@ inline void write_safetensors(const fs::path& path, const std::vector<StEntry>& 
     const uint64_t n = h.size();
     out.write(reinterpret_cast<const char*>(&n), 8);
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const StEntry& e : entries) out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
+    for (const StEntry& e : entries)
+        out.write(reinterpret_cast<const char*>(e.bytes.data()), static_cast<std::streamsize>(e.bytes.size()));
 }
 
 // Every tensor of a checkpoint directory, in file order, as writable entries.
@@ -114,10 +115,10 @@ inline std::vector<float> prompt_logits(model::Model& m, const std::vector<int32
 }
 
 struct Agreement {
-    double last_rel_l2 = 0;    // last row vs last_logits_<k>.f32
-    double max_top5_err = 0;   // |ours - reference| over every position's reference top 5
-    int greedy_checked = 0;    // steps where our margin made the comparison meaningful
-    int greedy_mismatch = 0;   // of those, steps whose argmax differs from the reference
+    double last_rel_l2 = 0;   // last row vs last_logits_<k>.f32
+    double max_top5_err = 0;  // |ours - reference| over every position's reference top 5
+    int greedy_checked = 0;   // steps where our margin made the comparison meaningful
+    int greedy_mismatch = 0;  // of those, steps whose argmax differs from the reference
 };
 
 // Runs reference prompt k: every position's top-5 logits, the last row, and the 16 greedy
@@ -136,7 +137,8 @@ inline Agreement compare_with_reference(model::Model& m, const fs::path& ref_dir
         for (size_t j = 0; j < 5; ++j) {
             const int id = p["top5_ids"][i][j];
             const double want = p["top5_logits"][i][j];
-            a.max_top5_err = std::max(a.max_top5_err, std::abs(logits[i * static_cast<size_t>(n_vocab) + static_cast<size_t>(id)] - want));
+            a.max_top5_err =
+                std::max(a.max_top5_err, std::abs(logits[i * static_cast<size_t>(n_vocab) + static_cast<size_t>(id)] - want));
         }
     const auto last = read_f32_file(ref_dir / ("last_logits_" + std::to_string(k) + ".f32"));
     EXPECT_EQ(last.size(), static_cast<size_t>(n_vocab));

@@ -90,10 +90,20 @@ TEST(GeneralMeta, ModelCardAndGenerationConfig) {
         keys.push_back(k);
         by_key[k] = v;
     }
-    const std::vector<std::string> want = {
-        "general.sampling.top_k", "general.sampling.top_p", "general.sampling.temp", "general.name", "general.finetune",
-        "general.basename", "general.size_label", "general.license", "general.license.link", "general.base_model.count",
-        "general.base_model.0.name", "general.base_model.0.organization", "general.base_model.0.repo_url", "general.tags"};
+    const std::vector<std::string> want = {"general.sampling.top_k",
+                                           "general.sampling.top_p",
+                                           "general.sampling.temp",
+                                           "general.name",
+                                           "general.finetune",
+                                           "general.basename",
+                                           "general.size_label",
+                                           "general.license",
+                                           "general.license.link",
+                                           "general.base_model.count",
+                                           "general.base_model.0.name",
+                                           "general.base_model.0.organization",
+                                           "general.base_model.0.repo_url",
+                                           "general.tags"};
     EXPECT_EQ(keys, want);
     EXPECT_EQ(by_key["general.sampling.top_k"].i, 20);
     EXPECT_EQ(by_key["general.sampling.top_k"].type, gguf::ValueType::I32);

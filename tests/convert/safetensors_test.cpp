@@ -157,8 +157,9 @@ TEST(Safetensors, CheckpointDirectoryParts) {
         Checkpoint::open(tmp.path());
         FAIL();
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("model.safetensors.index.json: part file 'model-00003-of-00003.safetensors' is missing"),
-                  std::string::npos)
+        EXPECT_NE(
+            std::string(e.what()).find("model.safetensors.index.json: part file 'model-00003-of-00003.safetensors' is missing"),
+            std::string::npos)
             << e.what();
     }
     write_json(tmp / "model.safetensors.index.json",

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "util/cpu_features.h"
 #include "cpu/kernels.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "quant/types.h"
 #include "test_util.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/fp16.h"
 
@@ -50,7 +50,8 @@ inline std::vector<size_t> half_fields(quant::Type t) {
 // rows x n weights of type t: quantised random floats where a quantiser exists, else random
 // bytes with finite, positive scales (every i-quant grid index is valid). Outlier-bearing data,
 // never all zeros.
-inline std::vector<uint8_t> make_weights(quant::Type t, int64_t rows, int64_t n, uint32_t seed, bool prefer_random_bytes = false) {
+inline std::vector<uint8_t> make_weights(quant::Type t, int64_t rows, int64_t n, uint32_t seed,
+                                         bool prefer_random_bytes = false) {
     const size_t row_bytes = static_cast<size_t>(*quant::row_bytes(t, static_cast<uint64_t>(n)));
     std::vector<uint8_t> out(row_bytes * static_cast<size_t>(rows));
     if (quant::can_quantize(t) && !prefer_random_bytes) {
@@ -122,12 +123,12 @@ inline std::vector<float> dequant_acts(cpu::ActFormat f, const uint8_t* row, int
 // Levels above scalar, with whether this CPU can run them.
 inline std::vector<util::Isa> simd_isas() { return {util::Isa::Avx2, util::Isa::Avx512}; }
 
-#define STRATA_REQUIRE_ISA(isa)                                                                                      \
-    do {                                                                                                             \
-        if (!::strata::util::isa_supported(isa)) {                                                                    \
-            GTEST_SKIP() << "CPU lacks " << ::strata::util::isa_name(isa) << " (has up to "                          \
-                         << ::strata::util::isa_name(::strata::util::detected_isa()) << "): its kernels were not run";  \
-        }                                                                                                            \
+#define STRATA_REQUIRE_ISA(isa)                                                                                        \
+    do {                                                                                                               \
+        if (!::strata::util::isa_supported(isa)) {                                                                     \
+            GTEST_SKIP() << "CPU lacks " << ::strata::util::isa_name(isa) << " (has up to "                            \
+                         << ::strata::util::isa_name(::strata::util::detected_isa()) << "): its kernels were not run"; \
+        }                                                                                                              \
     } while (0)
 
 // Row lengths to test for a type: several block counts, including odd ones.

@@ -16,8 +16,8 @@ namespace strata::test {
 namespace {
 
 using cpu::ActFormat;
-using util::Isa;
 using quant::Type;
+using util::Isa;
 
 constexpr uint32_t kSeeds[] = {1, 2, 3};
 
@@ -104,7 +104,8 @@ TEST_P(KernelLevel, DotKernelsMatchScalar) {
                 std::vector<std::vector<uint8_t>> acts;
                 std::vector<std::vector<float>> acts_deq;
                 for (int c = 0; c < 9; ++c) {
-                    acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), seed * 100 + static_cast<uint32_t>(c))));
+                    acts.push_back(
+                        quantize_acts(ref, f, random_floats(static_cast<size_t>(n), seed * 100 + static_cast<uint32_t>(c))));
                     acts_deq.push_back(dequant_acts(f, acts.back().data(), n));
                 }
                 const auto want = run_tile(ref.dot_for(t), n, w, stride, rows, acts);
@@ -135,14 +136,16 @@ TEST_P(KernelLevel, DotKernelsMatchScalarOnRandomBlocks) {
         const int64_t n = quant::type_info(t).block_elems == 32 ? 512 : 1024;
         const auto w = make_weights(t, 2, n, 42, /*prefer_random_bytes=*/true);
         std::vector<std::vector<uint8_t>> acts;
-        for (int c = 0; c < 5; ++c) acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 900u + static_cast<uint32_t>(c))));
+        for (int c = 0; c < 5; ++c)
+            acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 900u + static_cast<uint32_t>(c))));
         const auto want = run_tile(ref.dot_for(t), n, w, w.size() / 2, 2, acts);
         const auto got = run_tile(ks.dot_for(t), n, w, w.size() / 2, 2, acts);
         for (int r = 0; r < 2; ++r) {
             const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * (w.size() / 2), n);
             for (size_t c = 0; c < acts.size(); ++c) {
                 const double bound = 1e-5 * abs_dot(wd, dequant_acts(f, acts[c].data(), n)) + 1e-30;
-                EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound) << quant::type_name(t) << " row " << r << " col " << c;
+                EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound)
+                    << quant::type_name(t) << " row " << r << " col " << c;
             }
         }
     }
@@ -161,7 +164,8 @@ TEST_P(KernelLevel, ColumnAloneEqualsColumnInATile) {
         const int64_t rows = 5;
         const auto w = make_weights(t, rows, n, 8);
         std::vector<std::vector<uint8_t>> acts;
-        for (int c = 0; c < 9; ++c) acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 300u + static_cast<uint32_t>(c))));
+        for (int c = 0; c < 9; ++c)
+            acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 300u + static_cast<uint32_t>(c))));
         const auto batch = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, acts);
         for (size_t c = 0; c < acts.size(); ++c) {
             const auto alone = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, {acts[c]});
@@ -194,15 +198,16 @@ TEST_P(LegacyLevel, DotEqualsDequantisedDotProduct) {
                 const auto w = make_weights(t, rows, n, static_cast<uint32_t>(n), random_bytes);
                 const size_t stride = w.size() / rows;
                 std::vector<std::vector<uint8_t>> acts;
-                for (int c = 0; c < 9; ++c) acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 40u + static_cast<uint32_t>(c))));
+                for (int c = 0; c < 9; ++c)
+                    acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 40u + static_cast<uint32_t>(c))));
                 const auto got = run_tile(ks.dot_for(t), n, w, stride, rows, acts);
                 for (int64_t r = 0; r < rows; ++r) {
                     const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * stride, n);
                     for (size_t c = 0; c < acts.size(); ++c) {
                         const auto ad = dequant_acts(f, acts[c].data(), n);
                         EXPECT_NEAR(got[c][static_cast<size_t>(r)], dot_double(wd, ad), 1e-5 * abs_dot(wd, ad) + 1e-30)
-                            << quant::type_name(t) << " n=" << n << (random_bytes ? " random bytes" : "") << " row " << r << " col " << c
-                            << " level " << cpu::isa_name(GetParam());
+                            << quant::type_name(t) << " n=" << n << (random_bytes ? " random bytes" : "") << " row " << r
+                            << " col " << c << " level " << cpu::isa_name(GetParam());
                     }
                 }
             }
@@ -227,7 +232,8 @@ TEST_P(LegacyLevel, DotOfReferenceQuantisedRowsEqualsTheirDequantisation) {
         const std::vector<uint8_t> w(q.data, q.data + stride * static_cast<size_t>(rows));
         const ActFormat f = *cpu::act_format_for(t);
         std::vector<std::vector<uint8_t>> acts;
-        for (int c = 0; c < 4; ++c) acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 70u + static_cast<uint32_t>(c))));
+        for (int c = 0; c < 4; ++c)
+            acts.push_back(quantize_acts(ks, f, random_floats(static_cast<size_t>(n), 70u + static_cast<uint32_t>(c))));
         const auto got = run_tile(ks.dot_for(t), n, w, stride, rows, acts);
         for (int64_t r = 0; r < rows; ++r) {
             std::vector<float> wd(static_cast<size_t>(n));
@@ -306,7 +312,8 @@ TEST(ScalarKernels, ActivationQuantisationErrorWithinBound) {
             double bound = 1e-5 * abs_dot(wd, x);
             for (int64_t b = 0; b < n / blk; ++b) {
                 double amax = 0.0;
-                for (int64_t i = b * blk; i < (b + 1) * blk; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i)])));
+                for (int64_t i = b * blk; i < (b + 1) * blk; ++i)
+                    amax = std::max(amax, std::fabs(static_cast<double>(x[static_cast<size_t>(i)])));
                 const double d = amax / 127.0;
                 for (int64_t i = b * blk; i < (b + 1) * blk; ++i) {
                     const double wi = std::fabs(wd[static_cast<size_t>(i)]);

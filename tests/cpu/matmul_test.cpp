@@ -13,8 +13,8 @@
 namespace strata::test {
 namespace {
 
-using util::Isa;
 using quant::Type;
+using util::Isa;
 
 // y_ref[b][r] from the scalar kernel one row and one column at a time.
 std::vector<float> reference(const cpu::WeightMatrix& w, const std::vector<float>& x, int64_t batch) {
@@ -67,8 +67,8 @@ TEST(Matmul, MatchesScalarForBatchesRowsAndThreads) {
 // share the call or where it sits among them (the engine promises a sequence the same logits
 // whatever else is in its batch).
 TEST(Matmul, ColumnResultsDoNotDependOnTheBatch) {
-    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16, Type::BF16, Type::F32,
-                          Type::Q4_1, Type::Q5_0, Type::Q5_1};
+    const Type types[] = {Type::Q4_K, Type::Q8_0, Type::Q6_K, Type::Q5_K, Type::IQ4_XS, Type::F16,
+                          Type::BF16, Type::F32,  Type::Q4_1, Type::Q5_0, Type::Q5_1};
     util::ThreadPool pool(2);
     for (Type t : types) {
         const int64_t cols = 512, rows = 70;
@@ -136,14 +136,16 @@ TEST(Activations, PoolAndSerialQuantisationAgree) {
     util::ThreadPool pool(3);
     const int64_t n = 1024, batch = 40;  // large enough to be spread over the pool
     const auto x = random_floats(static_cast<size_t>(n * batch), 11);
-    for (auto fmt : {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_1, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {
+    for (auto fmt :
+         {cpu::ActFormat::Q8_0, cpu::ActFormat::Q8_1, cpu::ActFormat::Q8_K, cpu::ActFormat::BF16, cpu::ActFormat::F32}) {
         cpu::Activations serial, parallel;
         serial.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n);
         parallel.quantize(cpu::default_kernels(), fmt, x.data(), n, batch, n, &pool);
         ASSERT_EQ(serial.batch(), batch);
         EXPECT_EQ(reinterpret_cast<uintptr_t>(parallel.row(1)) % 64, 0u);
         for (int64_t b = 0; b < batch; ++b) {
-            EXPECT_EQ(0, std::memcmp(serial.row(b), parallel.row(b), cpu::act_row_bytes(fmt, n))) << cpu::act_format_name(fmt) << " row " << b;
+            EXPECT_EQ(0, std::memcmp(serial.row(b), parallel.row(b), cpu::act_row_bytes(fmt, n)))
+                << cpu::act_format_name(fmt) << " row " << b;
         }
     }
 }

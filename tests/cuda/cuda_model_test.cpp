@@ -12,11 +12,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
+#include "devices/backend_factory.h"
+#include "model/model.h"
 #include "model_tools/make_model.h"
 #include "model_tools/quantize_model.h"
-#include "model/model.h"
 #include "test_util.h"
 
 namespace strata::model {
@@ -151,10 +151,11 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
         check_rows(kWide);
     }
     EXPECT_GT(graph_rows_equal, 0);
-    std::printf("%s %s: worst logit-row rel L2 against %s: GPU %.3g, CPU %.3g; top token differs in %d (GPU) and %d (CPU) of "
-                "%d rows with a clear margin\n",
-                arch.c_str(), mix.c_str(), mr ? "f32 on the dequantised weights" : "the CPU", gpu_err, cpu_err, gpu_flips, cpu_flips,
-                compared);
+    std::printf(
+        "%s %s: worst logit-row rel L2 against %s: GPU %.3g, CPU %.3g; top token differs in %d (GPU) and %d (CPU) of "
+        "%d rows with a clear margin\n",
+        arch.c_str(), mix.c_str(), mr ? "f32 on the dequantised weights" : "the CPU", gpu_err, cpu_err, gpu_flips, cpu_flips,
+        compared);
     if (mix == "f32") {
         EXPECT_LT(gpu_err, 1e-4);
         EXPECT_EQ(gpu_flips, 0);
@@ -168,7 +169,8 @@ TEST_P(CudaModels, ForwardMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Made, CudaModels,
-                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"), testing::Values("f32", "q4_k_m", "q8_0", "q4_1", "q5_0")),
+                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                                          testing::Values("f32", "q4_k_m", "q8_0", "q4_1", "q5_0")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace

@@ -11,9 +11,9 @@
 #include <numeric>
 #include <random>
 
-#include "devices/backend_factory.h"
 #include "backend/cpu_backend.h"
 #include "cpu/kernels.h"
+#include "devices/backend_factory.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "test_util.h"
@@ -38,7 +38,10 @@ double nmse(const std::vector<float>& ref, const std::vector<float>& got) {
 // Half offsets (scales) inside one block of each block type: patched to sane values in random blocks.
 std::vector<int> half_fields(Type t) {
     switch (t) {
-        case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: return {0, 2};
+        case Type::Q4_1:
+        case Type::Q5_1:
+        case Type::Q4_K:
+        case Type::Q5_K: return {0, 2};
         case Type::Q2_K: return {80, 82};
         case Type::Q3_K: return {108};
         case Type::Q6_K: return {208};
@@ -60,7 +63,8 @@ HostWeight random_weight(Type t, int64_t ne0, int64_t rows, int64_t n_expert, ui
     std::mt19937 rng(seed);
     if (!ti.quantized) {
         const auto v = test::random_floats(static_cast<size_t>(ne0 * rows * n_expert), seed, 0.05f);
-        for (int64_t r = 0; r < rows * n_expert; ++r) quant::quantize_row(t, v.data() + r * ne0, h.bytes.data() + r * row_bytes, ne0);
+        for (int64_t r = 0; r < rows * n_expert; ++r)
+            quant::quantize_row(t, v.data() + r * ne0, h.bytes.data() + r * row_bytes, ne0);
     } else {
         for (auto& b : h.bytes) b = static_cast<uint8_t>(rng());
         std::uniform_real_distribution<float> scale(0.002f, 0.02f);
@@ -152,7 +156,8 @@ TEST_P(CudaMatmul, MatchesReferenceAndCpuForEveryBatchSize) {
         for (int64_t c = 0; c < n; ++c)
             for (int64_t r = 0; r < rows; ++r) {
                 double s = 0;
-                for (int64_t i = 0; i < ne0; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
+                for (int64_t i = 0; i < ne0; ++i)
+                    s += static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
                 ref[static_cast<size_t>(c * rows + r)] = static_cast<float>(s);
             }
         Twin xin = twin(x), y = twin(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
@@ -178,9 +183,9 @@ TEST_P(CudaMatmul, MatchesReferenceAndCpuForEveryBatchSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaMatmul,
-                         testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
-                                         Type::IQ4_NL, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::IQ2_XXS,
-                                         Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS, Type::IQ3_S, Type::IQ4_XS),
+                         testing::Values(Type::F32, Type::F16, Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1,
+                                         Type::Q8_0, Type::IQ4_NL, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K,
+                                         Type::IQ2_XXS, Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS, Type::IQ3_S, Type::IQ4_XS),
                          [](const auto& info) { return std::string(quant::type_name(info.param)); });
 
 // q, k and v of one input row go to the GPU as one launch: each output as its own product,
@@ -247,7 +252,8 @@ TEST_F(CudaOps, ProductsOfTwoTypesOnOneInputMatchReference) {
                 ref[r] = static_cast<float>(s);
             }
             EXPECT_LT(nmse(ref, gpu_of(ys[i])), product_bound(mats[i].t, true))
-                << quant::type_name(mats[i].t) << " matrix " << i << " of " << mats.size() << ", first " << mats[0].rows << " rows";
+                << quant::type_name(mats[i].t) << " matrix " << i << " of " << mats.size() << ", first " << mats[0].rows
+                << " rows";
         }
     }
 }
@@ -270,11 +276,10 @@ TEST_F(CudaOps, GetRowsDequantisesTheChosenRows) {
 // path (ids read on the device) and the grouped path of large batches.
 TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
     // The second shape: rows of 2,048 values (several chunks per lane) and few rows per expert.
-    for (auto [n_embd, n_ff] :
-         {std::pair<int64_t, int64_t>{256, 512}, std::pair<int64_t, int64_t>{2048, 256}}) {
+    for (auto [n_embd, n_ff] : {std::pair<int64_t, int64_t>{256, 512}, std::pair<int64_t, int64_t>{2048, 256}}) {
         const int64_t n_expert = 16, k = 4;
-        for (auto [gate_t, down_t] : {std::pair{Type::Q4_K, Type::Q6_K}, std::pair{Type::IQ3_XXS, Type::Q4_K},
-                                      std::pair{Type::BF16, Type::BF16}}) {
+        for (auto [gate_t, down_t] :
+             {std::pair{Type::Q4_K, Type::Q6_K}, std::pair{Type::IQ3_XXS, Type::Q4_K}, std::pair{Type::BF16, Type::BF16}}) {
             const auto& gate = upload(random_weight(gate_t, n_embd, n_ff, n_expert, 1));
             const auto& up = upload(random_weight(gate_t, n_embd, n_ff, n_expert, 2));
             const auto& down = upload(random_weight(down_t, n_ff, n_embd, n_expert, 3));
@@ -285,16 +290,14 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                     std::vector<int32_t> e(static_cast<size_t>(n_expert));
                     std::iota(e.begin(), e.end(), 0);
                     std::shuffle(e.begin(), e.end(), rng);
-                    if (rng() % 3 == 0)
-                        std::swap(e[0], *std::find(e.begin(), e.end(), 5));  // expert 5 is popular
+                    if (rng() % 3 == 0) std::swap(e[0], *std::find(e.begin(), e.end(), 5));  // expert 5 is popular
                     for (int64_t j = 0; j < k; ++j) {
                         const int32_t id = e[static_cast<size_t>(j)];
                         std::memcpy(&ids_f[static_cast<size_t>(t * k + j)], &id, 4);
                         w[static_cast<size_t>(t * k + j)] = 0.1f + static_cast<float>(rng() % 100) / 100.0f;
                     }
                 }
-                Twin x = twin(test::random_floats(static_cast<size_t>(n * n_embd), 7)), ids = twin(ids_f),
-                     ww = twin(w);
+                Twin x = twin(test::random_floats(static_cast<size_t>(n * n_embd), 7)), ids = twin(ids_f), ww = twin(w);
                 Twin out = twin(std::vector<float>(static_cast<size_t>(n * n_embd), 0.0f));
                 MoeArgs a;
                 a.gate = &gate.w;
@@ -320,8 +323,7 @@ TEST_F(CudaOps, MoeMatchesCpuWithUnevenExpertLoads) {
                 // The CPU rounds activations to 8 bits for quantised experts, the GPU keeps f32: the
                 // bound is the CPU's rounding (IQ3_XXS with rows of 2,048 values: 2.2e-3).
                 const double e = nmse(cpu_of(out), gpu_of(out));
-                EXPECT_LT(e, n_embd > 256 ? 4e-3 : 2e-3)
-                    << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
+                EXPECT_LT(e, n_embd > 256 ? 4e-3 : 2e-3) << quant::type_name(gate_t) << " n=" << n << " embd " << n_embd;
                 if (n > 7) continue;
                 // With the residual add and the next norm (decode): rows of 2,048 values take the
                 // kernel that combines, adds and norms at once and writes the 8-bit copy the next
@@ -357,9 +359,8 @@ TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
         int64_t rows, ne0;
     };
     for (Type t : {Type::Q4_K, Type::Q6_K, Type::IQ3_XXS, Type::Q5_K, Type::Q8_0}) {
-        for (const Shape sh : {Shape{4101, 2048}, Shape{4099, 512}, Shape{2103, 4096}, Shape{2051, 2048},
-                               Shape{2050, 1024}, Shape{1031, 2048}, Shape{300, 512}, Shape{300, 2048},
-                               Shape{1000, 4096}}) {
+        for (const Shape sh : {Shape{4101, 2048}, Shape{4099, 512}, Shape{2103, 4096}, Shape{2051, 2048}, Shape{2050, 1024},
+                               Shape{1031, 2048}, Shape{300, 512}, Shape{300, 2048}, Shape{1000, 4096}}) {
             const auto& h = upload(random_weight(t, sh.ne0, sh.rows, 1, 40 + static_cast<uint32_t>(sh.rows)));
             const auto deq = dequantized(h);
             const auto x = test::random_floats(static_cast<size_t>(sh.ne0), 41);
@@ -367,8 +368,7 @@ TEST_F(CudaOps, GemvEveryShapeMatchesReference) {
             for (int64_t r = 0; r < sh.rows; ++r) {
                 double s = 0;
                 for (int64_t i = 0; i < sh.ne0; ++i)
-                    s += static_cast<double>(deq[static_cast<size_t>(r * sh.ne0 + i)]) *
-                         x[static_cast<size_t>(i)];
+                    s += static_cast<double>(deq[static_cast<size_t>(r * sh.ne0 + i)]) * x[static_cast<size_t>(i)];
                 ref[static_cast<size_t>(r)] = static_cast<float>(s);
             }
             for (bool int8_on : {true, false}) {
@@ -426,7 +426,8 @@ TEST_F(CudaOps, Bf16WeightCopiesGiveTheirMemoryBack) {
         quant::dequantize_row(h.w.type, h.w.data + r * h.w.row_bytes, row.data(), ne0);
         for (int64_t c = 0; c < n; ++c) {
             double acc = 0;
-            for (int64_t i = 0; i < ne0; ++i) acc += static_cast<double>(row[static_cast<size_t>(i)]) * x[static_cast<size_t>(c * ne0 + i)];
+            for (int64_t i = 0; i < ne0; ++i)
+                acc += static_cast<double>(row[static_cast<size_t>(i)]) * x[static_cast<size_t>(c * ne0 + i)];
             ref.push_back(static_cast<float>(acc));
             got.push_back(second[static_cast<size_t>(c * rows + r)]);
         }
@@ -449,7 +450,8 @@ TEST_F(CudaOps, GemvOfFewWideRowsTakesABlockARow) {
                     for (int64_t r = 0; r < rows; ++r) {
                         double acc = 0;
                         for (int64_t i = 0; i < ne0; ++i)
-                            acc += static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
+                            acc +=
+                                static_cast<double>(deq[static_cast<size_t>(r * ne0 + i)]) * x[static_cast<size_t>(c * ne0 + i)];
                         ref[static_cast<size_t>(c * rows + r)] = static_cast<float>(acc);
                     }
                 Buffer xin(gpu_f32_.get(), x.size()), y(gpu_f32_.get(), ref.size());
@@ -483,13 +485,15 @@ TEST_F(CudaOps, ProductsAfterANormUseItsRoundedCopyAndNotAStaleOne) {
             std::vector<float> ref(static_cast<size_t>(out_rows));
             for (int64_t r = 0; r < out_rows; ++r) {
                 double s = 0;
-                for (int64_t i = 0; i < dim; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * dim + i)]) * x[static_cast<size_t>(i)];
+                for (int64_t i = 0; i < dim; ++i)
+                    s += static_cast<double>(deq[static_cast<size_t>(r * dim + i)]) * x[static_cast<size_t>(i)];
                 ref[static_cast<size_t>(r)] = static_cast<float>(s);
             }
             return ref;
         };
         for (bool add : {true, false}) {
-            Twin y = twin(test::random_floats(static_cast<size_t>(dim), 63)), x = twin(test::random_floats(static_cast<size_t>(dim), 64));
+            Twin y = twin(test::random_floats(static_cast<size_t>(dim), 63)),
+                 x = twin(test::random_floats(static_cast<size_t>(dim), 64));
             Twin out = twin(std::vector<float>(static_cast<size_t>(dim), 0.0f));
             Twin prod = twin(std::vector<float>(static_cast<size_t>(out_rows), 0.0f));
             if (add) {
@@ -516,7 +520,8 @@ TEST_F(CudaOps, ProductsAfterANormUseItsRoundedCopyAndNotAStaleOne) {
             const MatmulArgs overwrite[] = {{&sq.w, x.gpu.data(), 1, out.gpu.data()}};
             gpu_->matmul(overwrite);
             gpu_->matmul(pg);
-            EXPECT_LT(nmse(product_ref(gpu_of(out)), gpu_of(prod)), product_bound(c.t, true)) << "after a product wrote the rows, dim " << dim;
+            EXPECT_LT(nmse(product_ref(gpu_of(out)), gpu_of(prod)), product_bound(c.t, true))
+                << "after a product wrote the rows, dim " << dim;
         }
     }
 }
@@ -603,8 +608,10 @@ TEST_F(CudaOps, SampleRowsMatchTheHostReference) {
                 EXPECT_NEAR(g.sum_1, w.sum_1, 1e-6 * w.sum_1) << where;
                 ASSERT_EQ(g.n_top, w.n_top) << where;
                 for (int32_t j = 0; j < g.n_top; ++j) {
-                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].id, want_top[static_cast<size_t>(r * k + j)].id) << where << " top " << j;
-                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].logit, want_top[static_cast<size_t>(r * k + j)].logit) << where << " top " << j;
+                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].id, want_top[static_cast<size_t>(r * k + j)].id)
+                        << where << " top " << j;
+                    EXPECT_EQ(got_top[static_cast<size_t>(r * k + j)].logit, want_top[static_cast<size_t>(r * k + j)].logit)
+                        << where << " top " << j;
                 }
                 if (us[r] < 0) {
                     EXPECT_EQ(g.drawn, -1) << where;
@@ -644,7 +651,8 @@ TEST_F(CudaOps, SampleRowsMatchTheHostReference) {
 TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {
     for (int64_t dim : {32, 2048}) {
         const int64_t rows = 6;
-        Twin x = twin(test::random_floats(static_cast<size_t>(rows * dim), 1)), out = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
+        Twin x = twin(test::random_floats(static_cast<size_t>(rows * dim), 1)),
+             out = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
         const auto& nw = upload(random_weight(Type::F32, dim, 1, 1, 2));
         cpu_->rms_norm(x.cpu.data(), &nw.w, rows, dim, 1e-6f, out.cpu.data());
         gpu_->rms_norm(x.gpu.data(), &nw.w, rows, dim, 1e-6f, out.gpu.data());
@@ -654,7 +662,8 @@ TEST_F(CudaOps, NormsActivationsAndCopiesMatchCpu) {
         EXPECT_LT(nmse(cpu_of(x), gpu_of(x)), 1e-11) << "rms_norm in place " << dim;
     }
     const int64_t rows = 5, dim = 96;
-    Twin gu = twin(test::random_floats(static_cast<size_t>(rows * 2 * dim), 3)), h = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
+    Twin gu = twin(test::random_floats(static_cast<size_t>(rows * 2 * dim), 3)),
+         h = twin(std::vector<float>(static_cast<size_t>(rows * dim), 0.0f));
     cpu_->swiglu(gu.cpu.data(), gu.cpu.data() + dim, rows, dim, 2 * dim, h.cpu.data());
     gpu_->swiglu(gu.gpu.data(), gu.gpu.data() + dim, rows, dim, 2 * dim, h.gpu.data());
     EXPECT_LT(nmse(cpu_of(h), gpu_of(h)), 1e-11) << "swiglu";
@@ -698,7 +707,8 @@ TEST_F(CudaOps, AddRmsNormMatchesCpu) {
 TEST_F(CudaOps, QkNormRopeMatchesCpu) {
     const int64_t n_tokens = 3, n_head = 6, n_head_kv = 2;
     const std::vector<int32_t> pos = {3, 4095, 150000};
-    const std::pair<int64_t, int64_t> shapes[] = {{64, 64}, {128, 128}, {256, 64}, {256, 256}, {512, 128}, {128, 32}, {96, 96}, {128, 16}};
+    const std::pair<int64_t, int64_t> shapes[] = {{64, 64},   {128, 128}, {256, 64}, {256, 256},
+                                                  {512, 128}, {128, 32},  {96, 96},  {128, 16}};
     for (const auto& [head_dim, n_rot] : shapes) {
         const auto& qw = upload(random_weight(Type::F32, head_dim, 1, 1, 31));
         const auto& kw = upload(random_weight(Type::F32, head_dim, 1, 1, 33));
@@ -820,11 +830,15 @@ TEST_F(CudaOps, RoutingPicksTheSameExperts) {
         }
         Twin logits = twin(l);
         for (bool renorm : {true, false}) {
-            Twin ids = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f)), w = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f));
-            cpu_->route_softmax_topk(logits.cpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.cpu.data()), w.cpu.data());
-            gpu_->route_softmax_topk(logits.gpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.gpu.data()), w.gpu.data());
+            Twin ids = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f)),
+                 w = twin(std::vector<float>(static_cast<size_t>(n * k), 0.0f));
+            cpu_->route_softmax_topk(logits.cpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.cpu.data()),
+                                     w.cpu.data());
+            gpu_->route_softmax_topk(logits.gpu.data(), n, n_expert, k, renorm, reinterpret_cast<int32_t*>(ids.gpu.data()),
+                                     w.gpu.data());
             const auto ic = cpu_of(ids), ig = gpu_of(ids);
-            EXPECT_EQ(0, std::memcmp(ic.data(), ig.data(), ic.size() * 4)) << n_expert << " experts, top " << k << ", renorm " << renorm;
+            EXPECT_EQ(0, std::memcmp(ic.data(), ig.data(), ic.size() * 4))
+                << n_expert << " experts, top " << k << ", renorm " << renorm;
             // f32 softmax sums of up to 2,000 terms in another order: ~1e-6 relative.
             EXPECT_LT(nmse(cpu_of(w), gpu_of(w)), 1e-10) << n_expert << " experts, top " << k;
         }
@@ -857,8 +871,9 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
     // 6/2 at 36: 3 query heads a group (compiled for 4), a head dim that is not a multiple of 8
     // (the key row's last step read value by value) and, in f16 pools, heads at 8-byte offsets
     // (no 16-byte loads).
-    for (const Case c : {Case{4, 2, 32, 9, 4}, Case{32, 4, 128, 1500, 16}, Case{16, 2, 256, 700, 32}, Case{8, 8, 64, 300, 16},
-                         Case{16, 1, 64, 200, 8}, Case{28, 4, 128, 300, 16}, Case{32, 2, 256, 300, 16}, Case{6, 2, 36, 100, 16}}) {
+    for (const Case c :
+         {Case{4, 2, 32, 9, 4}, Case{32, 4, 128, 1500, 16}, Case{16, 2, 256, 700, 32}, Case{8, 8, 64, 300, 16},
+          Case{16, 1, 64, 200, 8}, Case{28, 4, 128, 300, 16}, Case{32, 2, 256, 300, 16}, Case{6, 2, 36, 100, 16}}) {
         const int64_t k_row = c.n_head_kv * c.dim;
         const int64_t n_blocks = (c.ctx + c.block_size - 1) / c.block_size;
         // Two sequences share one pool with interleaved, shuffled blocks.
@@ -868,8 +883,10 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
         std::vector<int32_t> t0(order.begin(), order.begin() + n_blocks), t1(order.begin() + n_blocks, order.end());
         const size_t pool = static_cast<size_t>(2 * n_blocks * c.block_size * k_row);
         Twin kp = twin(std::vector<float>(pool, 0.0f)), vp = twin(std::vector<float>(pool, 0.0f));
-        KvCacheView vc0{kp.cpu.data(), vp.cpu.data(), t0.data(), n_blocks, c.block_size}, vc1{kp.cpu.data(), vp.cpu.data(), t1.data(), n_blocks, c.block_size};
-        KvCacheView vg0{kp.gpu.data(), vp.gpu.data(), t0.data(), n_blocks, c.block_size}, vg1{kp.gpu.data(), vp.gpu.data(), t1.data(), n_blocks, c.block_size};
+        KvCacheView vc0{kp.cpu.data(), vp.cpu.data(), t0.data(), n_blocks, c.block_size},
+            vc1{kp.cpu.data(), vp.cpu.data(), t1.data(), n_blocks, c.block_size};
+        KvCacheView vg0{kp.gpu.data(), vp.gpu.data(), t0.data(), n_blocks, c.block_size},
+            vg1{kp.gpu.data(), vp.gpu.data(), t1.data(), n_blocks, c.block_size};
         // The same caches as f16 pools on the GPU (KvType::F16, what quantised models get).
         const size_t half_pool = static_cast<size_t>(kv_pool_floats(static_cast<int64_t>(pool), KvType::F16));
         Twin kh = twin(std::vector<float>(half_pool, 0.0f)), vh = twin(std::vector<float>(half_pool, 0.0f));
@@ -879,8 +896,10 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
         std::vector<int32_t> pos(static_cast<size_t>(c.ctx));
         std::iota(pos.begin(), pos.end(), 0);
         for (int s = 0; s < 2; ++s) {
-            Twin k = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 20 + s)), v = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 30 + s));
-            std::vector<const KvCacheView*> vc(static_cast<size_t>(c.ctx), s == 0 ? &vc0 : &vc1), vg(static_cast<size_t>(c.ctx), s == 0 ? &vg0 : &vg1);
+            Twin k = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 20 + s)),
+                 v = twin(test::random_floats(static_cast<size_t>(c.ctx * k_row), 30 + s));
+            std::vector<const KvCacheView*> vc(static_cast<size_t>(c.ctx), s == 0 ? &vc0 : &vc1),
+                vg(static_cast<size_t>(c.ctx), s == 0 ? &vg0 : &vg1);
             cpu_->kv_store(vc.data(), pos.data(), c.ctx, k.cpu.data(), k_row, v.cpu.data(), k_row);
             gpu_->kv_store(vg.data(), pos.data(), c.ctx, k.gpu.data(), k_row, v.gpu.data(), k_row);
             std::vector<const KvCacheView*> vhs(static_cast<size_t>(c.ctx), s == 0 ? &vh0 : &vh1);
@@ -924,7 +943,8 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 for (int64_t t = 0; t < std::min<int64_t>(c.ctx, 3); ++t) add(c.ctx - 3 + t, 1);
             }
             const auto n = static_cast<int64_t>(qpos.size());
-            Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)), out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
+            Twin q = twin(test::random_floats(static_cast<size_t>(n * c.n_head * c.dim), 40)),
+                 out = twin(std::vector<float>(static_cast<size_t>(n * c.n_head * c.dim), 0.0f));
             AttentionArgs a;
             a.n_tokens = n;
             a.n_head = c.n_head;
@@ -947,15 +967,16 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 // to f16 (~5e-4 relative each), f32 sums. Everything else runs in f32.
                 const bool tiled = f16_ok && prefill && n >= 16 && (c.dim == 64 || c.dim == 128 || c.dim == 256);
                 const double err = nmse(cpu_of(out), gpu_of(out));
-                EXPECT_LT(err, tiled ? 1e-6 : 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
-                                                     << " mode " << mode << (tiled ? " (tensor cores)" : "");
+                EXPECT_LT(err, tiled ? 1e-6 : 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx "
+                                                     << c.ctx << " mode " << mode << (tiled ? " (tensor cores)" : "");
                 // f16 rounding leaves a trace: the tensor-core kernel did run.
                 if (tiled) {
                     EXPECT_GT(err, 1e-10) << "heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " mode " << mode;
                 }
-                std::printf("attention heads %lld/%lld dim %lld ctx %lld mode %d%s: NMSE %.3g\n", static_cast<long long>(c.n_head),
-                            static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim), static_cast<long long>(c.ctx), mode,
-                            tiled ? " (tensor cores)" : (f16_ok ? " (f16 allowed)" : ""), err);
+                std::printf("attention heads %lld/%lld dim %lld ctx %lld mode %d%s: NMSE %.3g\n",
+                            static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim),
+                            static_cast<long long>(c.ctx), mode, tiled ? " (tensor cores)" : (f16_ok ? " (f16 allowed)" : ""),
+                            err);
                 // The second run must write every output again.
                 const std::vector<float> stale(out.n, 1e3f);
                 gpu_->copy_from_host(stale.data(), out.gpu.data(), out.n);
@@ -985,9 +1006,10 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 h.f16_ok = f16_ok;
                 gpu_->attention(h);
                 const double err = nmse(cpu_of(out), gpu_of(out));
-                EXPECT_LT(err, 1e-6) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx " << c.ctx
-                                     << " mode " << mode;
-                EXPECT_GT(err, 1e-12) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " mode " << mode;
+                EXPECT_LT(err, 1e-6) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " ctx "
+                                     << c.ctx << " mode " << mode;
+                EXPECT_GT(err, 1e-12) << "f16 cache: heads " << c.n_head << "/" << c.n_head_kv << " dim " << c.dim << " mode "
+                                      << mode;
                 std::printf("attention heads %lld/%lld dim %lld ctx %lld mode %d, f16 cache%s: NMSE %.3g\n",
                             static_cast<long long>(c.n_head), static_cast<long long>(c.n_head_kv), static_cast<long long>(c.dim),
                             static_cast<long long>(c.ctx), mode, f16_ok ? ", f16 allowed" : "", err);
@@ -1008,7 +1030,8 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
                 std::vector<float> ref(static_cast<size_t>(rows));
                 for (int64_t r = 0; r < rows; ++r) {
                     double s = 0;
-                    for (int64_t i = 0; i < od; ++i) s += static_cast<double>(deq[static_cast<size_t>(r * od + i)]) * x[static_cast<size_t>(i)];
+                    for (int64_t i = 0; i < od; ++i)
+                        s += static_cast<double>(deq[static_cast<size_t>(r * od + i)]) * x[static_cast<size_t>(i)];
                     ref[static_cast<size_t>(r)] = static_cast<float>(s);
                 }
                 Twin prod = twin(std::vector<float>(static_cast<size_t>(rows), 0.0f));
@@ -1027,7 +1050,8 @@ TEST_F(CudaOps, PagedAttentionMatchesCpu) {
 TEST_F(CudaOps, GatedDeltaNetPiecesMatchCpu) {
     const int64_t n = 70, channels = 96, kernel = 4;
     const auto& conv_w = upload(random_weight(Type::F32, kernel, channels, 1, 8));
-    Twin x = twin(test::random_floats(static_cast<size_t>(n * channels), 1)), st = twin(test::random_floats(static_cast<size_t>((kernel - 1) * channels), 2));
+    Twin x = twin(test::random_floats(static_cast<size_t>(n * channels), 1)),
+         st = twin(test::random_floats(static_cast<size_t>((kernel - 1) * channels), 2));
     Twin out = twin(std::vector<float>(static_cast<size_t>(n * channels), 0.0f));
     for (int64_t run : {n, int64_t{1}}) {  // a prefill run, then a decode step on the carried state
         cpu_->ssm_conv_silu(x.cpu.data(), run, channels, conv_w.w, kernel, st.cpu.data(), out.cpu.data());
@@ -1043,7 +1067,8 @@ TEST_F(CudaOps, GatedDeltaNetPiecesMatchCpu) {
     const auto& a_w = upload(random_weight(Type::F32, n_v, 1, 1, 9));
     const auto& dt = upload(random_weight(Type::F32, n_v, 1, 1, 10));
     Twin ba = twin(test::random_floats(static_cast<size_t>(n * 2 * n_v), 11));
-    Twin g = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f)), beta = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f));
+    Twin g = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f)),
+         beta = twin(std::vector<float>(static_cast<size_t>(n * n_v), 0.0f));
     for (bool combined : {true, false}) {
         GdnGateArgs ga;
         ga.a = &a_w.w;
@@ -1128,7 +1153,8 @@ TEST_F(CudaOps, DeltaRuleMatchesCpuChunkedAndRecurrent) {
                         bind(true);
                         gpu_->delta_rule(a);
                         const std::string what = "d_k " + std::to_string(dk) + " d_v " + std::to_string(dv) + " n " +
-                                                 std::to_string(n) + " chunk " + std::to_string(chunk) + (dense ? " dense" : " rows");
+                                                 std::to_string(n) + " chunk " + std::to_string(chunk) +
+                                                 (dense ? " dense" : " rows");
                         EXPECT_LT(nmse(cpu_of(out), gpu_of(out)), 1e-8) << what;
                         EXPECT_LT(nmse(cpu_of(state), gpu_of(state)), 1e-8) << what;
                     }

@@ -33,7 +33,8 @@ double reference_bm25(const std::vector<std::vector<std::string>>& docs, size_t 
 
 TEST(GatewayBm25, MatchesReferenceScorer) {
     std::mt19937 rng(5);
-    const std::vector<std::string> vocab = {"alpha", "beta", "gamma", "delta", "river", "stone", "lamp", "42", "7", "north", "south", "quiet", "ember", "zinc"};
+    const std::vector<std::string> vocab = {"alpha", "beta", "gamma", "delta", "river", "stone", "lamp",
+                                            "42",    "7",    "north", "south", "quiet", "ember", "zinc"};
     for (int64_t round = 0; round < test::scaled(20, 4); ++round) {
         std::vector<std::vector<std::string>> docs;
         std::vector<std::string> texts;
@@ -45,7 +46,8 @@ TEST(GatewayBm25, MatchesReferenceScorer) {
             const int len = 1 + static_cast<int>(rng() % 30);
             // Zipf-ish: early words are common.
             for (int i = 0; i < len; ++i) {
-                const size_t w = std::min<size_t>(vocab.size() - 1, static_cast<size_t>(std::abs(std::normal_distribution<double>(0, 4)(rng))));
+                const size_t w = std::min<size_t>(vocab.size() - 1,
+                                                  static_cast<size_t>(std::abs(std::normal_distribution<double>(0, 4)(rng))));
                 words.push_back(vocab[w]);
                 text += vocab[w] + (rng() % 3 ? " " : ", ");
             }
@@ -65,8 +67,8 @@ TEST(GatewayBm25, MatchesReferenceScorer) {
 
 TEST(GatewayBm25, RareTermOutranksCommonOnes) {
     Bm25Index index;
-    const std::vector<std::string> texts = {
-        "the cat sat on the mat", "the dog sat on the log", "the zeppelin landed near the mat", "the cat and the dog", "a mat and a log"};
+    const std::vector<std::string> texts = {"the cat sat on the mat", "the dog sat on the log",
+                                            "the zeppelin landed near the mat", "the cat and the dog", "a mat and a log"};
     for (size_t i = 0; i < texts.size(); ++i) index.add(static_cast<uint32_t>(i), count_terms(texts[i]));
     std::vector<WeightedTerm> q;
     for (const auto& t : count_terms("where did the zeppelin land on the mat")) q.push_back({t.term, 1.0});

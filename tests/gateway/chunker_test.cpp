@@ -137,7 +137,8 @@ TEST(GatewayChunker, HugeRunWithoutSpacesIsCut) {
 }
 
 TEST(GatewayTerms, WordsNumbersIdentifiers) {
-    EXPECT_EQ(split_terms("The Quick brown-fox, 4829-1735!"), (std::vector<std::string>{"the", "quick", "brown", "fox", "4829", "1735"}));
+    EXPECT_EQ(split_terms("The Quick brown-fox, 4829-1735!"),
+              (std::vector<std::string>{"the", "quick", "brown", "fox", "4829", "1735"}));
     EXPECT_EQ(split_terms("parseHTTPHeader2"), (std::vector<std::string>{"parsehttpheader2", "parse", "http", "header", "2"}));
     EXPECT_EQ(split_terms("read_config_file"), (std::vector<std::string>{"read_config_file", "read", "config", "file"}));
     EXPECT_EQ(split_terms("__init__"), (std::vector<std::string>{"init"}));
@@ -162,7 +163,9 @@ TEST(GatewayTerms, CountTermsIsSortedBag) {
     EXPECT_EQ(the, 3u);
     EXPECT_TRUE(count_terms("  ,.;  ").empty());
     // Ill-formed UTF-8 is skipped, not fatal.
-    EXPECT_EQ(split_terms(std::string("ok\xff\xfe" "fine")), (std::vector<std::string>{"ok", "fine"}));
+    EXPECT_EQ(split_terms(std::string("ok\xff\xfe"
+                                      "fine")),
+              (std::vector<std::string>{"ok", "fine"}));
 }
 
 }  // namespace

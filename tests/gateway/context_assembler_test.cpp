@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "../../bench/gateway_needles.h"
+#include "context_test_util.h"
 #include "gateway/context/context_assembler.h"
 #include "gateway/context/session_store.h"
-#include "context_test_util.h"
 #include "test_util.h"
 
 namespace strata::gateway {
@@ -17,7 +17,6 @@ namespace {
 using bench::needles::Gen;
 using test_helpers::paragraph;
 using test_helpers::rough_count;
-
 
 // What the lane is sent, counted the way the caller will count it.
 int64_t counted(const Conversation& c, const AssembleResult& r, const TokenCounter& count) {
@@ -34,7 +33,8 @@ Conversation random_conversation(Gen& g) {
     for (int t = 0; t < turns; ++t) {
         const bool huge = g.uniform(0, 15) == 0;
         std::string user;
-        for (int64_t p = huge ? g.uniform(30, 120) : g.uniform(1, 3); p > 0; --p) user += paragraph(g, static_cast<int>(g.uniform(1, 8))) + "\n\n";
+        for (int64_t p = huge ? g.uniform(30, 120) : g.uniform(1, 3); p > 0; --p)
+            user += paragraph(g, static_cast<int>(g.uniform(1, 8))) + "\n\n";
         user += "What happened to the " + std::string(g.pick(bench::needles::pools().noun)) + "?";
         c.messages.push_back({"user", user, g.uniform(0, 9) != 0 || t == 0});
         for (int64_t k = g.uniform(0, 2); k > 0; --k) {
@@ -110,7 +110,8 @@ TEST(GatewayAssembler, ExcerptsInOriginalOrderWithLabels) {
     for (int t = 0; t < 200; ++t) {
         std::string user = paragraph(g, 2);
         if (t % 17 == 3) {
-            facts.push_back("Fact " + std::to_string(t) + ": the zeppelin hangar of Aldmere holds " + std::to_string(g.uniform(2, 900)) + " crates.");
+            facts.push_back("Fact " + std::to_string(t) + ": the zeppelin hangar of Aldmere holds " +
+                            std::to_string(g.uniform(2, 900)) + " crates.");
             user += " " + facts.back();
         }
         c.messages.push_back({"user", user, true});
@@ -125,7 +126,8 @@ TEST(GatewayAssembler, ExcerptsInOriginalOrderWithLabels) {
     // Labels are increasing; each fact is under its own turn's label.
     const std::regex label(R"(\[earlier turn (\d+), (user|assistant)\])");
     int last = 0, labels = 0;
-    for (auto it = std::sregex_iterator(r.history_block.begin(), r.history_block.end(), label); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(r.history_block.begin(), r.history_block.end(), label); it != std::sregex_iterator();
+         ++it) {
         const int turn = std::stoi((*it)[1]);
         EXPECT_GE(turn, last);
         last = turn;
@@ -206,7 +208,8 @@ TEST(GatewayAssembler, RerankerIsFusedWhenGiven) {
     const std::string fact = "The lighthouse keeper Ansel logged one storm in the red ledger.";
     for (int t = 0; t < 120; ++t) {
         std::string u = paragraph(g, 3);
-        for (int k = 0; k < 3; ++k) u += " The red ledger of the harbor was " + std::string(g.pick(bench::needles::pools().verb)) + " again.";
+        for (int k = 0; k < 3; ++k)
+            u += " The red ledger of the harbor was " + std::string(g.pick(bench::needles::pools().verb)) + " again.";
         if (t == 40) u += " " + fact;
         c.messages.push_back({"user", u, true});
         c.messages.push_back({"assistant", paragraph(g, 5), false});

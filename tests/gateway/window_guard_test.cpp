@@ -37,9 +37,11 @@ protected:
     // Prompt tokens of a body as the lane counts them.
     static int64_t lane_tokens(ApiKind api, const ojson& body) {
         serve::RequestLimits limits;
-        const auto r = api == ApiKind::Anthropic
-                           ? serve::parse_anthropic_messages(body, limits, [](const void*, const std::string&, const std::string&) { return true; }, nullptr, true)
-                           : serve::parse_openai_chat(body, limits);
+        const auto r =
+            api == ApiKind::Anthropic
+                ? serve::parse_anthropic_messages(
+                      body, limits, [](const void*, const std::string&, const std::string&) { return true; }, nullptr, true)
+                : serve::parse_openai_chat(body, limits);
         return lane_->counter->count_tokens(r);
     }
     WindowGuard guard() {
@@ -55,7 +57,8 @@ protected:
 
 // Filler sentences that differ (seeded), so retrieval has something to choose between.
 std::string sentences(uint32_t seed, int n) {
-    static const char* words[] = {"river", "lantern", "copper", "meadow", "signal", "harbor", "ledger", "orchard", "quarry", "falcon"};
+    static const char* words[] = {"river",  "lantern", "copper",  "meadow", "signal",
+                                  "harbor", "ledger",  "orchard", "quarry", "falcon"};
     std::mt19937 rng(seed);
     std::string out;
     for (int i = 0; i < n; ++i) {
@@ -72,11 +75,16 @@ ojson openai_chat(int turns) {
     ojson messages = ojson::array();
     messages.push_back({{"role", "system"}, {"content", "You are terse."}});
     for (int t = 0; t < turns; ++t) {
-        messages.push_back({{"role", "user"}, {"content", (t == 3 ? std::string("The pantry code is 4417. ") : "") + sentences(t, 3)}});
+        messages.push_back(
+            {{"role", "user"}, {"content", (t == 3 ? std::string("The pantry code is 4417. ") : "") + sentences(t, 3)}});
         if (t % 5 == 4) {
             // An assistant tool call and its result: they must stay together or go together.
-            messages.push_back({{"role", "assistant"}, {"content", nullptr},
-                                {"tool_calls", {{{"id", "c" + std::to_string(t)}, {"type", "function"}, {"function", {{"name", "lookup"}, {"arguments", "{\"q\":\"x\"}"}}}}}}});
+            messages.push_back({{"role", "assistant"},
+                                {"content", nullptr},
+                                {"tool_calls",
+                                 {{{"id", "c" + std::to_string(t)},
+                                   {"type", "function"},
+                                   {"function", {{"name", "lookup"}, {"arguments", "{\"q\":\"x\"}"}}}}}}});
             messages.push_back({{"role", "tool"}, {"tool_call_id", "c" + std::to_string(t)}, {"content", sentences(t + 100, 2)}});
         }
         messages.push_back({{"role", "assistant"}, {"content", sentences(t + 1000, 2)}});
@@ -111,7 +119,8 @@ TEST_F(WindowGuardTest, OpenAIConversationBeyondTheWindowIsAbridgedToFit) {
     ASSERT_GE(m.size(), 2u);
     EXPECT_EQ(m[0]["role"], "system");
     EXPECT_EQ(m[0]["content"].get<std::string>().rfind("You are terse.", 0), 0u);
-    EXPECT_NE(m[0]["content"].get<std::string>().find("The pantry code is 4417."), std::string::npos) << "the old fact was not retrieved";
+    EXPECT_NE(m[0]["content"].get<std::string>().find("The pantry code is 4417."), std::string::npos)
+        << "the old fact was not retrieved";
     EXPECT_EQ(m.back()["content"], "What is the pantry code?");
     EXPECT_EQ(m[1]["role"], "user");
     for (size_t i = 1; i < m.size(); ++i) {
@@ -126,12 +135,22 @@ TEST_F(WindowGuardTest, AnthropicConversationKeepsSystemBlocksAndStartsAtAUserTu
     ojson messages = ojson::array();
     for (int t = 0; t < 40; ++t) {
         messages.push_back({{"role", "user"}, {"content", ojson::array({{{"type", "text"}, {"text", sentences(t, 4)}}})}});
-        messages.push_back({{"role", "assistant"}, {"content", ojson::array({{{"type", "tool_use"}, {"id", "t" + std::to_string(t)}, {"name", "read"}, {"input", {{"path", "a"}}}}})}});
-        messages.push_back({{"role", "user"}, {"content", ojson::array({{{"type", "tool_result"}, {"tool_use_id", "t" + std::to_string(t)}, {"content", sentences(t + 50, 3)}}})}});
+        messages.push_back(
+            {{"role", "assistant"},
+             {"content",
+              ojson::array(
+                  {{{"type", "tool_use"}, {"id", "t" + std::to_string(t)}, {"name", "read"}, {"input", {{"path", "a"}}}}})}});
+        messages.push_back({{"role", "user"},
+                            {"content", ojson::array({{{"type", "tool_result"},
+                                                       {"tool_use_id", "t" + std::to_string(t)},
+                                                       {"content", sentences(t + 50, 3)}}})}});
         messages.push_back({{"role", "assistant"}, {"content", sentences(t + 500, 1)}});
     }
     messages.push_back({{"role", "user"}, {"content", "Summarise."}});
-    ojson body = {{"model", "strata-tiny"}, {"max_tokens", 100}, {"system", ojson::array({{{"type", "text"}, {"text", "Be brief."}}})}, {"messages", messages}};
+    ojson body = {{"model", "strata-tiny"},
+                  {"max_tokens", 100},
+                  {"system", ojson::array({{{"type", "text"}, {"text", "Be brief."}}})},
+                  {"messages", messages}};
     const auto report = g.apply(ApiKind::Anthropic, body, body.dump().size(), *lane_, "k");
     ASSERT_TRUE(report.abridged);
     EXPECT_LE(lane_tokens(ApiKind::Anthropic, body) + 100, kWindow);
@@ -199,8 +218,11 @@ TEST_F(WindowGuardTest, AConversationThatCannotBeAbridgedIsAPromptTooLongError) 
 
 TEST_F(WindowGuardTest, OneHugeMessageKeepsHeadAndTailAndFits) {
     auto g = guard();
-    const std::string paste = "HEAD-MARKER " + sentences(1, 1200) + "The boiler key hangs by the north door. " + sentences(2, 1200) + " Where does the boiler key hang?";
-    ojson body = {{"model", "strata-tiny"}, {"messages", ojson::array({{{"role", "user"}, {"content", paste}}})}, {"max_tokens", 32.0}};  // a whole float counts
+    const std::string paste = "HEAD-MARKER " + sentences(1, 1200) + "The boiler key hangs by the north door. " +
+                              sentences(2, 1200) + " Where does the boiler key hang?";
+    ojson body = {{"model", "strata-tiny"},
+                  {"messages", ojson::array({{{"role", "user"}, {"content", paste}}})},
+                  {"max_tokens", 32.0}};  // a whole float counts
     LaneModel lane = *lane_;
     lane.window = 4096;  // the byte-level tokenizer makes every byte a token: room for head, excerpts and tail
     const auto report = g.apply(ApiKind::OpenAI, body, body.dump().size(), lane, "k");
@@ -225,30 +247,39 @@ TEST_F(WindowGuardTest, AnOutputLimitBeyondTheWindowIsLowered) {
 
 TEST_F(WindowGuardTest, ThinkingBudgetsThatLeaveNoRoomAreClampedOrTurnedOff) {
     auto g = guard();
-    ojson body = {{"model", "strata-tiny"}, {"max_tokens", 4000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
+    ojson body = {{"model", "strata-tiny"},
+                  {"max_tokens", 4000},
+                  {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
                   {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
     auto report = g.apply(ApiKind::Anthropic, body, body.dump().size(), *lane_, "k");
     EXPECT_TRUE(report.thinking_clamped);
     // The window (1,024) lowers max_tokens first; the budget then leaves a quarter for the answer,
     // and 1,024 (Anthropic's minimum) cannot fit below that: thinking is turned off.
-    EXPECT_TRUE(report.thinking_disabled || body["thinking"]["budget_tokens"].get<int64_t>() <= body["max_tokens"].get<int64_t>() * 3 / 4);
+    EXPECT_TRUE(report.thinking_disabled ||
+                body["thinking"]["budget_tokens"].get<int64_t>() <= body["max_tokens"].get<int64_t>() * 3 / 4);
 
     LaneModel wide = *lane_;
     wide.window = 65536;
-    ojson roomy = {{"model", "strata-tiny"}, {"max_tokens", 4000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
+    ojson roomy = {{"model", "strata-tiny"},
+                   {"max_tokens", 4000},
+                   {"thinking", {{"type", "enabled"}, {"budget_tokens", 3999}}},
                    {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
     report = g.apply(ApiKind::Anthropic, roomy, roomy.dump().size(), wide, "k");
     EXPECT_TRUE(report.thinking_clamped);
     EXPECT_EQ(roomy["thinking"]["budget_tokens"], 3000);
     EXPECT_EQ(roomy["max_tokens"], 4000);
 
-    ojson tight = {{"model", "strata-tiny"}, {"max_tokens", 1100}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+    ojson tight = {{"model", "strata-tiny"},
+                   {"max_tokens", 1100},
+                   {"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
                    {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
     report = g.apply(ApiKind::Anthropic, tight, tight.dump().size(), wide, "k");
     EXPECT_TRUE(report.thinking_disabled);
     EXPECT_EQ(tight["thinking"], (ojson{{"type", "disabled"}}));
 
-    ojson fine = {{"model", "strata-tiny"}, {"max_tokens", 8000}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 2048}}},
+    ojson fine = {{"model", "strata-tiny"},
+                  {"max_tokens", 8000},
+                  {"thinking", {{"type", "enabled"}, {"budget_tokens", 2048}}},
                   {"messages", ojson::array({{{"role", "user"}, {"content", "hi"}}})}};
     const ojson before = fine;
     report = g.apply(ApiKind::Anthropic, fine, fine.dump().size(), wide, "k");

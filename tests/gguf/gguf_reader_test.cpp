@@ -81,7 +81,13 @@ struct Corruption {
 
 TEST(GgufReader, RejectsBrokenHeaders) {
     const std::vector<Corruption> cases = {
-        {"bad magic", [] { Bytes x = minimal_file(); x.b[0] = 'X'; return x; }, "bad magic"},
+        {"bad magic",
+         [] {
+             Bytes x = minimal_file();
+             x.b[0] = 'X';
+             return x;
+         },
+         "bad magic"},
         {"version 1", [] { return minimal_file(1); }, "version 1 is not supported"},
         {"version 7", [] { return minimal_file(7); }, "unsupported GGUF version 7"},
         {"empty", [] { return Bytes{}; }, "too short"},

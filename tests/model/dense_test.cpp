@@ -33,7 +33,8 @@ Weight f32_weight(const std::vector<float>& v, int64_t cols, int64_t rows) {
 std::vector<double> product(const float* w, int64_t rows, int64_t cols, const std::vector<double>& x) {
     std::vector<double> y(static_cast<size_t>(rows), 0.0);
     for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) y[static_cast<size_t>(r)] += static_cast<double>(w[r * cols + c]) * x[static_cast<size_t>(c)];
+        for (int64_t c = 0; c < cols; ++c)
+            y[static_cast<size_t>(r)] += static_cast<double>(w[r * cols + c]) * x[static_cast<size_t>(c)];
     return y;
 }
 
@@ -108,7 +109,9 @@ std::vector<double> reference_logits(const gguf::File& f, const ModelConfig& c, 
     auto rope = [&](double* v, int64_t pos) {  // NeoX pairs (i, i + n_rot/2)
         const int64_t half = c.n_rot / 2;
         for (int64_t i = 0; i < half; ++i) {
-            const double angle = static_cast<double>(pos) * std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot));
+            const double angle =
+                static_cast<double>(pos) *
+                std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot));
             const double a = v[i], b = v[i + half];
             v[i] = a * std::cos(angle) - b * std::sin(angle);
             v[i + half] = b * std::cos(angle) + a * std::sin(angle);

@@ -66,8 +66,8 @@ TEST_P(FixtureLogits, MatchesTransformers) {
         const auto last = read_f32(dir / ("last_logits_" + std::to_string(k) + ".f32"));
         ASSERT_EQ(last.size(), static_cast<size_t>(n_vocab));
         const double err = rel_l2(logits.data() + (tokens.size() - 1) * n_vocab, last.data(), last.size());
-        std::printf("%s on %s, prompt %zu (%zu tokens): last-row rel L2 %.3g, max |top5 delta| %.3g\n", arch.c_str(), device.c_str(), k,
-                    tokens.size(), err, max_top5_err);
+        std::printf("%s on %s, prompt %zu (%zu tokens): last-row rel L2 %.3g, max |top5 delta| %.3g\n", arch.c_str(),
+                    device.c_str(), k, tokens.size(), err, max_top5_err);
         EXPECT_LT(err, 1e-4) << arch << " prompt " << k;
         EXPECT_LT(max_top5_err, 1e-3) << arch << " prompt " << k;
 

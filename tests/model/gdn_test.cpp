@@ -60,7 +60,9 @@ TEST(GdnOps, ConvCarriesStateAcrossSplitCalls) {
             double s = 0;
             for (int64_t j = 0; j < kernel; ++j) {
                 const int64_t src = t - kernel + 1 + j;
-                if (src >= 0) s += static_cast<double>(x[static_cast<size_t>(src * channels + c)]) * w_values[static_cast<size_t>(c * kernel + j)];
+                if (src >= 0)
+                    s += static_cast<double>(x[static_cast<size_t>(src * channels + c)]) *
+                         w_values[static_cast<size_t>(c * kernel + j)];
             }
             want[static_cast<size_t>(t * channels + c)] = silu(s);
         }
@@ -93,7 +95,8 @@ TEST(GdnOps, GatesReadDenseAndCombinedLayouts) {
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int64_t h = 0; h < n_v; ++h) {
             const size_t i = static_cast<size_t>(t * n_v + h);
-            want_g[i] = a_neg[static_cast<size_t>(h)] * std::log1p(std::exp(static_cast<double>(alpha[i]) + dt[static_cast<size_t>(h)]));
+            want_g[i] =
+                a_neg[static_cast<size_t>(h)] * std::log1p(std::exp(static_cast<double>(alpha[i]) + dt[static_cast<size_t>(h)]));
             want_beta[i] = sigmoid(b[i]);
         }
     std::vector<float> g(b.size()), beta(b.size());
@@ -166,7 +169,8 @@ TEST(GdnOps, GatedRmsNorm) {
     std::vector<double> want(x.size());
     for (int64_t r = 0; r < rows; ++r) {
         double ss = 0;
-        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(x[static_cast<size_t>(r * dim + i)]) * x[static_cast<size_t>(r * dim + i)];
+        for (int64_t i = 0; i < dim; ++i)
+            ss += static_cast<double>(x[static_cast<size_t>(r * dim + i)]) * x[static_cast<size_t>(r * dim + i)];
         const double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
         for (int64_t i = 0; i < dim; ++i) {
             const size_t at = static_cast<size_t>(r * dim + i);
@@ -349,7 +353,8 @@ public:
     void matmul(std::span<const MatmulArgs> products) override {
         for (const MatmulArgs& p : products) {
             const float* w = dequantized(*p.w);
-            for (int64_t t = 0; t < p.n_tokens; ++t) product(w, p.w->rows(), p.w->ne[0], p.x + t * p.w->ne[0], p.y + t * p.w->rows());
+            for (int64_t t = 0; t < p.n_tokens; ++t)
+                product(w, p.w->rows(), p.w->ne[0], p.x + t * p.w->ne[0], p.y + t * p.w->rows());
         }
     }
     void rms_norm(const float* x, const Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
@@ -359,7 +364,9 @@ public:
     void swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) override {
         cpu_.swiglu(gate, up, rows, dim, in_stride, out);
     }
-    void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override { cpu_.mul_sigmoid(x, g, rows, dim, g_stride); }
+    void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override {
+        cpu_.mul_sigmoid(x, g, rows, dim, g_stride);
+    }
     void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) override {
         cpu_.rope(x, n_tokens, n_heads, head_dim, pos, p);
     }

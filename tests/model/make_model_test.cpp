@@ -6,8 +6,8 @@
 
 #include "backend/cpu_backend.h"
 #include "gguf/gguf.h"
-#include "model_tools/make_model.h"
 #include "model/model.h"
+#include "model_tools/make_model.h"
 #include "model_tools/quant_mix.h"
 #include "model_tools/quantize_model.h"
 #include "test_util.h"
@@ -120,13 +120,17 @@ TEST(QuantMix, RulesFollowTheDocumentedMix) {
     EXPECT_EQ(model_tools::tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, true, Type::BF16), Type::Q6_K);
     EXPECT_EQ(model_tools::tensor_type_for(mix, "token_embd.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q4_K);
     EXPECT_EQ(model_tools::tensor_type_for(mix, "output.weight", {2048, 151936}, 48, false, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
-    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.7.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q4_K);
-    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.8.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16), Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.0.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16),
+              Type::Q6_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.7.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16),
+              Type::Q4_K);
+    EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.8.ffn_down_exps.weight", {768, 2048, 128}, 48, true, Type::BF16),
+              Type::Q6_K);
     EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {2048, 768, 128}, 48, true, Type::BF16), Type::Q4_K);
     // Rows that are not whole 256-blocks fall back.
     EXPECT_EQ(model_tools::tensor_type_for(mix, "blk.1.ffn_up_exps.weight", {96, 64, 8}, 48, true, Type::BF16), Type::IQ4_NL);
-    EXPECT_EQ(model_tools::tensor_type_for(*model_tools::quant_mix_from_name("iq4_xs"), "blk.1.attn_q.weight", {96, 64}, 4, true, Type::BF16),
+    EXPECT_EQ(model_tools::tensor_type_for(*model_tools::quant_mix_from_name("iq4_xs"), "blk.1.attn_q.weight", {96, 64}, 4, true,
+                                           Type::BF16),
               Type::IQ4_NL);
     EXPECT_FALSE(model_tools::quant_mix_from_name("q3_zz").has_value());
 }

@@ -29,10 +29,9 @@ namespace {
 // ---- fixture: <t>.q dequantised must equal <t>.deq bit for bit -----------------------------
 
 constexpr Type kFixtureTypes[] = {
-    Type::F16,     Type::BF16,   Type::Q4_0,   Type::Q4_1,    Type::Q5_0,  Type::Q5_1,
-    Type::Q8_0,    Type::Q2_K,   Type::Q3_K,   Type::Q4_K,    Type::Q5_K,  Type::Q6_K,
-    Type::IQ2_XXS, Type::IQ2_XS, Type::IQ2_S,  Type::IQ3_XXS, Type::IQ3_S, Type::IQ1_S,
-    Type::IQ1_M,   Type::IQ4_NL, Type::IQ4_XS, Type::MXFP4,   Type::TQ1_0, Type::TQ2_0,
+    Type::F16,   Type::BF16,  Type::Q4_0,  Type::Q4_1,   Type::Q5_0,    Type::Q5_1,   Type::Q8_0,  Type::Q2_K,
+    Type::Q3_K,  Type::Q4_K,  Type::Q5_K,  Type::Q6_K,   Type::IQ2_XXS, Type::IQ2_XS, Type::IQ2_S, Type::IQ3_XXS,
+    Type::IQ3_S, Type::IQ1_S, Type::IQ1_M, Type::IQ4_NL, Type::IQ4_XS,  Type::MXFP4,  Type::TQ1_0, Type::TQ2_0,
 };
 
 const gguf::File& fixture_file() {
@@ -65,18 +64,15 @@ TEST_P(DequantFixture, MatchesReferenceBitForBit) {
             const uint32_t got_bits = f32_to_bits(got[static_cast<size_t>(i)]);
             if (got_bits != want_bits) {
                 FAIL() << name << ": first mismatch at row " << r << ", column " << i << " (block "
-                       << i / type_info(type).block_elems << "): got " << got[static_cast<size_t>(i)]
-                       << " (0x" << std::hex << got_bits << "), want " << std::dec << bits_to_f32(want_bits)
-                       << " (0x" << std::hex << want_bits << ")";
+                       << i / type_info(type).block_elems << "): got " << got[static_cast<size_t>(i)] << " (0x" << std::hex
+                       << got_bits << "), want " << std::dec << bits_to_f32(want_bits) << " (0x" << std::hex << want_bits << ")";
             }
         }
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, DequantFixture, ::testing::ValuesIn(kFixtureTypes),
-                         [](const ::testing::TestParamInfo<Type>& info) {
-                             return std::string(type_name(info.param));
-                         });
+                         [](const ::testing::TestParamInfo<Type>& info) { return std::string(type_name(info.param)); });
 
 // The same data at an odd address gives the same floats (blocks are read without alignment).
 TEST(Dequant, UnalignedSourceGivesSameResult) {
@@ -338,9 +334,9 @@ TEST(IqTables, GridValuesAndOrder) {
     EXPECT_TRUE(strictly_increasing(kIq2SGrid));
     EXPECT_TRUE(strictly_increasing(kIq3XxsGrid));
     EXPECT_TRUE(strictly_increasing(kIq3SGrid));
-    for (const void* grid : {static_cast<const void*>(kIq2XxsGrid), static_cast<const void*>(kIq2XsGrid),
-                             static_cast<const void*>(kIq2SGrid), static_cast<const void*>(kIq3XxsGrid),
-                             static_cast<const void*>(kIq3SGrid), static_cast<const void*>(kIq1SGrid)})
+    for (const void* grid :
+         {static_cast<const void*>(kIq2XxsGrid), static_cast<const void*>(kIq2XsGrid), static_cast<const void*>(kIq2SGrid),
+          static_cast<const void*>(kIq3XxsGrid), static_cast<const void*>(kIq3SGrid), static_cast<const void*>(kIq1SGrid)})
         EXPECT_EQ(reinterpret_cast<uintptr_t>(grid) % 64, 0u);
 }
 

@@ -32,9 +32,9 @@ struct TypeBound {
 };
 
 constexpr TypeBound kBlockTypes[] = {
-    {Type::Q8_0, 1.5e-4}, {Type::Q4_0, 0.030},   {Type::Q4_1, 0.012},   {Type::Q5_0, 0.008},
-    {Type::Q5_1, 0.003},  {Type::Q2_K, 0.120},   {Type::Q3_K, 0.050},   {Type::Q4_K, 0.012},
-    {Type::Q5_K, 0.003},  {Type::Q6_K, 0.0012},  {Type::IQ4_NL, 0.018}, {Type::IQ4_XS, 0.020},
+    {Type::Q8_0, 1.5e-4}, {Type::Q4_0, 0.030},  {Type::Q4_1, 0.012},   {Type::Q5_0, 0.008},
+    {Type::Q5_1, 0.003},  {Type::Q2_K, 0.120},  {Type::Q3_K, 0.050},   {Type::Q4_K, 0.012},
+    {Type::Q5_K, 0.003},  {Type::Q6_K, 0.0012}, {Type::IQ4_NL, 0.018}, {Type::IQ4_XS, 0.020},
 };
 
 std::vector<uint8_t> quantize(Type t, const std::vector<float>& x, const float* importance = nullptr) {
@@ -108,8 +108,8 @@ TEST(QuantizeFixture, NoWorseThanReference) {
             dequantize_row(tb.type, q.data(), ours.data() + r * row_len, row_len);
         }
         const double ours_err = squared_error(src, ours), ref_err = squared_error(src, ref);
-        std::printf("[ fixture  ] %-7s ours %.6g  reference %.6g  (ours/reference %.4f)\n", name.c_str(), ours_err,
-                    ref_err, ours_err / ref_err);
+        std::printf("[ fixture  ] %-7s ours %.6g  reference %.6g  (ours/reference %.4f)\n", name.c_str(), ours_err, ref_err,
+                    ours_err / ref_err);
         EXPECT_LE(ours_err, ref_err);
     }
 }
@@ -141,8 +141,7 @@ TEST(QuantizeRandom, ErrorBoundedRelativeToEnergy) {
                 EXPECT_LE(rel, tb.max_rel_error) << type_name(tb.type) << " scale " << scale << " seed " << seed;
             }
         }
-        std::printf("[ random   ] %-7s worst relative error %.3g (bound %.3g)\n", type_name(tb.type), worst,
-                    tb.max_rel_error);
+        std::printf("[ random   ] %-7s worst relative error %.3g (bound %.3g)\n", type_name(tb.type), worst, tb.max_rel_error);
     }
 }
 
@@ -225,8 +224,8 @@ TEST(QuantizeImportance, WeightedErrorNotWorseThanWithout) {
             const double with = squared_error(x, round_trip(tb.type, x, imp.data()), imp.data());
             const double without = squared_error(x, round_trip(tb.type, x), imp.data());
             if (seed == 1) {
-                std::printf("[ weighted ] %-7s with importance %.6g  without %.6g  (ratio %.4f)\n",
-                            type_name(tb.type), with, without, with / without);
+                std::printf("[ weighted ] %-7s with importance %.6g  without %.6g  (ratio %.4f)\n", type_name(tb.type), with,
+                            without, with / without);
             }
             EXPECT_LE(with, without) << type_name(tb.type) << " seed " << seed;
         }

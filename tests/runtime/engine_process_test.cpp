@@ -50,15 +50,23 @@ std::string text_of(const std::vector<json>& ev, const std::string& id) {
 
 TEST(EngineProcess, AnswersEveryRequestAndSurvivesMalformedLines) {
     const std::string in =
-        R"({"op":"submit","id":"a","text":"Hello, engine","max_tokens":12,"temperature":0,"ignore_eos":true})" "\n"
+        R"({"op":"submit","id":"a","text":"Hello, engine","max_tokens":12,"temperature":0,"ignore_eos":true})"
+        "\n"
         "this is not json\n"
-        R"({"op":"frobnicate"})" "\n"
-        R"({"op":"submit","id":"b","prompt":[72,105],"max_tokens":5,"temperature":0.8,"seed":7,"logprobs":true,"top_logprobs":2,"ignore_eos":true})" "\n"
-        R"({"op":"submit","id":"bad","prompt":[1,2],"top_p":5})" "\n"
-        R"({"op":"submit","id":"huge","prompt":[99999999]})" "\n"
-        R"({"op":"cancel","id":"nobody"})" "\n"
-        R"({"op":"stats","id":"s1"})" "\n"
-        R"([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])" "\n";
+        R"({"op":"frobnicate"})"
+        "\n"
+        R"({"op":"submit","id":"b","prompt":[72,105],"max_tokens":5,"temperature":0.8,"seed":7,"logprobs":true,"top_logprobs":2,"ignore_eos":true})"
+        "\n"
+        R"({"op":"submit","id":"bad","prompt":[1,2],"top_p":5})"
+        "\n"
+        R"({"op":"submit","id":"huge","prompt":[99999999]})"
+        "\n"
+        R"({"op":"cancel","id":"nobody"})"
+        "\n"
+        R"({"op":"stats","id":"s1"})"
+        "\n"
+        R"([[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]])"
+        "\n";
     const auto r = run_strata("engine -m '" + tiny_gguf().string() + "'", in);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto ev = events(r.out);
@@ -99,9 +107,10 @@ TEST(EngineProcess, AnswersEveryRequestAndSurvivesMalformedLines) {
 }
 
 TEST(EngineProcess, ShutdownCancelsWorkInFlight) {
-    const std::string in =
-        R"({"op":"submit","id":"long","prompt":[65,66,67],"max_tokens":100000,"ignore_eos":true})" "\n"
-        R"({"op":"shutdown"})" "\n";
+    const std::string in = R"({"op":"submit","id":"long","prompt":[65,66,67],"max_tokens":100000,"ignore_eos":true})"
+                           "\n"
+                           R"({"op":"shutdown"})"
+                           "\n";
     const auto r = run_strata("engine -m '" + tiny_gguf().string() + "'", in);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto ev = events(r.out);

@@ -86,8 +86,7 @@ TEST(JsonConstraintQwen3, TokenizedDocumentsAreAllowed) {
          R"({"city": "Zürich", "unit": "celsius", "days": 5})"},
     };
     for (const auto& [schema, doc] : cases) {
-        JsonConstraint c(schema ? JsonGrammar::from_schema_text(schema) : JsonGrammar::any_json_object(),
-                         index);
+        JsonConstraint c(schema ? JsonGrammar::from_schema_text(schema) : JsonGrammar::any_json_object(), index);
         TokenMask mask;
         for (const int32_t id : tok.encode(doc, false)) {
             c.allowed(mask);

@@ -68,25 +68,20 @@ TEST(TokenIndex, TrieHoldsEveryCandidateOnce) {
     std::vector<int> seen(v.tokens.size(), 0), seen_non_plain(v.tokens.size(), 0);
     const auto& trie = index->all_tokens();
     for (uint32_t n = 0; n < trie.size(); ++n)
-        for (const int32_t* id = trie.tokens_begin(n); id != trie.tokens_end(n); ++id)
-            ++seen[static_cast<size_t>(*id)];
+        for (const int32_t* id = trie.tokens_begin(n); id != trie.tokens_end(n); ++id) ++seen[static_cast<size_t>(*id)];
     const auto& np = index->non_plain_tokens();
     for (uint32_t n = 0; n < np.size(); ++n)
-        for (const int32_t* id = np.tokens_begin(n); id != np.tokens_end(n); ++id)
-            ++seen_non_plain[static_cast<size_t>(*id)];
+        for (const int32_t* id = np.tokens_begin(n); id != np.tokens_end(n); ++id) ++seen_non_plain[static_cast<size_t>(*id)];
     for (int32_t id = 0; id < index->n_vocab(); ++id) {
         EXPECT_EQ(seen[static_cast<size_t>(id)], index->is_candidate(id) ? 1 : 0) << id;
-        EXPECT_EQ(seen_non_plain[static_cast<size_t>(id)],
-                  index->is_candidate(id) && index->plain_chars(id) < 0 ? 1 : 0)
-            << id;
+        EXPECT_EQ(seen_non_plain[static_cast<size_t>(id)], index->is_candidate(id) && index->plain_chars(id) < 0 ? 1 : 0) << id;
     }
     EXPECT_FALSE(index->is_candidate(v.empty_token));
     EXPECT_FALSE(index->is_candidate(v.special_token));
     EXPECT_TRUE(index->is_end(v.end_tokens[1]));
-    EXPECT_EQ(
-        index->plain_chars(static_cast<int32_t>(
-            std::find(v.tokens.begin(), v.tokens.end(), std::string("\xe2\x82\xac")) - v.tokens.begin())),
-        1);
+    EXPECT_EQ(index->plain_chars(static_cast<int32_t>(std::find(v.tokens.begin(), v.tokens.end(), std::string("\xe2\x82\xac")) -
+                                                      v.tokens.begin())),
+              1);
 }
 
 TEST(TokenIndex, TokenMaskResetClearsTheTail) {
@@ -158,14 +153,13 @@ TEST(JsonConstraint, RefusedTokensChangeNothing) {
     c.allowed(mask);
     EXPECT_FALSE(mask.allows(v.special_token));
     EXPECT_FALSE(mask.allows(v.empty_token));
-    EXPECT_TRUE(mask.allows(static_cast<int32_t>(
-        std::find(v.tokens.begin(), v.tokens.end(), std::string("\xe2\x82\xac")) - v.tokens.begin())));
+    EXPECT_TRUE(mask.allows(
+        static_cast<int32_t>(std::find(v.tokens.begin(), v.tokens.end(), std::string("\xe2\x82\xac")) - v.tokens.begin())));
 }
 
 TEST(JsonConstraint, MaskEqualsReferenceOnSyntheticVocab) {
     for (const uint32_t vocab_seed : {11u, 12u}) {
-        const SyntheticVocab v =
-            synthetic_vocab(vocab_seed, 400, {"title", "year", "kind", "city", "\"kind\"", "sku", "qty"});
+        const SyntheticVocab v = synthetic_vocab(vocab_seed, 400, {"title", "year", "kind", "city", "\"kind\"", "sku", "qty"});
         const auto index = index_of(v);
         DocumentGenerator gen(*index);
         for (const SchemaCase& sc : property_schemas()) {
@@ -180,8 +174,8 @@ TEST(JsonConstraint, MaskEqualsReferenceOnSyntheticVocab) {
 }
 
 TEST(JsonConstraint, RandomDocumentsMatchTheirSchema) {
-    const SyntheticVocab v = synthetic_vocab(
-        21, 400, {"title", "year", "rating", "tags", "done", "kind", "city", "coords", "lat"});
+    const SyntheticVocab v =
+        synthetic_vocab(21, 400, {"title", "year", "rating", "tags", "done", "kind", "city", "coords", "lat"});
     const auto index = index_of(v);
     DocumentGenerator gen(*index);
     for (const SchemaCase& sc : property_schemas()) {
@@ -241,8 +235,7 @@ TEST(JsonConstraint, MaskCacheChangesNothing) {
 TEST(JsonConstraint, AnyTokenizationOfAValidDocumentIsAllowed) {
     const SyntheticVocab v = synthetic_vocab(4, 400, {"name", "\"name\": ", "age", "tags"});
     const auto index = index_of(v);
-    const auto grammar =
-        JsonGrammar::from_schema_text(R"({"type":"object","properties":{"name":{"type":"string"},
+    const auto grammar = JsonGrammar::from_schema_text(R"({"type":"object","properties":{"name":{"type":"string"},
         "age":{"type":"integer","minimum":0},"tags":{"type":"array","items":{"type":"string"}}},"required":["name"]})");
     const std::string doc =
         "{\"name\": \"Zo\xc3\xab \\\"Z\\\" \\u00e9\xf0\x9f\x98\x80\", \"age\": 31, \"tags\": [\"a\", "
@@ -257,8 +250,7 @@ TEST(JsonConstraint, AnyTokenizationOfAValidDocumentIsAllowed) {
         TokenMask mask;
         for (const int32_t id : ids) {
             c.allowed(mask);
-            ASSERT_TRUE(mask.allows(id))
-                << escaped(v.tokens[static_cast<size_t>(id)]) << " after " << escaped(c.text());
+            ASSERT_TRUE(mask.allows(id)) << escaped(v.tokens[static_cast<size_t>(id)]) << " after " << escaped(c.text());
             c.accept(id);
         }
         EXPECT_EQ(c.text(), doc);

@@ -28,28 +28,22 @@ bool matches(const std::shared_ptr<const JsonGrammar>& g, const std::string& tex
 }
 
 TEST(JsonGrammar, UnsupportedKeywordsNameThePlace) {
-    EXPECT_EQ(
-        error_of(R"({"type":"object","properties":{"x":{"type":"object","patternProperties":{"a":{}}}}})"),
-        "schema at /properties/x: unsupported keyword 'patternProperties'");
-    EXPECT_EQ(error_of(R"({"type":"string","pattern":"^a+$"})"),
-              "schema at /: unsupported keyword 'pattern'");
+    EXPECT_EQ(error_of(R"({"type":"object","properties":{"x":{"type":"object","patternProperties":{"a":{}}}}})"),
+              "schema at /properties/x: unsupported keyword 'patternProperties'");
+    EXPECT_EQ(error_of(R"({"type":"string","pattern":"^a+$"})"), "schema at /: unsupported keyword 'pattern'");
     EXPECT_EQ(error_of(R"({"type":"array","items":{"type":"integer","multipleOf":3}})"),
               "schema at /items: unsupported keyword 'multipleOf'");
-    EXPECT_EQ(error_of(R"({"type":"array","uniqueItems":true})"),
-              "schema at /: unsupported keyword 'uniqueItems'");
+    EXPECT_EQ(error_of(R"({"type":"array","uniqueItems":true})"), "schema at /: unsupported keyword 'uniqueItems'");
     EXPECT_EQ(error_of(R"({"type":"array","uniqueItems":false})"), "");
-    EXPECT_EQ(error_of(R"({"$defs":{"a":{"not":{}}},"$ref":"#/$defs/a"})"),
-              "schema at /$defs/a: unsupported keyword 'not'");
-    EXPECT_EQ(error_of(R"({"properties":{"a/b":{"if":{}}}})"),
-              "schema at /properties/a~1b: unsupported keyword 'if'");
+    EXPECT_EQ(error_of(R"({"$defs":{"a":{"not":{}}},"$ref":"#/$defs/a"})"), "schema at /$defs/a: unsupported keyword 'not'");
+    EXPECT_EQ(error_of(R"({"properties":{"a/b":{"if":{}}}})"), "schema at /properties/a~1b: unsupported keyword 'if'");
     EXPECT_EQ(error_of(R"({"anyOf":[{"type":"string"},{"type":"object","minProperties":1}]})"),
               "schema at /anyOf/1: unsupported keyword 'minProperties'");
 }
 
 TEST(JsonGrammar, InvalidSchemasNameThePlace) {
     EXPECT_EQ(error_of(R"({"type":"strin"})"), "schema at /: unknown type 'strin'");
-    EXPECT_EQ(error_of(R"({"type":"string","minLength":-1})"),
-              "schema at /: 'minLength' must be a non-negative integer");
+    EXPECT_EQ(error_of(R"({"type":"string","minLength":-1})"), "schema at /: 'minLength' must be a non-negative integer");
     EXPECT_EQ(error_of(R"({"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}})"),
               "schema at /properties/a: '$ref' target #/$defs/missing does not exist");
     EXPECT_EQ(error_of(R"({"$ref":"http://example.com/s.json"})"),
@@ -67,29 +61,23 @@ TEST(JsonGrammar, InvalidSchemasNameThePlace) {
     EXPECT_EQ(error_of(R"({"allOf":[{"type":"string"},{"type":"object"}]})"),
               "schema at /allOf/0: allOf can merge object schemas only (properties, required, "
               "additionalProperties); 'type' is not supported here");
-    EXPECT_EQ(
-        error_of(
-            R"({"allOf":[{"properties":{"a":{"type":"string"}}},{"properties":{"a":{"type":"integer"}}}]})"),
-        "schema at /: allOf: property 'a' is constrained by more than one part");
+    EXPECT_EQ(error_of(R"({"allOf":[{"properties":{"a":{"type":"string"}}},{"properties":{"a":{"type":"integer"}}}]})"),
+              "schema at /: allOf: property 'a' is constrained by more than one part");
     EXPECT_NE(error_of("{\"type\":"), "");
 }
 
 TEST(JsonGrammar, CyclesThatNeverNestAreRefused) {
-    EXPECT_EQ(
-        error_of(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})"),
-        "schema at /$defs/a: '$ref'/anyOf cycle that nests no object or array (it would never end)");
+    EXPECT_EQ(error_of(R"({"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"null"}]}},"$ref":"#/$defs/a"})"),
+              "schema at /$defs/a: '$ref'/anyOf cycle that nests no object or array (it would never end)");
 }
 
 TEST(JsonGrammar, UnsatisfiableSchemasAreRefused) {
     EXPECT_EQ(error_of("false"), "schema at /: no JSON document matches this schema");
     EXPECT_EQ(error_of(R"({"enum":[]})"), "schema at /: no JSON document matches this schema");
-    EXPECT_EQ(error_of(R"({"type":"string","minLength":3,"maxLength":2})"),
-              "schema at /: no JSON document matches this schema");
-    EXPECT_EQ(error_of(R"({"type":"integer","minimum":1.5,"maximum":1.9})"),
-              "schema at /: no JSON document matches this schema");
-    EXPECT_EQ(
-        error_of(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a","b"]})"),
-        "schema at /: no JSON document matches this schema");  // b is required but no extra key is allowed
+    EXPECT_EQ(error_of(R"({"type":"string","minLength":3,"maxLength":2})"), "schema at /: no JSON document matches this schema");
+    EXPECT_EQ(error_of(R"({"type":"integer","minimum":1.5,"maximum":1.9})"), "schema at /: no JSON document matches this schema");
+    EXPECT_EQ(error_of(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a","b"]})"),
+              "schema at /: no JSON document matches this schema");  // b is required but no extra key is allowed
     // Every document needs an endless chain of required objects.
     EXPECT_EQ(
         error_of(
@@ -98,9 +86,7 @@ TEST(JsonGrammar, UnsatisfiableSchemasAreRefused) {
     JsonGrammarOptions shallow;
     shallow.max_depth = 2;
     EXPECT_EQ(
-        error_of(
-            R"({"type":"array","minItems":1,"items":{"type":"array","minItems":1,"items":{"type":"object"}}})",
-            shallow),
+        error_of(R"({"type":"array","minItems":1,"items":{"type":"array","minItems":1,"items":{"type":"object"}}})", shallow),
         "schema at /: every matching document nests deeper than the limit of 2");
 }
 
@@ -125,21 +111,18 @@ TEST(JsonGrammar, TypeInferenceAndAnnotations) {
     EXPECT_FALSE(matches(g, R"({"when":5})"));
     EXPECT_FALSE(matches(g, R"("x")"));
     const auto any = JsonGrammar::from_schema_text("{}");
-    for (const char* doc : {"1", "\"s\"", "null", "[true]", R"({"a":{}})"})
-        EXPECT_TRUE(matches(any, doc)) << doc;
+    for (const char* doc : {"1", "\"s\"", "null", "[true]", R"({"a":{}})"}) EXPECT_TRUE(matches(any, doc)) << doc;
     const auto t = JsonGrammar::from_schema_text("true");
     EXPECT_TRUE(matches(t, "[]"));
 }
 
 TEST(JsonGrammar, SchemaOrderOrAlphabeticalOrder) {
-    const char* text =
-        R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["a","b"]})";
+    const char* text = R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"integer"}},"required":["a","b"]})";
     EXPECT_TRUE(matches(JsonGrammar::from_schema_text(text), R"({"b":1,"a":2})"));
     EXPECT_FALSE(matches(JsonGrammar::from_schema_text(text), R"({"a":2,"b":1})"));
     // nlohmann::json sorts keys: the order written is lost.
     EXPECT_TRUE(matches(JsonGrammar::from_schema(nlohmann::json::parse(text)), R"({"a":2,"b":1})"));
-    EXPECT_TRUE(
-        matches(JsonGrammar::from_ordered_schema(nlohmann::ordered_json::parse(text)), R"({"b":1,"a":2})"));
+    EXPECT_TRUE(matches(JsonGrammar::from_ordered_schema(nlohmann::ordered_json::parse(text)), R"({"b":1,"a":2})"));
 }
 
 TEST(JsonGrammar, DefinitionsAndDraft4Keywords) {

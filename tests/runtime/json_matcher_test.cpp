@@ -20,8 +20,7 @@ constexpr size_t kAll = std::string::npos;
 
 // Index of the first byte refused; kAll when every byte is taken. `complete` says whether
 // the accepted bytes form a whole document.
-size_t refused_at(const std::shared_ptr<const JsonGrammar>& g, const std::string& text,
-                  bool* complete = nullptr) {
+size_t refused_at(const std::shared_ptr<const JsonGrammar>& g, const std::string& text, bool* complete = nullptr) {
     JsonMatcher m(g);
     for (size_t i = 0; i < text.size(); ++i)
         if (!m.feed(static_cast<uint8_t>(text[i]))) return i;
@@ -40,11 +39,9 @@ std::shared_ptr<const JsonGrammar> schema(const char* text, JsonGrammarOptions o
 
 TEST(JsonMatcher, AnyObjectAcceptsObjects) {
     const auto g = JsonGrammar::any_json_object();
-    for (const char* doc :
-         {R"({})", R"({"a":1})", R"({"a": [1, 2.5, -0, 1e5, {"b": null}], "c": "x\u00e9\n\"", "d": true})",
-          R"({"":false,"e":{"f":{"g":[]}},"h":-12.25E-3})",
-          "{\"k\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}", R"({"s":"\ud83d\ude00 \/ \b\f\r\t"})",
-          R"({"a":"x","A":"y"})"}) {
+    for (const char* doc : {R"({})", R"({"a":1})", R"({"a": [1, 2.5, -0, 1e5, {"b": null}], "c": "x\u00e9\n\"", "d": true})",
+                            R"({"":false,"e":{"f":{"g":[]}},"h":-12.25E-3})", "{\"k\":\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}",
+                            R"({"s":"\ud83d\ude00 \/ \b\f\r\t"})", R"({"a":"x","A":"y"})"}) {
         EXPECT_TRUE(matcher_accepts(g, doc)) << doc;
     }
 }
@@ -65,7 +62,7 @@ TEST(JsonMatcher, AnyObjectRefusesAtTheRightByte) {
     EXPECT_EQ(refused_at(g, R"({"a":1,"\u0061":2})"), 14u);  // the same key written with an escape
     EXPECT_EQ(refused_at(g, R"({"a":"\x"})"), 7u);
     EXPECT_EQ(refused_at(g, R"({"a":"\udc00"})"),
-              9u);  // a lone low surrogate: refused once "\udc" is certain
+              9u);                                        // a lone low surrogate: refused once "\udc" is certain
     EXPECT_EQ(refused_at(g, R"({"a":"\ud800x"})"), 12u);  // a high surrogate needs a low one
     EXPECT_EQ(refused_at(g, R"({"a":"\ud800\u0041"})"), 14u);
     EXPECT_EQ(refused_at(g, "{\"a\":\"\x01\"}"), 6u);              // control byte
@@ -228,8 +225,7 @@ TEST(JsonMatcher, NullableAndTypeArrays) {
 
 TEST(JsonMatcher, AllOfMergesObjects) {
     // Every part must accept every property (our additionalProperties rule applies per part).
-    const auto g =
-        schema(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
+    const auto g = schema(R"({"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
         "additionalProperties":true}},
         "allOf":[{"$ref":"#/$defs/base"},{"properties":{"name":{"type":"string"}},"required":["name"],
         "additionalProperties":{"type":"integer"}}]})");
@@ -267,9 +263,7 @@ nlohmann::json random_value(std::mt19937& rng, int depth) {
         case 0: return nullptr;
         case 1: return rng() % 2 == 0;
         case 2: return static_cast<int64_t>(rng() % 2000001) - 1000000;
-        case 3:
-            return std::ldexp(static_cast<double>(static_cast<int32_t>(rng())),
-                              static_cast<int>(rng() % 80) - 60);
+        case 3: return std::ldexp(static_cast<double>(static_cast<int32_t>(rng())), static_cast<int>(rng() % 80) - 60);
         case 4:
         case 5: {
             static const char* const pieces[] = {"a",
@@ -299,8 +293,7 @@ nlohmann::json random_value(std::mt19937& rng, int depth) {
         }
         default: {
             nlohmann::json o = nlohmann::json::object();
-            for (size_t n = rng() % 4; n > 0; --n)
-                o[random_value(rng, 0).dump()] = random_value(rng, depth - 1);
+            for (size_t n = rng() % 4; n > 0; --n) o[random_value(rng, 0).dump()] = random_value(rng, depth - 1);
             return o;
         }
     }
@@ -320,8 +313,7 @@ TEST(JsonMatcher, AcceptsWhatADumpOfRandomObjectsGives) {
         for (size_t k = 0; k < compact.size(); ++k) {
             const char ch = compact[k];
             spaced += ch;
-            if (ch == '"' && (k == 0 || compact[k - 1] != '\\' || (k >= 2 && compact[k - 2] == '\\')))
-                in_string = !in_string;
+            if (ch == '"' && (k == 0 || compact[k - 1] != '\\' || (k >= 2 && compact[k - 2] == '\\'))) in_string = !in_string;
             if (!in_string && (ch == ',' || ch == ':')) spaced += ' ';
         }
         EXPECT_TRUE(matcher_accepts(g, spaced)) << spaced;

@@ -25,12 +25,12 @@ using OJson = nlohmann::ordered_json;
 // when none do); "properties" without "additionalProperties" allows no other key; oneOf is
 // anyOf; integers have no fraction; nullable adds null.
 class ReferenceValidator {
-  public:
+public:
     explicit ReferenceValidator(OJson root) : root_(std::move(root)) {}
 
     bool valid(const nlohmann::json& v) const { return check(v, root_, 0); }
 
-  private:
+private:
     static size_t code_points(const std::string& s) {
         size_t n = 0;
         for (const char ch : s) n += (static_cast<uint8_t>(ch) & 0xC0) != 0x80;
@@ -54,8 +54,7 @@ class ReferenceValidator {
     static std::vector<std::string> types_of(const OJson& s) {
         std::vector<std::string> types;
         if (s.contains("type")) {
-            if (s["type"].is_string())
-                types.push_back(s["type"].get<std::string>());
+            if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
             else
                 for (const auto& t : s["type"]) types.push_back(t.get<std::string>());
         } else {
@@ -154,21 +153,17 @@ class ReferenceValidator {
         }
         if (v.is_number()) {
             const double x = v.get<double>();
-            const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() &&
-                                    s["exclusiveMinimum"].get<bool>();
-            const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() &&
-                                    s["exclusiveMaximum"].get<bool>();
-            if (s.contains("minimum") &&
-                (draft4_min ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>()))
+            const bool draft4_min =
+                s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean() && s["exclusiveMinimum"].get<bool>();
+            const bool draft4_max =
+                s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean() && s["exclusiveMaximum"].get<bool>();
+            if (s.contains("minimum") && (draft4_min ? x <= s["minimum"].get<double>() : x < s["minimum"].get<double>()))
                 return false;
-            if (s.contains("maximum") &&
-                (draft4_max ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>()))
+            if (s.contains("maximum") && (draft4_max ? x >= s["maximum"].get<double>() : x > s["maximum"].get<double>()))
                 return false;
-            if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() &&
-                x <= s["exclusiveMinimum"].get<double>())
+            if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number() && x <= s["exclusiveMinimum"].get<double>())
                 return false;
-            if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() &&
-                x >= s["exclusiveMaximum"].get<double>())
+            if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number() && x >= s["exclusiveMaximum"].get<double>())
                 return false;
         }
         return true;
@@ -203,9 +198,7 @@ inline bool keys_unique(const std::string& text) {
         }
         bool start_array(std::size_t) override { return true; }
         bool end_array() override { return true; }
-        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override {
-            return false;
-        }
+        bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception&) override { return false; }
     } handler;
     return nlohmann::json::sax_parse(text, &handler) && !handler.duplicate;
 }
@@ -221,8 +214,7 @@ struct SyntheticVocab {
     int32_t empty_token = -1, special_token = -1;
 };
 
-inline SyntheticVocab synthetic_vocab(uint32_t seed, size_t n_random = 400,
-                                      const std::vector<std::string>& words = {}) {
+inline SyntheticVocab synthetic_vocab(uint32_t seed, size_t n_random = 400, const std::vector<std::string>& words = {}) {
     SyntheticVocab v;
     for (int b = 0; b < 256; ++b) v.tokens.emplace_back(1, static_cast<char>(b));
     std::vector<std::string> pieces = {"\"",
@@ -317,14 +309,12 @@ inline std::vector<int32_t> mask_ids(const runtime::TokenMask& mask) {
 }
 
 // Where the fast mask and the one-token-at-a-time reference disagree (empty when they agree).
-inline std::string mask_mismatch(runtime::JsonConstraint& c, const runtime::TokenIndex& index,
-                                 const runtime::TokenMask& mask) {
+inline std::string mask_mismatch(runtime::JsonConstraint& c, const runtime::TokenIndex& index, const runtime::TokenMask& mask) {
     for (int32_t id = 0; id < index.n_vocab(); ++id) {
         const bool fast = mask.allows(id), slow = c.would_accept(id);
         if (fast != slow)
             return "token " + std::to_string(id) + " " +
-                   nlohmann::json(index.bytes(id))
-                       .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
+                   nlohmann::json(index.bytes(id)).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) +
                    (fast ? " in the mask but refused" : " accepted but not in the mask") + " after " +
                    nlohmann::json(c.text()).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
     }
@@ -341,9 +331,8 @@ struct GeneratedDoc {
 // tokens that close something are preferred). Checks that fraction of the masks against the
 // one-token-at-a-time reference.
 class DocumentGenerator {
-  public:
-    explicit DocumentGenerator(const runtime::TokenIndex& index)
-        : index_(index), closing_(static_cast<size_t>(index.n_vocab())) {
+public:
+    explicit DocumentGenerator(const runtime::TokenIndex& index) : index_(index), closing_(static_cast<size_t>(index.n_vocab())) {
         for (int32_t id = 0; id < index.n_vocab(); ++id)
             closing_[static_cast<size_t>(id)] = index.bytes(id).find_first_of("\"}]") != std::string::npos;
     }
@@ -375,8 +364,7 @@ class DocumentGenerator {
             const bool prefer_closing = step >= soft_limit && rng() % 3 != 0;
             pool.clear();
             for (const int32_t id : ids)
-                if (!index_.is_end(id) && (!prefer_closing || closing_[static_cast<size_t>(id)]))
-                    pool.push_back(id);
+                if (!index_.is_end(id) && (!prefer_closing || closing_[static_cast<size_t>(id)])) pool.push_back(id);
             if (pool.empty())
                 for (const int32_t id : ids)
                     if (!index_.is_end(id)) pool.push_back(id);
@@ -392,7 +380,7 @@ class DocumentGenerator {
         return doc;
     }
 
-  private:
+private:
     const runtime::TokenIndex& index_;
     std::vector<uint8_t> closing_;
 };
@@ -453,8 +441,7 @@ inline const std::vector<SchemaCase>& property_schemas() {
 inline std::shared_ptr<const runtime::JsonGrammar> grammar_for(const SchemaCase& sc) {
     runtime::JsonGrammarOptions o;
     o.max_depth = sc.max_depth;
-    return sc.schema ? runtime::JsonGrammar::from_schema_text(sc.schema, o)
-                     : runtime::JsonGrammar::any_json_object(o);
+    return sc.schema ? runtime::JsonGrammar::from_schema_text(sc.schema, o) : runtime::JsonGrammar::any_json_object(o);
 }
 
 inline ReferenceValidator validator_for(const SchemaCase& sc) {

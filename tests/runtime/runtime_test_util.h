@@ -11,8 +11,8 @@
 
 #include "backend/cpu_backend.h"
 #include "gguf/gguf.h"
-#include "model_tools/make_model.h"
 #include "model/model.h"
+#include "model_tools/make_model.h"
 #include "runtime/scheduler.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -44,8 +44,8 @@ RowsPick sample_via_rows(Sampler& s, std::vector<float> logits) {
 struct RowsCase {
     std::string name;
     SamplingParams p;
-    float scale;            // logits spread: 3 peaked (the usual), 0.05 nearly flat
-    bool summary_decides;   // every token from the summary, or every one from the whole row
+    float scale;           // logits spread: 3 peaked (the usual), 0.05 nearly flat
+    bool summary_decides;  // every token from the summary, or every one from the whole row
 };
 
 std::vector<RowsCase> rows_cases() {
@@ -56,13 +56,34 @@ std::vector<RowsCase> rows_cases() {
         set(p);
         c.push_back({std::move(name), p, scale, decides});
     };
-    add("greedy with logprobs", 3.0f, true, [](SamplingParams& p) { p.temperature = 0; p.logprobs = true; p.top_logprobs = 5; });
+    add("greedy with logprobs", 3.0f, true, [](SamplingParams& p) {
+        p.temperature = 0;
+        p.logprobs = true;
+        p.top_logprobs = 5;
+    });
     add("temperature", 3.0f, true, [](SamplingParams& p) { p.temperature = 0.8f; });
-    add("temperature, flat", 0.05f, true, [](SamplingParams& p) { p.temperature = 1.0f; p.logprobs = true; });
-    add("top-k", 3.0f, true, [](SamplingParams& p) { p.temperature = 0.9f; p.top_k = 40; });
-    add("top-k, flat", 0.05f, true, [](SamplingParams& p) { p.temperature = 1.1f; p.top_k = 256; });
-    add("top-k top-p min-p", 3.0f, true, [](SamplingParams& p) { p.top_k = 20; p.top_p = 0.8f; p.min_p = 0.05f; });
-    add("top-p", 3.0f, true, [](SamplingParams& p) { p.temperature = 0.7f; p.top_p = 0.9f; p.top_logprobs = 3; });
+    add("temperature, flat", 0.05f, true, [](SamplingParams& p) {
+        p.temperature = 1.0f;
+        p.logprobs = true;
+    });
+    add("top-k", 3.0f, true, [](SamplingParams& p) {
+        p.temperature = 0.9f;
+        p.top_k = 40;
+    });
+    add("top-k, flat", 0.05f, true, [](SamplingParams& p) {
+        p.temperature = 1.1f;
+        p.top_k = 256;
+    });
+    add("top-k top-p min-p", 3.0f, true, [](SamplingParams& p) {
+        p.top_k = 20;
+        p.top_p = 0.8f;
+        p.min_p = 0.05f;
+    });
+    add("top-p", 3.0f, true, [](SamplingParams& p) {
+        p.temperature = 0.7f;
+        p.top_p = 0.9f;
+        p.top_logprobs = 3;
+    });
     add("top-p, flat", 0.05f, true, [](SamplingParams& p) { p.top_p = 0.9f; });
     add("min-p", 3.0f, true, [](SamplingParams& p) { p.min_p = 0.1f; });
     add("min-p, flat", 0.05f, true, [](SamplingParams& p) { p.min_p = 0.01f; });

@@ -284,7 +284,8 @@ TEST(SamplerGreedy, ArgmaxWithTiesToTheLowerId) {
     logits[17] = 5.0f;
     logits[50] = 4.999f;
     for (float t : {0.0f, 1e-6f}) {
-        for (std::optional<uint64_t> seed : {std::optional<uint64_t>{}, std::optional<uint64_t>{1}, std::optional<uint64_t>{99}}) {
+        for (std::optional<uint64_t> seed :
+             {std::optional<uint64_t>{}, std::optional<uint64_t>{1}, std::optional<uint64_t>{99}}) {
             for (bool logprobs : {false, true}) {
                 SamplingParams p = with(t, 5, 0.5f);
                 p.seed = seed;
@@ -466,8 +467,8 @@ TEST(SamplerSeed, OneDrawPerTokenWhateverTheSetSize) {
 
 TEST(SamplerPenalties, ExactAdjustedLogits) {
     // Hand-picked non-zero logits; expected values worked out by hand below.
-    const std::vector<float> logits = {0.8f, -1.2f, 2.6f, 0.35f, -0.45f, -0.7f, 1.9f, -2.2f,
-                                       0.15f, 0.65f, -0.95f, 1.1f, 3.3f, -0.05f, 0.55f, -1.65f};
+    const std::vector<float> logits = {0.8f,  -1.2f, 2.6f,   0.35f, -0.45f, -0.7f,  1.9f,  -2.2f,
+                                       0.15f, 0.65f, -0.95f, 1.1f,  3.3f,   -0.05f, 0.55f, -1.65f};
     SamplingParams p;
     p.repetition_penalty = 1.3f;
     p.presence_penalty = 0.4f;
@@ -623,7 +624,9 @@ TEST(SamplerValidate, EachBadFieldIsNamed) {
     expect_error_naming(bad([](SamplingParams& p) { p.presence_penalty = 2.5f; }), "presence_penalty");
     expect_error_naming(bad([&](SamplingParams& p) { p.presence_penalty = nan; }), "presence_penalty");
     expect_error_naming(bad([](SamplingParams& p) { p.frequency_penalty = -3.0f; }), "frequency_penalty");
-    expect_error_naming(bad([](SamplingParams& p) { p.logit_bias = {{999999, 1.0f}}; }),
+    expect_error_naming(bad([](SamplingParams& p) {
+                            p.logit_bias = {{999999, 1.0f}};
+                        }),
                         "logit_bias token id 999999 is outside the vocabulary (151936)", kQwenVocab);
     expect_error_naming(bad([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }), "logit_bias token id -1");
     expect_error_naming(bad([](SamplingParams& p) { p.logit_bias = {{5, 101.0f}}; }), "logit_bias");
@@ -699,8 +702,8 @@ TEST(SamplerCandidates, LargeVocabularyMatchesSortedReference) {
         float min_p;
     };
     const std::vector<Config> configs = {
-        {1.0f, 0, 0.05f, 0.0f}, {1.0f, 0, 0.3f, 0.0f},  {0.6f, 0, 0.6f, 0.0f},   {1.4f, 0, 0.9f, 0.0f},
-        {1.0f, 0, 0.95f, 0.0f}, {1.0f, 40, 1.0f, 0.0f}, {0.8f, 40, 0.9f, 0.0f},  {1.0f, 2000, 0.7f, 0.0f},
+        {1.0f, 0, 0.05f, 0.0f},   {1.0f, 0, 0.3f, 0.0f},  {0.6f, 0, 0.6f, 0.0f},  {1.4f, 0, 0.9f, 0.0f},
+        {1.0f, 0, 0.95f, 0.0f},   {1.0f, 40, 1.0f, 0.0f}, {0.8f, 40, 0.9f, 0.0f}, {1.0f, 2000, 0.7f, 0.0f},
         {1.0f, 5000, 1.0f, 0.0f}, {1.0f, 0, 1.0f, 0.05f}, {0.7f, 0, 1.0f, 0.02f}, {1.0f, 0, 0.9f, 0.05f},
         {1.2f, 100, 0.8f, 0.01f},
     };

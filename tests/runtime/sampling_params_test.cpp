@@ -28,8 +28,11 @@ testing::AssertionResult refused(const std::string& text, const std::string& par
         read_sampling_knobs(ojson::parse(text), p, options);
         sampling_from_json(ojson::parse(text), kVocab);
     } catch (const FieldError& e) {
-        if (e.param != param) return testing::AssertionFailure() << "param \"" << e.param << "\" (" << e.what() << "), expected \"" << param << "\"";
-        if (e.what() != message) return testing::AssertionFailure() << "message \"" << e.what() << "\", expected \"" << message << "\"";
+        if (e.param != param)
+            return testing::AssertionFailure()
+                   << "param \"" << e.param << "\" (" << e.what() << "), expected \"" << param << "\"";
+        if (e.what() != message)
+            return testing::AssertionFailure() << "message \"" << e.what() << "\", expected \"" << message << "\"";
         return testing::AssertionSuccess();
     }
     return testing::AssertionFailure() << text << " was accepted";
@@ -39,7 +42,8 @@ TEST(SamplingParamsJson, DefaultsWriteNothingAndReadBack) {
     EXPECT_EQ(to_json(SamplingParams{}).dump(), "{}");
     EXPECT_EQ(read("{}"), SamplingParams{});
     // Explicit defaults and nulls read as the defaults.
-    EXPECT_EQ(read(R"({"temperature": 1, "top_k": 0, "seed": null, "stop": null, "logit_bias": null, "max_tokens": -1})"), SamplingParams{});
+    EXPECT_EQ(read(R"({"temperature": 1, "top_k": 0, "seed": null, "stop": null, "logit_bias": null, "max_tokens": -1})"),
+              SamplingParams{});
 }
 
 TEST(SamplingParamsJson, RoundTripsEveryField) {
@@ -52,7 +56,7 @@ TEST(SamplingParamsJson, RoundTripsEveryField) {
     p.presence_penalty = -1.5f;
     p.frequency_penalty = 0.3f;
     p.logit_bias = {{15, -100.0f}, {7, 5.5f}, {15, 0.25f}, {15, 1.0f}};  // repeated ids stay entries
-    p.seed = UINT64_MAX;  // written in the signed range: the same 64 bits
+    p.seed = UINT64_MAX;                                                 // written in the signed range: the same 64 bits
     p.logprobs = true;
     p.top_logprobs = 3;
     p.max_tokens = 256;
@@ -83,22 +87,25 @@ TEST(SamplingParamsJson, FloatsRoundTripExactly) {
 
 TEST(SamplingParamsJson, ClientAliases) {
     EXPECT_FLOAT_EQ(read(R"({"top_p": 0})").top_p, 1e-6f);  // 0: the most likely token only
-    EXPECT_EQ(read(R"({"top_k": -1})").top_k, 0);            // -1: off, as in vLLM
-    EXPECT_EQ(read(R"({"top_k": 8.0})").top_k, 8);           // a whole number written as a float
+    EXPECT_EQ(read(R"({"top_k": -1})").top_k, 0);           // -1: off, as in vLLM
+    EXPECT_EQ(read(R"({"top_k": 8.0})").top_k, 8);          // a whole number written as a float
     EXPECT_EQ(read(R"({"seed": -42})").seed, static_cast<uint64_t>(-42));
     EXPECT_EQ(read(R"({"stop": "###"})").stop, std::vector<std::string>{"###"});
-    EXPECT_EQ(read(R"({"logit_bias": {"5": 1, "05": 2}})").logit_bias, (std::vector<std::pair<int32_t, float>>{{5, 1.0f}, {5, 2.0f}}));
+    EXPECT_EQ(read(R"({"logit_bias": {"5": 1, "05": 2}})").logit_bias,
+              (std::vector<std::pair<int32_t, float>>{{5, 1.0f}, {5, 2.0f}}));
 }
 
 TEST(SamplingParamsJson, RangeErrorsNameTheField) {
     EXPECT_TRUE(refused(R"({"temperature": 2.5})", "temperature", "temperature: 2.5 is out of range [0.0, 2.0]"));
     EXPECT_TRUE(refused(R"({"temperature": "hot"})", "temperature", "temperature: expected a number, got a string"));
-    EXPECT_TRUE(refused(R"({"temperature": 1.5})", "temperature", "temperature: 1.5 is out of range [0.0, 1.0]", {.max_temperature = 1}));
+    EXPECT_TRUE(
+        refused(R"({"temperature": 1.5})", "temperature", "temperature: 1.5 is out of range [0.0, 1.0]", {.max_temperature = 1}));
     EXPECT_TRUE(refused(R"({"top_p": -0.1})", "top_p", "top_p: -0.1 is out of range [0.0, 1.0]"));
     EXPECT_TRUE(refused(R"({"top_k": -2})", "top_k", "top_k: -2 is out of range [-1, 1048576]"));
     EXPECT_TRUE(refused(R"({"top_k": 1.5})", "top_k", "top_k: expected an integer, got a number 1.5"));
     EXPECT_TRUE(refused(R"({"repetition_penalty": 0})", "repetition_penalty", "repetition_penalty: must be > 0"));
-    EXPECT_TRUE(refused(R"({"repetition_penalty": 11})", "repetition_penalty", "repetition_penalty: 11 is out of range [0.0, 10.0]"));
+    EXPECT_TRUE(
+        refused(R"({"repetition_penalty": 11})", "repetition_penalty", "repetition_penalty: 11 is out of range [0.0, 10.0]"));
     EXPECT_TRUE(refused(R"({"presence_penalty": -3})", "presence_penalty", "presence_penalty: -3 is out of range [-2.0, 2.0]"));
     EXPECT_TRUE(refused(R"({"seed": 18446744073709551615})", "seed",
                         "seed: 18446744073709551615 is out of range [-9223372036854775808, 9223372036854775807]"));
@@ -106,8 +113,8 @@ TEST(SamplingParamsJson, RangeErrorsNameTheField) {
     EXPECT_TRUE(refused(R"({"logit_bias": [1]})", "logit_bias", "logit_bias: expected an object, got an array"));
     EXPECT_TRUE(refused(R"({"logit_bias": {"12x": 1}})", "logit_bias", "logit_bias: key \"12x\" is not a token id"));
     EXPECT_TRUE(refused(R"({"logit_bias": {"15": 101}})", "logit_bias.15", "logit_bias.15: 101 is out of range [-100.0, 100.0]"));
-    EXPECT_TRUE(refused(R"({"logit_bias": {"999999": 1}})", "logit_bias", "logit_bias: token id 999999 is outside the vocabulary (151936)",
-                        {.n_vocab = kVocab}));
+    EXPECT_TRUE(refused(R"({"logit_bias": {"999999": 1}})", "logit_bias",
+                        "logit_bias: token id 999999 is outside the vocabulary (151936)", {.n_vocab = kVocab}));
     ojson many = ojson::object();
     for (int i = 0; i < 1025; ++i) many[std::to_string(i)] = 1;
     EXPECT_TRUE(refused(ojson{{"logit_bias", many}}.dump(), "logit_bias", "logit_bias: more than 1024 entries"));

@@ -277,7 +277,8 @@ TEST_P(PerArch, CancellationFreesMemoryAtOnceAndSparesOthers) {
     EXPECT_TRUE(sink.out["drop"].done);
     run_until_idle(s);
     EXPECT_EQ(sink.out["drop"].events_after_done, 0);
-    EXPECT_EQ(sink.out["keep"].tokens, run_alone(GetParam(), {greedy_request("keep", make_prompt(40, 1), 20)}, small_options()).at("keep").tokens);
+    EXPECT_EQ(sink.out["keep"].tokens,
+              run_alone(GetParam(), {greedy_request("keep", make_prompt(40, 1), 20)}, small_options()).at("keep").tokens);
     EXPECT_EQ(s.stats().kv_blocks_in_use, 0);
 }
 
@@ -429,7 +430,9 @@ TEST(Scheduler, ConstrainedOutputIsValidJson) {
         ASSERT_NO_THROW(doc = nlohmann::json::parse(o.text)) << o.text;
         ASSERT_TRUE(doc.is_object()) << o.text;
         if (i % 2 == 0) {
-            EXPECT_TRUE(doc["name"].is_string() && doc["n"].is_number_integer() && doc["ok"].is_boolean() && doc["tags"].is_array()) << o.text;
+            EXPECT_TRUE(doc["name"].is_string() && doc["n"].is_number_integer() && doc["ok"].is_boolean() &&
+                        doc["tags"].is_array())
+                << o.text;
             // maxLength counts characters (code points), not bytes.
             size_t chars = 0;
             for (unsigned char ch : doc["name"].get<std::string>()) chars += (ch & 0xC0) != 0x80 ? 1 : 0;

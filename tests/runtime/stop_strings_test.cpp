@@ -96,13 +96,10 @@ TEST(StopStrings, OverlappingStops) {
         int which;
     };
     const std::vector<Case> cases = {
-        {"xxbca", "xx", 2},     // only "bca"
-        {"xabc", "x", 0},       // "ab" completes first (same start as "abc")
-        {"xbcab", "x", 2},      // "bca" ends at 4, "ab" at 5
-        {"bcab", "", 2},
-        {"aab", "a", 0},
-        {"cbcbca", "cbc", 2},
-        {"xyz", "xyz", -1},
+        {"xxbca", "xx", 2},  // only "bca"
+        {"xabc", "x", 0},    // "ab" completes first (same start as "abc")
+        {"xbcab", "x", 2},   // "bca" ends at 4, "ab" at 5
+        {"bcab", "", 2},    {"aab", "a", 0}, {"cbcbca", "cbc", 2}, {"xyz", "xyz", -1},
     };
     for (const Case& c : cases) {
         SCOPED_TRACE(c.text);

@@ -47,7 +47,7 @@ bool eventually(const std::function<bool()>& done) {
 // a granted slot until the test lets it go. The destructor lets everyone go and joins, so a failed
 // assertion never leaves a thread blocked.
 class Requesters {
-  public:
+public:
     explicit Requesters(Admission& admission) : admission_(admission) {}
     ~Requesters() {
         {
@@ -84,10 +84,8 @@ class Requesters {
             --inside_;
             // `ticket` gives the slot back as the thread ends, after `inside_` went down.
         });
-        EXPECT_TRUE(eventually([&] {
-            return admission_.waiting() > queued_before || outcome(id).has_value();
-        })) << "requester "
-            << id << " neither queued nor finished";
+        EXPECT_TRUE(eventually([&] { return admission_.waiting() > queued_before || outcome(id).has_value(); }))
+            << "requester " << id << " neither queued nor finished";
     }
 
     void let_go(int id) {
@@ -130,8 +128,7 @@ class Requesters {
         const size_t slots = static_cast<size_t>(admission_.slots());
         for (size_t k = 1; k <= total; ++k) {
             if (!wait_granted(std::min(total, k - 1 + slots))) {
-                ADD_FAILURE() << "only " << granted().size() << " of " << total
-                              << " requesters were granted a slot";
+                ADD_FAILURE() << "only " << granted().size() << " of " << total << " requesters were granted a slot";
                 break;
             }
             let_go(granted()[k - 1]);
@@ -139,7 +136,7 @@ class Requesters {
         return granted();
     }
 
-  private:
+private:
     Admission& admission_;
     std::mutex mu_;
     std::condition_variable cv_;
@@ -203,8 +200,7 @@ TEST(Admission, ManyThreadsNeverExceedTheSlots) {
         threads.emplace_back([&, t] {
             for (int64_t i = 0; i < rounds; ++i) {
                 Admission::Ticket ticket;
-                if (admission.acquire("client" + std::to_string(t % 4), never_gone, ticket) !=
-                    Outcome::Admitted) {
+                if (admission.acquire("client" + std::to_string(t % 4), never_gone, ticket) != Outcome::Admitted) {
                     ++refused;
                     continue;
                 }

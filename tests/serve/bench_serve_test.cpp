@@ -1,8 +1,8 @@
 // `strata bench serve`: the stream reader and statistics on made-up chunks, ignore_eos through the
 // request parser, and the whole command against a real `strata serve` (and the engine baseline)
 // on a tiny model.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,7 +25,10 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 
 std::string chat_chunk(const json& delta) {
-    return "data: " + json{{"object", "chat.completion.chunk"}, {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}}}}.dump() + "\n\n";
+    return "data: " +
+           json{{"object", "chat.completion.chunk"}, {"choices", {{{"index", 0}, {"delta", delta}, {"finish_reason", nullptr}}}}}
+               .dump() +
+           "\n\n";
 }
 
 TEST(BenchServe, StreamRecorderTimesContentChunksOnly) {
@@ -39,9 +42,13 @@ TEST(BenchServe, StreamRecorderTimesContentChunksOnly) {
     rec.feed(chat_chunk({{"reasoning_content", "lo"}}) + chat_chunk({{"content", ""}}), t0 + 130ms);
     rec.feed("data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0}]}}]}\r\n\r\n", t0 + 170ms);
     rec.feed(chat_chunk(json::object()), t0 + 180ms);  // the finish chunk
-    rec.feed("data: " + json{{"choices", json::array()}, {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 4}, {"prompt_tokens_details", {{"cached_tokens", 8}}}}}}.dump() +
-                 "\n\ndata: [DONE]\n\n",
-             t0 + 200ms);
+    rec.feed(
+        "data: " +
+            json{{"choices", json::array()},
+                 {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 4}, {"prompt_tokens_details", {{"cached_tokens", 8}}}}}}
+                .dump() +
+            "\n\ndata: [DONE]\n\n",
+        t0 + 200ms);
     const RequestResult r = rec.finish();
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_NEAR(r.ttft_s, 0.110, 1e-9);
@@ -146,7 +153,8 @@ public:
         if (pid_ == 0) {
             const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             ::dup2(fd, 2);
-            ::execl(STRATA_BINARY, STRATA_BINARY, "serve", "-m", model.c_str(), "--port", "0", "--parallel", "4", static_cast<char*>(nullptr));
+            ::execl(STRATA_BINARY, STRATA_BINARY, "serve", "-m", model.c_str(), "--port", "0", "--parallel", "4",
+                    static_cast<char*>(nullptr));
             ::_exit(127);
         }
         // serve: listening on http://HOST:PORT
@@ -200,8 +208,9 @@ TEST(BenchServe, RunsAgainstARealServerAndTheEngineAlone) {
 
     // 64 clients connecting at once: more than cpp-httplib's listen backlog of 5.
     const auto out = dir / "chat.json";
-    auto r = strata::test::run_strata("bench serve --url " + serve.url() + " --concurrency 1,64 --requests 64 --input-tokens 24 --output-tokens 6" +
-                                      " --temperature 1 --engine-baseline " + model.string() + " --parallel 4 --json " + out.string());
+    auto r = strata::test::run_strata(
+        "bench serve --url " + serve.url() + " --concurrency 1,64 --requests 64 --input-tokens 24 --output-tokens 6" +
+        " --temperature 1 --engine-baseline " + model.string() + " --parallel 4 --json " + out.string());
     ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     EXPECT_NE(r.out.find("Serve vs engine"), std::string::npos) << r.out;
     const json j = read_json(out);
@@ -225,8 +234,9 @@ TEST(BenchServe, RunsAgainstARealServerAndTheEngineAlone) {
 
     // /v1/completions with Poisson arrivals and a shared prefix (which the prefix cache then reuses).
     const auto out2 = dir / "completions.json";
-    r = strata::test::run_strata("bench serve --url " + serve.url() + " --endpoint completions --concurrency 2 --requests 6 --input-tokens 16" +
-                                 " --shared-prefix 64 --output-tokens 4 --temperature 1 --request-rate 40 --seed 9 --json " + out2.string());
+    r = strata::test::run_strata(
+        "bench serve --url " + serve.url() + " --endpoint completions --concurrency 2 --requests 6 --input-tokens 16" +
+        " --shared-prefix 64 --output-tokens 4 --temperature 1 --request-rate 40 --seed 9 --json " + out2.string());
     ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     const json s = read_json(out2)["levels"][0]["serve"];
     EXPECT_EQ(s["completed"], 6) << s;

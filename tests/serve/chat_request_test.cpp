@@ -28,8 +28,7 @@ using nlohmann::json;
 // `got` equals the JSON text `expected`, key order aside (templates read keys by name).
 testing::AssertionResult same_json(const ojson& got, const std::string& expected) {
     if (json(got) == json::parse(expected)) return testing::AssertionSuccess();
-    return testing::AssertionFailure()
-           << "got " << got.dump() << "\nexpected " << json::parse(expected).dump();
+    return testing::AssertionFailure() << "got " << got.dump() << "\nexpected " << json::parse(expected).dump();
 }
 
 // `got` samples as the engine's submit fields `expected` say (runtime::sampling_from_json).
@@ -46,14 +45,11 @@ testing::AssertionResult fails_with(const std::function<void()>& fn, int status,
     } catch (const ApiError& e) {
         const std::string message = e.what();
         if (e.status != status)
-            return testing::AssertionFailure()
-                   << "status " << e.status << " (" << message << "), expected " << status;
+            return testing::AssertionFailure() << "status " << e.status << " (" << message << "), expected " << status;
         if (e.param != param)
-            return testing::AssertionFailure()
-                   << "param \"" << e.param << "\" (" << message << "), expected \"" << param << "\"";
+            return testing::AssertionFailure() << "param \"" << e.param << "\" (" << message << "), expected \"" << param << "\"";
         if (message.find(named) == std::string::npos)
-            return testing::AssertionFailure()
-                   << "message \"" << message << "\" does not name \"" << named << "\"";
+            return testing::AssertionFailure() << "message \"" << message << "\" does not name \"" << named << "\"";
         return testing::AssertionSuccess();
     } catch (const std::exception& e) {
         return testing::AssertionFailure() << "threw something other than an ApiError: " << e.what();
@@ -86,10 +82,10 @@ bool check_signature(const void* context, const std::string& thinking, const std
     return signature == "sig:" + thinking;
 }
 
-ChatRequest anthropic(const std::string& fields, const RequestLimits& limits = {},
-                      const SignatureCheck* check = nullptr, bool count_tokens_only = false) {
-    return parse_anthropic_messages(merged(kMessagesBase, fields), limits, check ? check_signature : nullptr,
-                                    check, count_tokens_only);
+ChatRequest anthropic(const std::string& fields, const RequestLimits& limits = {}, const SignatureCheck* check = nullptr,
+                      bool count_tokens_only = false) {
+    return parse_anthropic_messages(merged(kMessagesBase, fields), limits, check ? check_signature : nullptr, check,
+                                    count_tokens_only);
 }
 
 CompletionRequest completion(const std::string& fields, const RequestLimits& limits = {}) {
@@ -103,12 +99,10 @@ struct ErrorCase {
     std::string named;  // what the message must contain, when not `param` itself
 };
 
-void expect_errors(const std::vector<ErrorCase>& cases,
-                   const std::function<void(const std::string&)>& parse) {
+void expect_errors(const std::vector<ErrorCase>& cases, const std::function<void(const std::string&)>& parse) {
     for (const ErrorCase& c : cases) {
         SCOPED_TRACE(c.fields);
-        EXPECT_TRUE(
-            fails_with([&] { parse(c.fields); }, c.status, c.param, c.named.empty() ? c.param : c.named));
+        EXPECT_TRUE(fails_with([&] { parse(c.fields); }, c.status, c.param, c.named.empty() ? c.param : c.named));
     }
 }
 
@@ -233,9 +227,8 @@ TEST(OpenAIChat, ToolsAndToolChoice) {
     ASSERT_EQ(r.tools.size(), 2u);
     EXPECT_EQ(r.tools[0].name, "get_weather");
     EXPECT_EQ(r.tools[0].description, "Current weather");
-    EXPECT_TRUE(
-        same_json(r.tools[0].parameters,
-                  R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})"));
+    EXPECT_TRUE(same_json(r.tools[0].parameters,
+                          R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})"));
     EXPECT_EQ(r.tools[1].name, "now");
     EXPECT_TRUE(same_json(r.tools[1].parameters, R"({"type": "object", "properties": {}})"));
 
@@ -243,8 +236,7 @@ TEST(OpenAIChat, ToolsAndToolChoice) {
     EXPECT_EQ(chat("{" + tools + R"(, "tool_choice": "auto"})").tool_choice, ToolChoice::Auto);
     EXPECT_EQ(chat("{" + tools + R"(, "tool_choice": "required"})").tool_choice, ToolChoice::Required);
     const ChatRequest named = chat(
-        "{" + tools +
-        R"(, "tool_choice": {"type": "function", "function": {"name": "now"}}, "parallel_tool_calls": false})");
+        "{" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "now"}}, "parallel_tool_calls": false})");
     EXPECT_EQ(named.tool_choice, ToolChoice::Named);
     EXPECT_EQ(named.tool_name, "now");
     EXPECT_FALSE(named.parallel_tool_calls);
@@ -255,8 +247,7 @@ TEST(OpenAIChat, ToolsAndToolChoice) {
 TEST(OpenAIChat, SamplingFields) {
     const ChatRequest r = chat(R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
         "presence_penalty": -1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1, "logit_bias": {"15": -100, "7": 5.5}})");
-    EXPECT_TRUE(
-        same_sampling(r.sampling, R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
+    EXPECT_TRUE(same_sampling(r.sampling, R"({"temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": -42,
         "presence_penalty": -1.5, "frequency_penalty": 0.5, "repetition_penalty": 1.1, "logit_bias": {"15": -100.0, "7": 5.5}})"));
     // top_p 0 means "the most likely token only": kept just above zero for the sampler.
     EXPECT_FLOAT_EQ(chat(R"({"top_p": 0})").sampling.top_p, 1e-6f);
@@ -285,23 +276,18 @@ TEST(OpenAIChat, LimitsAndOutputOptions) {
 
 TEST(OpenAIChat, ResponseFormats) {
     EXPECT_TRUE(chat(R"({"response_format": {"type": "text"}})").response_format.is_null());
-    EXPECT_TRUE(same_json(chat(R"({"response_format": {"type": "json_object"}})").response_format,
-                          R"({"type": "json_object"})"));
-    EXPECT_TRUE(same_json(
-        chat(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
+    EXPECT_TRUE(same_json(chat(R"({"response_format": {"type": "json_object"}})").response_format, R"({"type": "json_object"})"));
+    EXPECT_TRUE(same_json(chat(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x",
         "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})")
-            .response_format,
-        R"({"type": "json_schema", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}})"));
-    EXPECT_TRUE(same_json(
-        chat(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})").response_format,
-        R"({"type": "json_schema", "schema": {}})"));
+                              .response_format,
+                          R"({"type": "json_schema", "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}})"));
+    EXPECT_TRUE(same_json(chat(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})").response_format,
+                          R"({"type": "json_schema", "schema": {}})"));
 }
 
 TEST(OpenAIChat, ThinkingSwitches) {
-    EXPECT_EQ(chat(R"({"chat_template_kwargs": {"enable_thinking": false}})").thinking,
-              std::optional<bool>(false));
-    EXPECT_EQ(chat(R"({"chat_template_kwargs": {"enable_thinking": true}})").thinking,
-              std::optional<bool>(true));
+    EXPECT_EQ(chat(R"({"chat_template_kwargs": {"enable_thinking": false}})").thinking, std::optional<bool>(false));
+    EXPECT_EQ(chat(R"({"chat_template_kwargs": {"enable_thinking": true}})").thinking, std::optional<bool>(true));
     EXPECT_EQ(chat(R"({"reasoning_effort": "none"})").thinking, std::optional<bool>(false));
     EXPECT_EQ(chat(R"({"reasoning_effort": "high"})").thinking, std::optional<bool>(true));
     EXPECT_EQ(chat(R"({"reasoning_effort": "minimal"})").thinking, std::optional<bool>(true));
@@ -312,20 +298,16 @@ TEST(OpenAIChat, ThinkingSwitches) {
 TEST(OpenAIChat, DataUrlImagesAreValidatedAndNoted) {
     const std::string png = png_image(3, 2);
     ASSERT_EQ(png.substr(1, 3), "PNG");
-    const ChatRequest r =
-        chat(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+    const ChatRequest r = chat(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
         {"type": "image_url", "image_url": {"url": ")" +
-             data_url("image/png", png) + R"("}}]}]})");
+                               data_url("image/png", png) + R"("}}]}]})");
     EXPECT_TRUE(r.has_images);
     EXPECT_EQ(r.messages[0]["content"], "What is this?");  // images are not text
     // The bare-string form of image_url, and JPEG / GIF data.
-    for (const std::string& url :
-         {data_url("image/jpeg", jpeg_image(5, 4)), data_url("image/gif", kGif1x1)}) {
+    for (const std::string& url : {data_url("image/jpeg", jpeg_image(5, 4)), data_url("image/gif", kGif1x1)}) {
         SCOPED_TRACE(url.substr(0, 20));
-        EXPECT_TRUE(
-            chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": ")" + url +
-                 R"("}]}]})")
-                .has_images);
+        EXPECT_TRUE(chat(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": ")" + url + R"("}]}]})")
+                        .has_images);
     }
 }
 
@@ -342,31 +324,25 @@ TEST(OpenAIChat, RejectsBadMessages) {
             {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
             {R"({"messages": [{"role": 5, "content": "x"}]})", "messages[0].role"},
             {R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role", 400, "\"wizard\""},
-            {R"({"messages": [{"role": "user", "content": "a"}, {"role": "function", "content": "x"}]})",
-             "messages[1].role"},
+            {R"({"messages": [{"role": "user", "content": "a"}, {"role": "function", "content": "x"}]})", "messages[1].role"},
             {R"({"messages": [{"role": "user"}]})", "messages[0].content"},
             {R"({"messages": [{"role": "system", "content": 5}]})", "messages[0].content"},
             {R"({"messages": [{"role": "user", "content": {"text": "x"}}]})", "messages[0].content"},
             {R"({"messages": [{"role": "user", "content": ["x"]}]})", "messages[0].content[0]"},
-            {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})",
-             "messages[0].content[0].type"},
-            {R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": {}}]}]})",
-             "messages[0].content[0].type", 400, "\"audio\""},
-            {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
-             "messages[0].content[0].text"},
-            {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": ["x"]}]}]})",
-             "messages[0].content[0].text"},
+            {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})", "messages[0].content[0].type"},
+            {R"({"messages": [{"role": "user", "content": [{"type": "audio", "audio": {}}]}]})", "messages[0].content[0].type",
+             400, "\"audio\""},
+            {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", "messages[0].content[0].text"},
+            {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": ["x"]}]}]})", "messages[0].content[0].text"},
             {R"({"messages": [{"role": "user", "content": "a", "name": 5}]})", "messages[0].name"},
-            {R"({"messages": [{"role": "assistant", "content": "a", "reasoning_content": 5}]})",
-             "messages[0].reasoning_content"},
-            {R"({"messages": [{"role": "tool", "content": "a", "tool_call_id": 5}]})",
-             "messages[0].tool_call_id"},
+            {R"({"messages": [{"role": "assistant", "content": "a", "reasoning_content": 5}]})", "messages[0].reasoning_content"},
+            {R"({"messages": [{"role": "tool", "content": "a", "tool_call_id": 5}]})", "messages[0].tool_call_id"},
             {R"({"model": 5})", "model"},
         },
         [](const std::string& f) { chat(f); });
     EXPECT_TRUE(fails_with([] { parse_openai_chat(ojson::parse("[1]"), {}); }, 400, "", "JSON object"));
-    EXPECT_TRUE(fails_with([] { parse_openai_chat(ojson::parse(R"({"model": "m"})"), {}); }, 400, "messages",
-                           "messages: missing"));
+    EXPECT_TRUE(
+        fails_with([] { parse_openai_chat(ojson::parse(R"({"model": "m"})"), {}); }, 400, "messages", "messages: missing"));
 }
 
 TEST(OpenAIChat, RejectsBadToolCalls) {
@@ -381,10 +357,8 @@ TEST(OpenAIChat, RejectsBadToolCalls) {
             {with_calls(R"([{"function": "f"}])"), "messages[0].tool_calls[0].function"},
             {with_calls(R"([{"function": {"arguments": "{}"}}])"), "messages[0].tool_calls[0].function.name"},
             {with_calls(R"([{"function": {"name": ["f"]}}])"), "messages[0].tool_calls[0].function.name"},
-            {with_calls(R"([{"function": {"name": "f", "arguments": 5}}])"),
-             "messages[0].tool_calls[0].function.arguments"},
-            {with_calls(R"([{"function": {"name": "f", "arguments": [1]}}])"),
-             "messages[0].tool_calls[0].function.arguments"},
+            {with_calls(R"([{"function": {"name": "f", "arguments": 5}}])"), "messages[0].tool_calls[0].function.arguments"},
+            {with_calls(R"([{"function": {"name": "f", "arguments": [1]}}])"), "messages[0].tool_calls[0].function.arguments"},
             {with_calls(R"([{"id": 5, "function": {"name": "f"}}])"), "messages[0].tool_calls[0].id"},
         },
         [](const std::string& f) { chat(f); });
@@ -392,8 +366,8 @@ TEST(OpenAIChat, RejectsBadToolCalls) {
     limits.max_tools = 2;
     const std::string call = R"({"function": {"name": "f"}})";
     EXPECT_NO_THROW(chat(with_calls("[" + repeated(call, 2) + "]"), limits));
-    EXPECT_TRUE(fails_with([&] { chat(with_calls("[" + repeated(call, 3) + "]"), limits); }, 400,
-                           "messages[0].tool_calls", "limit of 2"));
+    EXPECT_TRUE(fails_with([&] { chat(with_calls("[" + repeated(call, 3) + "]"), limits); }, 400, "messages[0].tool_calls",
+                           "limit of 2"));
 }
 
 TEST(OpenAIChat, RejectsBadTools) {
@@ -406,8 +380,7 @@ TEST(OpenAIChat, RejectsBadTools) {
             {R"({"tools": [{"type": 5, "function": {"name": "f"}}]})", "tools[0].type"},
             {R"({"tools": [{"type": "function"}]})", "tools[0].function"},
             {R"({"tools": [{"type": "function", "function": "f"}]})", "tools[0].function"},
-            {R"({"tools": [{"type": "function", "function": {"description": "d"}}]})",
-             "tools[0].function.name"},
+            {R"({"tools": [{"type": "function", "function": {"description": "d"}}]})", "tools[0].function.name"},
             {R"({"tools": [{"type": "function", "function": {"name": ""}}]})", "tools[0].function.name"},
             {R"({"tools": [{"type": "function", "function": {"name": ")" + std::string(257, 'n') + R"("}}]})",
              "tools[0].function.name", 400, "1 to 256"},
@@ -421,20 +394,17 @@ TEST(OpenAIChat, RejectsBadTools) {
             {R"({"tool_choice": "required"})", "tool_choice"},
             {R"({"tool_choice": {"type": "function", "function": {"name": "f"}}})", "tool_choice"},
             {R"({"tools": [)" + weather + R"(], "tool_choice": {"type": "function"}})", "tool_choice"},
-            {R"({"tools": [)" + weather +
-                 R"(], "tool_choice": {"type": "function", "function": {"name": 5}}})",
+            {R"({"tools": [)" + weather + R"(], "tool_choice": {"type": "function", "function": {"name": 5}}})",
              "tool_choice.function.name"},
-            {R"({"tools": [)" + weather +
-                 R"(], "tool_choice": {"type": "function", "function": {"name": "nope"}}})",
+            {R"({"tools": [)" + weather + R"(], "tool_choice": {"type": "function", "function": {"name": "nope"}}})",
              "tool_choice", 400, "\"nope\""},
             {R"({"parallel_tool_calls": "yes"})", "parallel_tool_calls"},
         },
         [](const std::string& f) { chat(f); });
     RequestLimits limits;
     limits.max_tools = 1;
-    EXPECT_TRUE(
-        fails_with([&] { chat(R"({"tools": [)" + weather + R"(, {"function": {"name": "g"}}]})", limits); },
-                   400, "tools", "limit of 1"));
+    EXPECT_TRUE(fails_with([&] { chat(R"({"tools": [)" + weather + R"(, {"function": {"name": "g"}}]})", limits); }, 400, "tools",
+                           "limit of 1"));
 }
 
 TEST(OpenAIChat, RejectsBadNumbers) {
@@ -491,8 +461,7 @@ TEST(OpenAIChat, RejectsBadNumbers) {
     RequestLimits limits;
     limits.max_logit_bias = 2;
     EXPECT_NO_THROW(chat(R"({"logit_bias": {"1": 1, "2": 2}})", limits));
-    EXPECT_TRUE(fails_with([&] { chat(R"({"logit_bias": {"1": 1, "2": 2, "3": 3}})", limits); }, 400,
-                           "logit_bias", "2 entries"));
+    EXPECT_TRUE(fails_with([&] { chat(R"({"logit_bias": {"1": 1, "2": 2, "3": 3}})", limits); }, 400, "logit_bias", "2 entries"));
 }
 
 TEST(OpenAIChat, RejectsBadOptions) {
@@ -512,18 +481,15 @@ TEST(OpenAIChat, RejectsBadOptions) {
             {R"({"response_format": {}})", "response_format.type"},
             {R"({"response_format": {"type": "yaml"}})", "response_format.type", 400, "\"yaml\""},
             {R"({"response_format": {"type": "json_schema"}})", "response_format.json_schema"},
-            {R"({"response_format": {"type": "json_schema", "json_schema": "s"}})",
-             "response_format.json_schema"},
+            {R"({"response_format": {"type": "json_schema", "json_schema": "s"}})", "response_format.json_schema"},
             {R"({"chat_template_kwargs": []})", "chat_template_kwargs"},
-            {R"({"chat_template_kwargs": {"enable_thinking": "yes"}})",
-             "chat_template_kwargs.enable_thinking"},
+            {R"({"chat_template_kwargs": {"enable_thinking": "yes"}})", "chat_template_kwargs.enable_thinking"},
             {R"({"reasoning_effort": "extreme"})", "reasoning_effort", 400, "\"extreme\""},
             {R"({"reasoning_effort": 5})", "reasoning_effort"},
         },
         [](const std::string& f) { chat(f); });
     // At the limits: 16 stop strings of 256 bytes each are fine.
-    EXPECT_EQ(chat(R"({"stop": [)" + repeated('"' + std::string(256, 's') + '"', 16) + "]}").stop.size(),
-              16u);
+    EXPECT_EQ(chat(R"({"stop": [)" + repeated('"' + std::string(256, 's') + '"', 16) + "]}").stop.size(), 16u);
 }
 
 TEST(OpenAIChat, TooManyMessages) {
@@ -531,21 +497,17 @@ TEST(OpenAIChat, TooManyMessages) {
     limits.max_messages = 2;
     const std::string two = R"({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})";
     EXPECT_EQ(chat(R"({"messages": [)" + two + "]}", limits).messages.size(), 2u);
-    EXPECT_TRUE(fails_with(
-        [&] { chat(R"({"messages": [)" + two + R"(, {"role": "user", "content": "c"}]})", limits); }, 400,
-        "messages", "limit of 2"));
+    EXPECT_TRUE(fails_with([&] { chat(R"({"messages": [)" + two + R"(, {"role": "user", "content": "c"}]})", limits); }, 400,
+                           "messages", "limit of 2"));
 }
 
 TEST(OpenAIChat, StringsOverTheTextLimitAre413) {
     RequestLimits limits;
     limits.max_text_bytes = 8;
-    EXPECT_EQ(
-        chat(R"({"messages": [{"role": "user", "content": "12345678"}]})", limits).messages[0]["content"],
-        "12345678");
+    EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "12345678"}]})", limits).messages[0]["content"], "12345678");
     expect_errors(
         {
-            {R"({"messages": [{"role": "user", "content": "123456789"}]})", "messages[0].content", 413,
-             "limit of 8"},
+            {R"({"messages": [{"role": "user", "content": "123456789"}]})", "messages[0].content", 413, "limit of 8"},
             {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "123456789"}]}]})",
              "messages[0].content[0].text", 413},
             {R"({"model": "a-long-model-name"})", "model", 413},
@@ -559,8 +521,7 @@ TEST(OpenAIChat, StringsOverTheTextLimitAre413) {
 TEST(OpenAIChat, RejectsBadImages) {
     const std::string png = png_image(4, 4);
     const auto with_image = [](const std::string& image_url) {
-        return R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": )" +
-               image_url + "}]}]}";
+        return R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": )" + image_url + "}]}]}";
     };
     const std::string p = "messages[0].content[0].image_url";
     expect_errors(
@@ -574,10 +535,8 @@ TEST(OpenAIChat, RejectsBadImages) {
             {with_image(R"({"url": "data:image/png,iVBORw0KGgo="})"), p + ".url", 400, "base64"},
             {with_image(R"({"url": "data:image/png;base64"})"), p + ".url"},
             {with_image(R"({"url": "data:image/png;base64,@@@@"})"), p + ".url", 400, "not a valid"},
-            {with_image(R"({"url": ")" + data_url("image/png", "plain text, not a picture") + R"("})"),
-             p + ".url"},
-            {with_image(R"({"url": ")" + data_url("image/png", png.substr(0, png.size() / 2)) + R"("})"),
-             p + ".url"},
+            {with_image(R"({"url": ")" + data_url("image/png", "plain text, not a picture") + R"("})"), p + ".url"},
+            {with_image(R"({"url": ")" + data_url("image/png", png.substr(0, png.size() / 2)) + R"("})"), p + ".url"},
         },
         [](const std::string& f) { chat(f); });
 }
@@ -599,39 +558,36 @@ TEST(AnthropicMessages, MinimalBody) {
 }
 
 TEST(AnthropicMessages, SystemStringBlocksAndBillingHeader) {
-    EXPECT_TRUE(
-        same_json(anthropic(R"({"system": "Be brief."})").messages,
-                  R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])"));
+    EXPECT_TRUE(same_json(anthropic(R"({"system": "Be brief."})").messages,
+                          R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])"));
     // The per-request attribution block is dropped so the prompt prefix stays the same.
-    EXPECT_TRUE(same_json(
-        anthropic(
-            R"({"system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=1.0; cch=7f3a"},
+    EXPECT_TRUE(
+        same_json(anthropic(
+                      R"({"system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=1.0; cch=7f3a"},
                                                    {"type": "text", "text": "You are helpful."},
                                                    {"type": "text", "text": "Use tools.", "cache_control": {"type": "ephemeral"}}]})")
-            .messages,
-        R"([{"role": "system", "content": "You are helpful.\n\nUse tools."}, {"role": "user", "content": "Hi"}])"));
-    EXPECT_TRUE(same_json(
-        anthropic(R"({"system": [{"type": "text", "text": "x-anthropic-billing-header: abc"}]})").messages,
-        R"([{"role": "user", "content": "Hi"}])"));
+                      .messages,
+                  R"([{"role": "system", "content": "You are helpful.\n\nUse tools."}, {"role": "user", "content": "Hi"}])"));
+    EXPECT_TRUE(same_json(anthropic(R"({"system": [{"type": "text", "text": "x-anthropic-billing-header: abc"}]})").messages,
+                          R"([{"role": "user", "content": "Hi"}])"));
     // The header only counts at the start of a block.
-    EXPECT_EQ(anthropic(R"({"system": [{"type": "text", "text": "Note: x-anthropic-billing-header: abc"}]})")
-                  .messages[0]["content"],
-              "Note: x-anthropic-billing-header: abc");
+    EXPECT_EQ(
+        anthropic(R"({"system": [{"type": "text", "text": "Note: x-anthropic-billing-header: abc"}]})").messages[0]["content"],
+        "Note: x-anthropic-billing-header: abc");
     // role "system" inside messages is kept in place.
-    EXPECT_TRUE(same_json(
-        anthropic(R"({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"},
+    EXPECT_TRUE(
+        same_json(anthropic(R"({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"},
                                                      {"role": "user", "content": "c"}]})")
-            .messages,
-        R"([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}, {"role": "user", "content": "c"}])"));
+                      .messages,
+                  R"([{"role": "user", "content": "a"}, {"role": "system", "content": "b"}, {"role": "user", "content": "c"}])"));
 }
 
 TEST(AnthropicMessages, TextBlocksJoinAndEmptyMessagesStay) {
-    EXPECT_TRUE(
-        same_json(anthropic(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hel"},
+    EXPECT_TRUE(same_json(anthropic(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "Hel"},
                                                       {"type": "text", "text": "lo", "cache_control": {"type": "ephemeral"}}]},
                                                      {"role": "assistant", "content": []}]})")
-                      .messages,
-                  R"([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": ""}])"));
+                              .messages,
+                          R"([{"role": "user", "content": "Hello"}, {"role": "assistant", "content": ""}])"));
 }
 
 TEST(AnthropicMessages, ToolUseAndToolResult) {
@@ -665,8 +621,7 @@ TEST(AnthropicMessages, ToolUseAndToolResult) {
 }
 
 TEST(AnthropicMessages, ToolResultImagesAreNoted) {
-    const ChatRequest r =
-        anthropic(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+    const ChatRequest r = anthropic(R"({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
         "content": [{"type": "text", "text": "chart:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}}]}]}]})");
     EXPECT_TRUE(r.has_images);
     EXPECT_EQ(r.messages[0]["content"], "chart:");
@@ -682,8 +637,7 @@ TEST(AnthropicMessages, ThinkingBlocksAreVerified) {
             {"type": "text", "text": "4"}]},
         {"role": "user", "content": "Thanks"}]})";
     SignatureCheck check;
-    EXPECT_TRUE(
-        fails_with([&] { anthropic(body, {}, &check); }, 400, "messages.1.content.2.signature", "signature"));
+    EXPECT_TRUE(fails_with([&] { anthropic(body, {}, &check); }, 400, "messages.1.content.2.signature", "signature"));
     ASSERT_EQ(check.asked.size(), 2u);
     EXPECT_EQ(check.asked[0], (std::pair<std::string, std::string>{"Add them.", "sig:Add them."}));
     EXPECT_EQ(check.asked[1], (std::pair<std::string, std::string>{"It is 4.", "SIGNATURE"}));
@@ -712,32 +666,26 @@ TEST(AnthropicMessages, ToolsAndToolChoice) {
     ASSERT_EQ(r.tools.size(), 2u);
     EXPECT_EQ(r.tools[0].name, "get_weather");
     EXPECT_EQ(r.tools[0].description, "Current weather");
-    EXPECT_TRUE(same_json(r.tools[0].parameters,
-                          R"({"type": "object", "properties": {"city": {"type": "string"}}})"));
+    EXPECT_TRUE(same_json(r.tools[0].parameters, R"({"type": "object", "properties": {"city": {"type": "string"}}})"));
     EXPECT_EQ(r.tools[1].name, "now");
 
     EXPECT_EQ(anthropic("{" + tools + R"(, "tool_choice": {"type": "auto"}})").tool_choice, ToolChoice::Auto);
-    EXPECT_EQ(anthropic("{" + tools + R"(, "tool_choice": {"type": "any"}})").tool_choice,
-              ToolChoice::Required);
+    EXPECT_EQ(anthropic("{" + tools + R"(, "tool_choice": {"type": "any"}})").tool_choice, ToolChoice::Required);
     EXPECT_EQ(anthropic("{" + tools + R"(, "tool_choice": {"type": "none"}})").tool_choice, ToolChoice::None);
     const ChatRequest named =
-        anthropic("{" + tools +
-                  R"(, "tool_choice": {"type": "tool", "name": "now", "disable_parallel_tool_use": true}})");
+        anthropic("{" + tools + R"(, "tool_choice": {"type": "tool", "name": "now", "disable_parallel_tool_use": true}})");
     EXPECT_EQ(named.tool_choice, ToolChoice::Named);
     EXPECT_EQ(named.tool_name, "now");
     EXPECT_FALSE(named.parallel_tool_calls);
     EXPECT_TRUE(
-        anthropic("{" + tools + R"(, "tool_choice": {"type": "auto", "disable_parallel_tool_use": false}})")
-            .parallel_tool_calls);
+        anthropic("{" + tools + R"(, "tool_choice": {"type": "auto", "disable_parallel_tool_use": false}})").parallel_tool_calls);
 }
 
 TEST(AnthropicMessages, ThinkingModes) {
-    const ChatRequest enabled =
-        anthropic(R"({"max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 2048}})");
+    const ChatRequest enabled = anthropic(R"({"max_tokens": 4096, "thinking": {"type": "enabled", "budget_tokens": 2048}})");
     EXPECT_EQ(enabled.thinking, std::optional<bool>(true));
     EXPECT_EQ(enabled.thinking_budget, std::optional<int64_t>(2048));
-    EXPECT_EQ(anthropic(R"({"max_tokens": 2049, "thinking": {"type": "enabled", "budget_tokens": 2048}})")
-                  .thinking_budget,
+    EXPECT_EQ(anthropic(R"({"max_tokens": 2049, "thinking": {"type": "enabled", "budget_tokens": 2048}})").thinking_budget,
               std::optional<int64_t>(2048));
     const ChatRequest adaptive = anthropic(R"({"thinking": {"type": "adaptive"}})");
     EXPECT_EQ(adaptive.thinking, std::optional<bool>(true));
@@ -776,15 +724,14 @@ TEST(AnthropicMessages, Base64ImagesAreValidatedAndNoted) {
     EXPECT_TRUE(same_json(r.messages, R"([{"role": "user", "content": "What is it?"}])"));
     EXPECT_TRUE(anthropic(with_image("image/jpeg", base64_encode(jpeg_image(8, 8)))).has_images);
     EXPECT_TRUE(anthropic(with_image("image/gif", base64_encode(kGif1x1))).has_images);
-    EXPECT_TRUE(anthropic(with_image("image/webp", base64_encode(std::string(
-                                                       "RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00", 20))))
-                    .has_images);
+    EXPECT_TRUE(
+        anthropic(with_image("image/webp", base64_encode(std::string("RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00", 20))))
+            .has_images);
 
     const std::string p = "messages.0.content.0.source";
     expect_errors(
         {
-            {with_image("image/bmp", base64_encode(png_image(2, 2))), p + ".media_type", 400,
-             "\"image/bmp\""},
+            {with_image("image/bmp", base64_encode(png_image(2, 2))), p + ".media_type", 400, "\"image/bmp\""},
             {with_image("image/png", "not base64!"), p + ".data", 400, "base64"},
             {with_image("image/png", base64_encode("just words")), p + ".data", 400, "image/png"},
             {with_image("image/webp", base64_encode(png_image(2, 2))), p + ".data"},
@@ -830,27 +777,20 @@ TEST(AnthropicMessages, RejectsBadTopLevelFields) {
             {R"({"metadata": "m"})", "metadata"},
         },
         [](const std::string& f) { anthropic(f); });
+    EXPECT_TRUE(
+        fails_with([] { parse_anthropic_messages(ojson::parse(R"({"max_tokens": 1, "messages": []})"), {}, nullptr, nullptr); },
+                   400, "model", "model"));
     EXPECT_TRUE(fails_with(
         [] {
-            parse_anthropic_messages(ojson::parse(R"({"max_tokens": 1, "messages": []})"), {}, nullptr,
-                                     nullptr);
-        },
-        400, "model", "model"));
-    EXPECT_TRUE(fails_with(
-        [] {
-            parse_anthropic_messages(
-                ojson::parse(R"({"model": "c", "messages": [{"role": "user", "content": "x"}]})"), {},
-                nullptr, nullptr);
+            parse_anthropic_messages(ojson::parse(R"({"model": "c", "messages": [{"role": "user", "content": "x"}]})"), {},
+                                     nullptr, nullptr);
         },
         400, "max_tokens", "max_tokens"));
-    EXPECT_TRUE(fails_with(
-        [] {
-            parse_anthropic_messages(ojson::parse(R"({"model": "c", "max_tokens": 1})"), {}, nullptr,
-                                     nullptr);
-        },
-        400, "messages", "messages"));
-    EXPECT_TRUE(fails_with([] { parse_anthropic_messages(ojson::parse(R"("hi")"), {}, nullptr, nullptr); },
-                           400, "", "JSON object"));
+    EXPECT_TRUE(
+        fails_with([] { parse_anthropic_messages(ojson::parse(R"({"model": "c", "max_tokens": 1})"), {}, nullptr, nullptr); },
+                   400, "messages", "messages"));
+    EXPECT_TRUE(
+        fails_with([] { parse_anthropic_messages(ojson::parse(R"("hi")"), {}, nullptr, nullptr); }, 400, "", "JSON object"));
 }
 
 TEST(AnthropicMessages, RejectsBadMessagesAndBlocks) {
@@ -862,8 +802,7 @@ TEST(AnthropicMessages, RejectsBadMessagesAndBlocks) {
         {
             {R"({"messages": [5]})", "messages.0"},
             {R"({"messages": [{"content": "x"}]})", "messages.0.role"},
-            {R"({"messages": [{"role": "bot", "content": "x"}]})", "messages.0.role", 400,
-             "'user', 'assistant'"},
+            {R"({"messages": [{"role": "bot", "content": "x"}]})", "messages.0.role", 400, "'user', 'assistant'"},
             {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages.0.role"},
             {R"({"messages": [{"role": "user"}]})", "messages.0.content"},
             {R"({"messages": [{"role": "user", "content": 5}]})", "messages.0.content"},
@@ -873,38 +812,29 @@ TEST(AnthropicMessages, RejectsBadMessagesAndBlocks) {
             {blocks("user", R"([{"type": "document", "source": {}}])"), b + ".type", 400, "not supported"},
             {blocks("user", R"([{"type": "text"}])"), b + ".text"},
             {blocks("user", R"([{"type": "text", "text": 5}])"), b + ".text"},
-            {blocks("user", R"([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])"), b + ".type",
-             400, b + ": tool_use"},
+            {blocks("user", R"([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])"), b + ".type", 400,
+             b + ": tool_use"},
             {blocks("assistant", R"([{"type": "tool_use", "name": "f"}])"), b, 400, "id and name"},
             {blocks("assistant", R"([{"type": "tool_use", "id": "t"}])"), b},
             {blocks("assistant", R"([{"type": "tool_use", "id": 5, "name": "f"}])"), b + ".id"},
             {blocks("assistant", R"([{"type": "tool_use", "id": "t", "name": 5}])"), b + ".name"},
-            {blocks("assistant", R"([{"type": "tool_use", "id": "t", "name": "f", "input": 5}])"),
-             b + ".input"},
-            {blocks("assistant", R"([{"type": "tool_result", "tool_use_id": "t", "content": "x"}])"),
-             b + ".type", 400, b + ": tool_result"},
+            {blocks("assistant", R"([{"type": "tool_use", "id": "t", "name": "f", "input": 5}])"), b + ".input"},
+            {blocks("assistant", R"([{"type": "tool_result", "tool_use_id": "t", "content": "x"}])"), b + ".type", 400,
+             b + ": tool_result"},
             {blocks("user", R"([{"type": "tool_result", "content": "x"}])"), b + ".tool_use_id"},
             {blocks("user", R"([{"type": "tool_result", "tool_use_id": 5}])"), b + ".tool_use_id"},
-            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "content": 5}])"),
-             b + ".content"},
-            {blocks("user",
-                    R"([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "video"}]}])"),
+            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "content": 5}])"), b + ".content"},
+            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "video"}]}])"),
              b + ".content[0].type", 400, "\"video\""},
-            {blocks("user",
-                    R"([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text"}]}])"),
+            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text"}]}])"),
              b + ".content[0].text"},
-            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "is_error": "yes"}])"),
-             b + ".is_error"},
-            {blocks("user", R"([{"type": "thinking", "thinking": "x", "signature": "s"}])"), b + ".type", 400,
-             b + ": thinking"},
+            {blocks("user", R"([{"type": "tool_result", "tool_use_id": "t", "is_error": "yes"}])"), b + ".is_error"},
+            {blocks("user", R"([{"type": "thinking", "thinking": "x", "signature": "s"}])"), b + ".type", 400, b + ": thinking"},
             {blocks("assistant", R"([{"type": "thinking", "signature": "s"}])"), b + ".thinking"},
-            {blocks("assistant", R"([{"type": "thinking", "thinking": "x", "signature": 5}])"),
-             b + ".signature"},
-            {blocks("user", R"([{"type": "redacted_thinking", "data": "x"}])"), b + ".type", 400,
-             b + ": redacted_thinking"},
-            {blocks(
-                 "assistant",
-                 R"([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}])"),
+            {blocks("assistant", R"([{"type": "thinking", "thinking": "x", "signature": 5}])"), b + ".signature"},
+            {blocks("user", R"([{"type": "redacted_thinking", "data": "x"}])"), b + ".type", 400, b + ": redacted_thinking"},
+            {blocks("assistant",
+                    R"([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}])"),
              b + ".type", 400, "only accepted in user messages"},
         },
         [](const std::string& f) { anthropic(f); });
@@ -928,10 +858,9 @@ TEST(AnthropicMessages, RejectsBadToolsAndChoices) {
             {R"({"tool_choice": {"type": "sometimes"}})", "tool_choice.type", 400, "\"sometimes\""},
             {R"({"tool_choice": {"type": "any"}})", "tool_choice", 400, "no tools"},
             {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "tool"}})", "tool_choice.name"},
-            {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "tool", "name": "nope"}})",
-             "tool_choice.name", 400, "\"nope\""},
-            {R"({"tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}})",
-             "tool_choice.disable_parallel_tool_use"},
+            {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "tool", "name": "nope"}})", "tool_choice.name", 400,
+             "\"nope\""},
+            {R"({"tool_choice": {"type": "auto", "disable_parallel_tool_use": "yes"}})", "tool_choice.disable_parallel_tool_use"},
         },
         [](const std::string& f) { anthropic(f); });
 }
@@ -947,17 +876,13 @@ TEST(AnthropicMessages, RejectsBadThinking) {
             {R"({"thinking": {"type": "enabled", "budget_tokens": 1023}})", "thinking.budget_tokens"},
             {R"({"thinking": {"type": "enabled", "budget_tokens": "2048"}})", "thinking.budget_tokens"},
             // The budget must leave room for the answer: max_tokens > budget_tokens.
-            {R"({"max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 2048}})",
-             "thinking.budget_tokens", 400, "`max_tokens` must be greater than `thinking.budget_tokens`"},
-            {R"({"max_tokens": 1024, "thinking": {"type": "enabled", "budget_tokens": 4096}})",
-             "thinking.budget_tokens"},
+            {R"({"max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 2048}})", "thinking.budget_tokens", 400,
+             "`max_tokens` must be greater than `thinking.budget_tokens`"},
+            {R"({"max_tokens": 1024, "thinking": {"type": "enabled", "budget_tokens": 4096}})", "thinking.budget_tokens"},
             // A forced tool call starts at once: no room for thinking first.
-            {"{" + tools +
-                 R"(, "tool_choice": {"type": "any"}, "thinking": {"type": "enabled", "budget_tokens": 1024}})",
+            {"{" + tools + R"(, "tool_choice": {"type": "any"}, "thinking": {"type": "enabled", "budget_tokens": 1024}})",
              "tool_choice", 400, "tool_choice forces tool use"},
-            {"{" + tools +
-                 R"(, "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "adaptive"}})",
-             "tool_choice"},
+            {"{" + tools + R"(, "tool_choice": {"type": "tool", "name": "f"}, "thinking": {"type": "adaptive"}})", "tool_choice"},
         },
         [](const std::string& f) { anthropic(f); });
 }
@@ -967,28 +892,23 @@ TEST(AnthropicMessages, LimitsOnCountsAndSizes) {
     limits.max_messages = 2;
     limits.max_tools = 1;
     limits.max_text_bytes = 12;  // room for every block type name ("tool_result")
-    EXPECT_EQ(anthropic(R"({"model": "c", "system": "123456789012"})", limits).messages[0]["content"],
-              "123456789012");
+    EXPECT_EQ(anthropic(R"({"model": "c", "system": "123456789012"})", limits).messages[0]["content"], "123456789012");
     const std::string over = "1234567890123";
     expect_errors(
         {
             {R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]})",
              "messages", 400, "limit of 2"},
-            {R"({"tools": [{"name": "f", "input_schema": {}}, {"name": "g", "input_schema": {}}]})", "tools",
-             400, "limit of 1"},
+            {R"({"tools": [{"name": "f", "input_schema": {}}, {"name": "g", "input_schema": {}}]})", "tools", 400, "limit of 1"},
             {R"({"model": "c", "system": ")" + over + R"("})", "system", 413, "limit of 12"},
-            {R"({"model": "c", "system": [{"type": "text", "text": ")" + over + R"("}]})", "system[0].text",
-             413},
-            {R"({"model": "c", "messages": [{"role": "user", "content": ")" + over + R"("}]})",
-             "messages.0.content", 413},
+            {R"({"model": "c", "system": [{"type": "text", "text": ")" + over + R"("}]})", "system[0].text", 413},
+            {R"({"model": "c", "messages": [{"role": "user", "content": ")" + over + R"("}]})", "messages.0.content", 413},
             {R"({"model": "c", "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": ")" +
                  over + R"("}]}]})",
              "messages.0.content.0.content", 413},
-            {R"({"model": "c", "messages": [{"role": "assistant", "content": [{"type": "thinking", "thinking": ")" +
-                 over + R"(", "signature": ""}]}]})",
+            {R"({"model": "c", "messages": [{"role": "assistant", "content": [{"type": "thinking", "thinking": ")" + over +
+                 R"(", "signature": ""}]}]})",
              "messages.0.content.0.thinking", 413},
-            {R"({"model": "c", "tools": [{"name": "f", "description": ")" + over +
-                 R"(", "input_schema": {}}]})",
+            {R"({"model": "c", "tools": [{"name": "f", "description": ")" + over + R"(", "input_schema": {}}]})",
              "tools.0.description", 413},
         },
         [&](const std::string& f) { anthropic(f, limits); });
@@ -1000,18 +920,17 @@ TEST(AnthropicMessages, LimitsOnCountsAndSizes) {
 // An assistant turn whose one tool call carries `arguments` as a string, in each API's shape.
 ojson openai_call_with(const std::string& arguments) {
     ojson body = ojson::parse(kChatBase);
-    body["messages"] = ojson::array(
-        {{{"role", "assistant"},
-          {"content", ""},
-          {"tool_calls", ojson::array({{{"function", {{"name", "f"}, {"arguments", arguments}}}}})}}});
+    body["messages"] =
+        ojson::array({{{"role", "assistant"},
+                       {"content", ""},
+                       {"tool_calls", ojson::array({{{"function", {{"name", "f"}, {"arguments", arguments}}}}})}}});
     return body;
 }
 ojson anthropic_call_with(const std::string& input) {
     ojson body = ojson::parse(kMessagesBase);
-    body["messages"] = ojson::array(
-        {{{"role", "assistant"},
-          {"content",
-           ojson::array({{{"type", "tool_use"}, {"id", "t"}, {"name", "f"}, {"input", input}}})}}});
+    body["messages"] =
+        ojson::array({{{"role", "assistant"},
+                       {"content", ojson::array({{{"type", "tool_use"}, {"id", "t"}, {"name", "f"}, {"input", input}}})}}});
     return body;
 }
 
@@ -1028,9 +947,8 @@ TEST(ToolCallArguments, JsonTextNestsNoDeeperThanTheBody) {
         SCOPED_TRACE(levels);
         EXPECT_TRUE(fails_with([&] { parse_openai_chat(openai_call_with(deep(levels)), {}); }, 400,
                                "messages[0].tool_calls[0].function.arguments", "deeper than 64"));
-        EXPECT_TRUE(fails_with(
-            [&] { parse_anthropic_messages(anthropic_call_with(deep(levels)), {}, nullptr, nullptr); }, 400,
-            "messages.0.content.0.input", "deeper than 64"));
+        EXPECT_TRUE(fails_with([&] { parse_anthropic_messages(anthropic_call_with(deep(levels)), {}, nullptr, nullptr); }, 400,
+                               "messages.0.content.0.input", "deeper than 64"));
         EXPECT_TRUE(fails_with([&] { parse_openai_chat(openai_call_with(nested(levels, "")), {}); }, 400,
                                "messages[0].tool_calls[0].function.arguments", "deeper than 64"));
     }
@@ -1053,8 +971,7 @@ TEST(OpenAICompletion, PromptShapesAndFields) {
     EXPECT_TRUE(tokens.prompt_is_tokens);
     EXPECT_EQ(tokens.prompt_tokens, (std::vector<int32_t>{15, 2147483647, 7}));
 
-    const CompletionRequest full =
-        completion(R"({"max_tokens": 0, "echo": true, "logprobs": 3, "n": 2, "stream": true,
+    const CompletionRequest full = completion(R"({"max_tokens": 0, "echo": true, "logprobs": 3, "n": 2, "stream": true,
         "stream_options": {"include_usage": true}, "stop": ["\n"], "best_of": 1, "temperature": 1.5, "seed": 9})");
     EXPECT_EQ(full.max_tokens, 0);
     EXPECT_TRUE(full.echo);
@@ -1093,15 +1010,13 @@ TEST(OpenAICompletion, RejectsBadInput) {
             {R"({"model": []})", "model"},
         },
         [](const std::string& f) { completion(f); });
-    EXPECT_TRUE(fails_with([] { parse_openai_completion(ojson::parse(R"({"model": "m"})"), {}); }, 400,
-                           "prompt", "prompt: missing"));
+    EXPECT_TRUE(
+        fails_with([] { parse_openai_completion(ojson::parse(R"({"model": "m"})"), {}); }, 400, "prompt", "prompt: missing"));
     EXPECT_TRUE(fails_with([] { parse_openai_completion(ojson::parse("[]"), {}); }, 400, "", "JSON object"));
     RequestLimits limits;
     limits.max_text_bytes = 8;
-    EXPECT_TRUE(
-        fails_with([&] { completion(R"({"prompt": "123456789"})", limits); }, 413, "prompt", "limit of 8"));
-    EXPECT_TRUE(fails_with([&] { completion(R"({"prompt": ["123456789"]})", limits); }, 413, "prompt[0]",
-                           "prompt[0]"));
+    EXPECT_TRUE(fails_with([&] { completion(R"({"prompt": "123456789"})", limits); }, 413, "prompt", "limit of 8"));
+    EXPECT_TRUE(fails_with([&] { completion(R"({"prompt": ["123456789"]})", limits); }, 413, "prompt[0]", "prompt[0]"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1118,8 +1033,7 @@ TEST(ParseJsonBody, ReadsObjectsInOrder) {
 }
 
 TEST(ParseJsonBody, RejectsInvalidJsonAndUtf8) {
-    for (const std::string text :
-         {"{", "{\"a\": 1,}", "{} x", "{'a': 1}", "{\"a\": tru}", "nul", "{\"a\": 01}", "\"\\x\""}) {
+    for (const std::string text : {"{", "{\"a\": 1,}", "{} x", "{'a': 1}", "{\"a\": tru}", "nul", "{\"a\": 01}", "\"\\x\""}) {
         SCOPED_TRACE(text);
         EXPECT_TRUE(fails_with([&] { parse_json_body(text); }, 400, "", "not valid JSON"));
     }
@@ -1149,8 +1063,8 @@ TEST(ParseJsonBody, NestingIsBounded) {
             SCOPED_TRACE(std::string(objects ? "objects around " : "arrays around ") + inner);
             const int inner_levels = inner == "[]" || inner == "{}" ? 1 : 0;
             EXPECT_NO_THROW(parse_json_body(nested(64 - inner_levels, inner, objects)));
-            EXPECT_TRUE(fails_with([&] { parse_json_body(nested(65 - inner_levels, inner, objects)); }, 400,
-                                   "", "deeper than 64"));
+            EXPECT_TRUE(
+                fails_with([&] { parse_json_body(nested(65 - inner_levels, inner, objects)); }, 400, "", "deeper than 64"));
         }
     EXPECT_TRUE(fails_with([] { parse_json_body(nested(100000, "1")); }, 400, "", "deeper than 64"));
     EXPECT_NO_THROW(parse_json_body(nested(3, "1"), 3));
@@ -1162,15 +1076,12 @@ TEST(ParseJsonBody, NestingIsBounded) {
 TEST(ParseJsonBody, FeedsTheParsers) {
     // The whole path a request takes: text -> JSON -> ChatRequest.
     const ChatRequest r = parse_openai_chat(
-        parse_json_body(R"({"messages": [{"role": "user", "content": "caf\u00e9"}], "temperature": 0.25})"),
-        {});
+        parse_json_body(R"({"messages": [{"role": "user", "content": "caf\u00e9"}], "temperature": 0.25})"), {});
     EXPECT_EQ(r.messages[0]["content"], "caf\xc3\xa9");
     EXPECT_DOUBLE_EQ(r.sampling.temperature, 0.25);
     EXPECT_TRUE(fails_with(
         [] {
-            parse_openai_chat(
-                parse_json_body(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 1e300})"),
-                {});
+            parse_openai_chat(parse_json_body(R"({"messages": [{"role": "user", "content": "x"}], "temperature": 1e300})"), {});
         },
         400, "temperature", "out of range"));
 }
@@ -1179,17 +1090,16 @@ TEST(ParseJsonBody, FeedsTheParsers) {
 // base64 and images
 
 TEST(Base64, KnownVectors) {
-    const std::vector<std::pair<std::string, std::string>> vectors = {
-        {"", ""},
-        {"f", "Zg=="},
-        {"fo", "Zm8="},
-        {"foo", "Zm9v"},
-        {"foob", "Zm9vYg=="},
-        {"fooba", "Zm9vYmE="},
-        {"foobar", "Zm9vYmFy"},
-        {std::string("\x00\xff\xfe", 3), "AP/+"},
-        {"\xfb\xef\xbe", "++++"},
-        {"\xff\xff\xff", "////"}};
+    const std::vector<std::pair<std::string, std::string>> vectors = {{"", ""},
+                                                                      {"f", "Zg=="},
+                                                                      {"fo", "Zm8="},
+                                                                      {"foo", "Zm9v"},
+                                                                      {"foob", "Zm9vYg=="},
+                                                                      {"fooba", "Zm9vYmE="},
+                                                                      {"foobar", "Zm9vYmFy"},
+                                                                      {std::string("\x00\xff\xfe", 3), "AP/+"},
+                                                                      {"\xfb\xef\xbe", "++++"},
+                                                                      {"\xff\xff\xff", "////"}};
     for (const auto& [bytes, text] : vectors) {
         SCOPED_TRACE(text);
         EXPECT_EQ(base64_encode(bytes), text);
@@ -1201,8 +1111,7 @@ TEST(Base64, DecodingIsStrict) {
     EXPECT_EQ(base64_decode("Zm9v\r\nYmFy\n"),
               std::optional<std::string>("foobar"));                  // MIME line breaks are allowed
     EXPECT_EQ(base64_decode("Zg"), std::optional<std::string>("f"));  // and so is missing padding
-    for (const std::string text :
-         {"Z", "Zm9vY", "Zg=a", "Zg===", "Zm9v YmFy", "Zm9v-_", "Zm9v\x80", "Zm=9v", "===="}) {
+    for (const std::string text : {"Z", "Zm9vY", "Zg=a", "Zg===", "Zm9v YmFy", "Zm9v-_", "Zm9v\x80", "Zm=9v", "===="}) {
         SCOPED_TRACE(text);
         EXPECT_EQ(base64_decode(text), std::nullopt);
     }
@@ -1217,8 +1126,7 @@ TEST(Base64, RandomBytesRoundTrip) {
         for (char& c : bytes) c = static_cast<char>(rng() & 0xFF);
         const std::string text = base64_encode(bytes);
         ASSERT_EQ(text.size(), (size + 2) / 3 * 4);
-        ASSERT_EQ(text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="),
-                  std::string::npos);
+        ASSERT_EQ(text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="), std::string::npos);
         ASSERT_EQ(base64_decode(text), std::optional<std::string>(bytes)) << "size " << size;
         // One character outside the alphabet anywhere makes it invalid.
         if (!text.empty()) {
@@ -1242,8 +1150,7 @@ TEST(ImageInfo, ReadsRealImages) {
     EXPECT_TRUE(image_info(kGif1x1, "image/gif", width, height));
     EXPECT_EQ(width, 1);
     EXPECT_EQ(height, 1);
-    EXPECT_TRUE(image_info(std::string("RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00", 20), "image/webp",
-                           width, height));
+    EXPECT_TRUE(image_info(std::string("RIFF\x24\x00\x00\x00WEBPVP8 \x18\x00\x00\x00", 20), "image/webp", width, height));
 }
 
 TEST(ImageInfo, RejectsCorruptAndOversizedImages) {
@@ -1265,8 +1172,7 @@ TEST(ImageInfo, RejectsCorruptAndOversizedImages) {
     EXPECT_FALSE(image_info(png_image(1, 8193), "image/png", width, height));
     // A PNG declared as WebP, and a RIFF file that is not WebP.
     EXPECT_FALSE(image_info(png, "image/webp", width, height));
-    EXPECT_FALSE(image_info(std::string("RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00", 20), "image/webp",
-                            width, height));
+    EXPECT_FALSE(image_info(std::string("RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00", 20), "image/webp", width, height));
     // Random bytes.
     std::mt19937 rng(7);
     std::string noise(512, '\0');

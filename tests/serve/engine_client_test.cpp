@@ -34,7 +34,9 @@ const std::filesystem::path& tiny_gguf() {
     return p;
 }
 
-std::vector<std::string> engine_argv(const std::filesystem::path& model) { return {STRATA_BINARY, "engine", "-m", model.string(), "--max-running", "8"}; }
+std::vector<std::string> engine_argv(const std::filesystem::path& model) {
+    return {STRATA_BINARY, "engine", "-m", model.string(), "--max-running", "8"};
+}
 
 // Collects the events of requests and lets a test wait for their end.
 struct Collector {
@@ -79,7 +81,8 @@ TEST(EngineClient, RoutesConcurrentRequestsToTheirOwnHandlers) {
     EXPECT_EQ(c.ready_info()["protocol"], 1);
     Collector col;
     for (int i = 0; i < 6; ++i)
-        c.submit("r" + std::to_string(i), json{{"prompt", {65 + i, 66, 67}}, {"max_tokens", 5 + i}, {"temperature", 0}, {"ignore_eos", true}},
+        c.submit("r" + std::to_string(i),
+                 json{{"prompt", {65 + i, 66, 67}}, {"max_tokens", 5 + i}, {"temperature", 0}, {"ignore_eos", true}},
                  col.handler("r" + std::to_string(i)));
     EXPECT_THROW(c.submit("r0", json{{"prompt", {1}}}, col.handler("dup")), Error);
     for (int i = 0; i < 6; ++i) {
@@ -90,7 +93,8 @@ TEST(EngineClient, RoutesConcurrentRequestsToTheirOwnHandlers) {
         EXPECT_EQ(done["usage"]["completion_tokens"], 5 + i);
     }
     // Same prompt, same greedy settings, alone: same text (no cross-talk between requests).
-    c.submit("again", json{{"prompt", {67, 66, 67}}, {"max_tokens", 7}, {"temperature", 0}, {"ignore_eos", true}}, col.handler("again"));
+    c.submit("again", json{{"prompt", {67, 66, 67}}, {"max_tokens", 7}, {"temperature", 0}, {"ignore_eos", true}},
+             col.handler("again"));
     ASSERT_TRUE(col.wait("again"));
     EXPECT_EQ(col.text("again"), col.text("r2"));
     EXPECT_GE(c.stats()["finished"].get<int>(), 7);

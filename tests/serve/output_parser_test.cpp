@@ -28,8 +28,7 @@ using Kind = OutputEvent::Kind;
 using nlohmann::json;
 
 std::string read_template(const std::string& name) {
-    std::ifstream in(std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "template" / "templates" / name,
-                     std::ios::binary);
+    std::ifstream in(std::filesystem::path(STRATA_SOURCE_DIR) / "tests" / "template" / "templates" / name, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -43,9 +42,7 @@ std::vector<ToolSpec> weather_tools() {
                  "path": {"type": "string"}, "content": {"type": "string"}}})")}};
 }
 
-ParserOptions qwen3_options() {
-    return {};
-}
+ParserOptions qwen3_options() { return {}; }
 ParserOptions qwen35_options() {
     ParserOptions o;
     o.starts_in_thinking = true;
@@ -71,12 +68,9 @@ std::vector<OutputEvent> feed(OutputParser& p, const std::vector<std::string>& p
 std::vector<OutputEvent> merged(const std::vector<OutputEvent>& events) {
     std::vector<OutputEvent> out;
     for (const OutputEvent& e : events) {
-        const bool text =
-            e.kind == Kind::Reasoning || e.kind == Kind::Content || e.kind == Kind::ToolCallArguments;
-        if (text && !out.empty() && out.back().kind == e.kind && out.back().index == e.index)
-            out.back().text += e.text;
-        else
-            out.push_back(e);
+        const bool text = e.kind == Kind::Reasoning || e.kind == Kind::Content || e.kind == Kind::ToolCallArguments;
+        if (text && !out.empty() && out.back().kind == e.kind && out.back().index == e.index) out.back().text += e.text;
+        else out.push_back(e);
     }
     return out;
 }
@@ -165,8 +159,7 @@ std::vector<std::string> split_bytes(std::string_view text) {
     return pieces;
 }
 
-std::vector<OutputEvent> events_of(OutputFormat format, const ParserOptions& options,
-                                   const std::vector<std::string>& pieces) {
+std::vector<OutputEvent> events_of(OutputFormat format, const ParserOptions& options, const std::vector<std::string>& pieces) {
     auto p = make_output_parser(format, options);
     return feed(*p, pieces);
 }
@@ -176,9 +169,7 @@ ParsedOutput parse(OutputFormat format, const ParserOptions& options, std::strin
     return parse_whole(*p, text);
 }
 
-json arguments(const ParsedOutput::Call& call) {
-    return json::parse(call.arguments_json);
-}
+json arguments(const ParsedOutput::Call& call) { return json::parse(call.arguments_json); }
 
 OutputEvent ev(Kind kind, std::string text, int index = -1, std::string name = "") {
     OutputEvent e;
@@ -202,11 +193,9 @@ std::vector<Sample> samples() {
     const auto H = OutputFormat::Qwen3Hermes;
     const auto X = OutputFormat::Qwen3CoderXml;
     return {
-        {"qwen3_think_answer", H, qwen3_options(),
-         "<think>\nThe user asks for 2+2. That is 4.\n</think>\n\n2 + 2 = **4**."},
+        {"qwen3_think_answer", H, qwen3_options(), "<think>\nThe user asks for 2+2. That is 4.\n</think>\n\n2 + 2 = **4**."},
         {"qwen3_empty_think", H, qwen3_options(), "<think>\n\n</think>\n\nHello! How can I help you today?"},
-        {"qwen3_no_think", H, qwen3_options(),
-         "Paris is the capital of France.\n\nIt has about 2.1 million people."},
+        {"qwen3_no_think", H, qwen3_options(), "Paris is the capital of France.\n\nIt has about 2.1 million people."},
         {"qwen3_think_call", H, qwen3_options(),
          "<think>\nThe user wants the weather in Paris, so I call get_weather.\n</think>\n\n<tool_call>\n"
          "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
@@ -257,8 +246,7 @@ TEST(OutputFormatDetect, FromTheTemplates) {
     EXPECT_EQ(detect_output_format(read_template("qwen3.jinja")), OutputFormat::Qwen3Hermes);
     EXPECT_EQ(detect_output_format(read_template("qwen3-coder.jinja")), OutputFormat::Qwen3CoderXml);
     EXPECT_EQ(detect_output_format(read_template("qwen3.5.jinja")), OutputFormat::Qwen3CoderXml);
-    EXPECT_EQ(detect_output_format("{% for m in messages %}{{ m.content }}{% endfor %}"),
-              OutputFormat::Plain);
+    EXPECT_EQ(detect_output_format("{% for m in messages %}{{ m.content }}{% endfor %}"), OutputFormat::Plain);
     EXPECT_TRUE(template_has_thinking(read_template("qwen3.jinja")));
     EXPECT_TRUE(template_has_thinking(read_template("qwen3.5.jinja")));
     EXPECT_FALSE(template_has_thinking(read_template("qwen3-coder.jinja")));
@@ -275,11 +263,9 @@ TEST(OutputFormatDetect, PromptOpensThinking) {
 
 // The generation prompts the templates write, with and without thinking.
 TEST(OutputFormatDetect, GenerationPrompts) {
-    const json user =
-        json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})");
+    const json user = json::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "add_generation_prompt": true})");
     auto render = [&](const std::string& tmpl, json request) {
-        return tmpl::ChatTemplate::from_source(read_template(tmpl))
-            .render(nlohmann::ordered_json::parse(request.dump()));
+        return tmpl::ChatTemplate::from_source(read_template(tmpl)).render(nlohmann::ordered_json::parse(request.dump()));
     };
     json off = user;
     off["enable_thinking"] = false;
@@ -354,8 +340,7 @@ TEST(Qwen3Output, ArgumentsStream) {
 }
 
 TEST(Qwen3Output, ArgumentsBeforeName) {
-    const auto events =
-        merged(events_of(OutputFormat::Qwen3Hermes, qwen3_options(), split_bytes(samples()[6].text)));
+    const auto events = merged(events_of(OutputFormat::Qwen3Hermes, qwen3_options(), split_bytes(samples()[6].text)));
     ASSERT_EQ(events.size(), 3u) << describe(events);
     EXPECT_EQ(events[0], ev(Kind::ToolCallBegin, "", 0, "get_weather"));
     EXPECT_EQ(events[1], ev(Kind::ToolCallArguments, R"({"city": "Oslo"})", 0));
@@ -364,8 +349,7 @@ TEST(Qwen3Output, ArgumentsBeforeName) {
 
 TEST(Qwen3Output, ArgumentsVariants) {
     auto call = [](const std::string& body) {
-        const ParsedOutput p =
-            parse(OutputFormat::Qwen3Hermes, qwen3_options(), "<tool_call>\n" + body + "\n</tool_call>");
+        const ParsedOutput p = parse(OutputFormat::Qwen3Hermes, qwen3_options(), "<tool_call>\n" + body + "\n</tool_call>");
         EXPECT_EQ(p.content, "") << body;
         return p.tool_calls.size() == 1 ? p.tool_calls[0].arguments_json : "<no call>";
     };
@@ -375,8 +359,7 @@ TEST(Qwen3Output, ArgumentsVariants) {
     EXPECT_EQ(call(R"({"name": "f", "arguments": null})"), "{}");
     EXPECT_EQ(call(R"({"name": "f", "parameters": {"a": 1}})"), R"({"a": 1})");
     EXPECT_EQ(call(R"({"id": 7, "name": "f", "extra": [true, {"x": "}"}], "arguments": {}})"), "{}");
-    EXPECT_EQ(call(R"({"name": "f", "arguments": {"a": 1}, "name": "g", "arguments": {"b": 2}})"),
-              R"({"a": 1})");
+    EXPECT_EQ(call(R"({"name": "f", "arguments": {"a": 1}, "name": "g", "arguments": {"b": 2}})"), R"({"a": 1})");
     EXPECT_EQ(call("{\"name\":\"f\",\"arguments\":{\"a\":1}}"), R"({"a":1})");
 }
 
@@ -413,8 +396,7 @@ TEST(XmlOutput, Qwen35ContentThenParallelCalls) {
 
 // A model that re-opens <think> although the prompt did: the tag is dropped, not reasoning text.
 TEST(XmlOutput, Qwen35RepeatedThinkTag) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3CoderXml, qwen35_options(), "<think>\nHmm.\n</think>\n\nOK.");
+    const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, qwen35_options(), "<think>\nHmm.\n</think>\n\nOK.");
     EXPECT_EQ(p.reasoning, "Hmm.");
     EXPECT_EQ(p.content, "OK.");
 }
@@ -438,9 +420,9 @@ TEST(XmlOutput, ParametersTypedBySchema) {
         "filters": {"type": "object"}, "tags": {"type": "array"}, "ratio": {"type": "number"},
         "note": {"type": ["string", "null"]}, "mode": {"enum": ["fast", "slow"]}, "any": {"anyOf": [{"type": "integer"}]}}})")}};
     auto value = [&](const std::string& param, const std::string& raw) {
-        const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, o,
-                                     "<tool_call>\n<function=run_query>\n<parameter=" + param + ">\n" + raw +
-                                         "\n</parameter>\n</function>\n</tool_call>");
+        const ParsedOutput p = parse(
+            OutputFormat::Qwen3CoderXml, o,
+            "<tool_call>\n<function=run_query>\n<parameter=" + param + ">\n" + raw + "\n</parameter>\n</function>\n</tool_call>");
         EXPECT_EQ(p.tool_calls.size(), 1u) << p.content;
         return p.tool_calls.empty() ? json() : arguments(p.tool_calls[0])[param];
     };
@@ -468,9 +450,9 @@ TEST(XmlOutput, ParametersTypedBySchema) {
 
 TEST(XmlOutput, ParametersWithoutSchema) {
     auto value = [](const std::string& raw) {
-        const ParsedOutput p = parse(
-            OutputFormat::Qwen3CoderXml, ParserOptions{},
-            "<tool_call>\n<function=f>\n<parameter=v>\n" + raw + "\n</parameter>\n</function>\n</tool_call>");
+        const ParsedOutput p =
+            parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
+                  "<tool_call>\n<function=f>\n<parameter=v>\n" + raw + "\n</parameter>\n</function>\n</tool_call>");
         EXPECT_EQ(p.tool_calls.size(), 1u) << p.content;
         return p.tool_calls.empty() ? json() : arguments(p.tool_calls[0])["v"];
     };
@@ -493,9 +475,8 @@ TEST(XmlOutput, ParametersWithoutSchema) {
 }
 
 TEST(XmlOutput, TypedParameterNamesAreEscaped) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
-              "<tool_call>\n<function=f>\n<parameter=a\"b\\c>\nx\n</parameter>\n</function>\n</tool_call>");
+    const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
+                                 "<tool_call>\n<function=f>\n<parameter=a\"b\\c>\nx\n</parameter>\n</function>\n</tool_call>");
     ASSERT_EQ(p.tool_calls.size(), 1u);
     EXPECT_EQ(arguments(p.tool_calls[0]), json({{"a\"b\\c", "x"}}));
 }
@@ -506,11 +487,9 @@ TEST(XmlOutput, StringValueStreams) {
     EXPECT_EQ(p->push("<tool_call>\n<function=write_file>\n<parameter=content>\nline one\n"),
               (std::vector<OutputEvent>{ev(Kind::ToolCallBegin, "", 0, "write_file"),
                                         ev(Kind::ToolCallArguments, "{\"content\": \"line one", 0)}));
-    EXPECT_EQ(p->push("line \"two\"\n</param"),
-              std::vector<OutputEvent>{ev(Kind::ToolCallArguments, "\\nline \\\"two\\\"", 0)});
-    EXPECT_EQ(
-        p->push("eter>\n</function>\n"),
-        (std::vector<OutputEvent>{ev(Kind::ToolCallArguments, "\"}", 0), ev(Kind::ToolCallEnd, "", 0)}));
+    EXPECT_EQ(p->push("line \"two\"\n</param"), std::vector<OutputEvent>{ev(Kind::ToolCallArguments, "\\nline \\\"two\\\"", 0)});
+    EXPECT_EQ(p->push("eter>\n</function>\n"),
+              (std::vector<OutputEvent>{ev(Kind::ToolCallArguments, "\"}", 0), ev(Kind::ToolCallEnd, "", 0)}));
     EXPECT_EQ(p->push("</tool_call>"), std::vector<OutputEvent>{});
     EXPECT_EQ(p->finish(), std::vector<OutputEvent>{});
 }
@@ -519,18 +498,15 @@ TEST(XmlOutput, StringValueStreams) {
 TEST(XmlOutput, UntypedValueStreamsOnceNotJson) {
     auto p = make_output_parser(OutputFormat::Qwen3CoderXml, ParserOptions{});
     EXPECT_EQ(p->push("<tool_call>\n<function=f>\n<parameter=v>\n12"),
-              (std::vector<OutputEvent>{ev(Kind::ToolCallBegin, "", 0, "f"),
-                                        ev(Kind::ToolCallArguments, "{\"v\": ", 0)}));
+              (std::vector<OutputEvent>{ev(Kind::ToolCallBegin, "", 0, "f"), ev(Kind::ToolCallArguments, "{\"v\": ", 0)}));
     EXPECT_EQ(p->push("3 is"), std::vector<OutputEvent>{ev(Kind::ToolCallArguments, "\"123 is", 0)});
     EXPECT_EQ(p->push(" a number\n</parameter>\n</function>\n</tool_call>"),
-              (std::vector<OutputEvent>{ev(Kind::ToolCallArguments, " a number\"}", 0),
-                                        ev(Kind::ToolCallEnd, "", 0)}));
+              (std::vector<OutputEvent>{ev(Kind::ToolCallArguments, " a number\"}", 0), ev(Kind::ToolCallEnd, "", 0)}));
 }
 
 TEST(XmlOutput, EitherBodyInEitherFormat) {
     const std::string hermes = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>";
-    const std::string xml =
-        "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
+    const std::string xml = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>";
     for (OutputFormat f : {OutputFormat::Qwen3Hermes, OutputFormat::Qwen3CoderXml})
         for (const std::string& text : {hermes, xml}) {
             const ParsedOutput p = parse(f, ParserOptions{}, text);
@@ -540,17 +516,16 @@ TEST(XmlOutput, EitherBodyInEitherFormat) {
 }
 
 TEST(XmlOutput, MissingFunctionCloseTolerated) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
-              "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n</tool_call>\nDone.");
+    const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
+                                 "<tool_call>\n<function=f>\n<parameter=a>\nx\n</parameter>\n</tool_call>\nDone.");
     ASSERT_EQ(p.tool_calls.size(), 1u);
     EXPECT_EQ(arguments(p.tool_calls[0]), json({{"a", "x"}}));
     EXPECT_EQ(p.content, "Done.");
 }
 
 TEST(XmlOutput, NoParameters) {
-    const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, ParserOptions{},
-                                 "<tool_call>\n<function=now>\n</function>\n</tool_call>");
+    const ParsedOutput p =
+        parse(OutputFormat::Qwen3CoderXml, ParserOptions{}, "<tool_call>\n<function=now>\n</function>\n</tool_call>");
     ASSERT_EQ(p.tool_calls.size(), 1u);
     EXPECT_EQ(p.tool_calls[0].arguments_json, "{}");
 }
@@ -630,8 +605,8 @@ TEST(OutputHoldBack, FormattingNewlines) {
     EXPECT_EQ(p->push("\n"), std::vector<OutputEvent>{});
     EXPECT_EQ(p->push("\n"), std::vector<OutputEvent>{ev(Kind::Content, "\n")});  // three: one is text
     EXPECT_EQ(p->push("<tool_call>\n{\"name\": \"f\"}\n</tool_call>\n"),
-              (std::vector<OutputEvent>{ev(Kind::ToolCallBegin, "", 0, "f"),
-                                        ev(Kind::ToolCallArguments, "{}", 0), ev(Kind::ToolCallEnd, "", 0)}));
+              (std::vector<OutputEvent>{ev(Kind::ToolCallBegin, "", 0, "f"), ev(Kind::ToolCallArguments, "{}", 0),
+                                        ev(Kind::ToolCallEnd, "", 0)}));
     EXPECT_EQ(p->finish(), std::vector<OutputEvent>{});
 }
 
@@ -649,8 +624,7 @@ TEST(OutputHoldBack, NothingHeldWithoutTags) {
 }
 
 TEST(OutputOptions, TagsAsTextWhenNotParsed) {
-    const std::string text =
-        "<think>\nr\n</think>\n\nA<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    const std::string text = "<think>\nr\n</think>\n\nA<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
     ParserOptions no_tools;
     no_tools.parse_tools = false;
     ParsedOutput p = parse(OutputFormat::Qwen3Hermes, no_tools, text);
@@ -674,10 +648,9 @@ TEST(MalformedOutput, BrokenJsonBeforeNameIsContent) {
     const auto events = merged(events_of(OutputFormat::Qwen3Hermes, qwen3_options(), {text}));
     ASSERT_EQ(events.size(), 1u) << describe(events);
     EXPECT_EQ(events[0], ev(Kind::Content, text));
-    for (const std::string body :
-         {"{\"name\": 42, \"arguments\": {}}", "{\"arguments\": {}}", "[1]", "{'name': 'f'}",
-          "{\"name\": \"f\", \"arguments\": [1]}", "{\"name\": \"f\", \"arguments\": \"not json\"}",
-          "{\"name\": \"\", \"arguments\": {}}"}) {
+    for (const std::string body : {"{\"name\": 42, \"arguments\": {}}", "{\"arguments\": {}}", "[1]", "{'name': 'f'}",
+                                   "{\"name\": \"f\", \"arguments\": [1]}", "{\"name\": \"f\", \"arguments\": \"not json\"}",
+                                   "{\"name\": \"\", \"arguments\": {}}"}) {
         const std::string t = "<tool_call>\n" + body + "\n</tool_call>";
         const ParsedOutput p = parse(OutputFormat::Qwen3Hermes, qwen3_options(), t);
         EXPECT_EQ(p.content, t);  // the last two fail after their Begin: content all the same
@@ -708,8 +681,8 @@ TEST(CutCalls, Stages) {
     struct Case {
         OutputFormat format;
         std::string text;
-        bool call;             // a call is kept
-        std::string args;      // its arguments
+        bool call;         // a call is kept
+        std::string args;  // its arguments
     };
     const auto H = OutputFormat::Qwen3Hermes;
     const auto X = OutputFormat::Qwen3CoderXml;
@@ -845,31 +818,32 @@ TEST(CutCalls, EveryCutOfACall) {
 }
 
 TEST(JsonCloser, ClosesWhatCanBeKept) {
-    for (const auto& [text, closed] : std::vector<std::pair<std::string, std::string>>{
-             {"", "{}"},
-             {"  ", "{}"},
-             {"{", "{}"},
-             {"{\"pa", "{}"},
-             {"{\"path\"", "{}"},
-             {"{\"path\": ", "{}"},
-             {"{\"path\": \"", "{\"path\": \"\"}"},
-             {"{\"path\": \"a\\", "{\"path\": \"a\"}"},
-             {"{\"path\": \"a\\u00", "{\"path\": \"a\"}"},
-             {"{\"path\": \"a.py\", ", "{\"path\": \"a.py\"}"},
-             {"{\"n\": 12", "{\"n\": 12}"},
-             {"{\"n\": 1.", "{\"n\": 1}"},
-             {"{\"n\": -", "{}"},
-             {"{\"a\": [1, tr", "{\"a\": [1]}"},
-             {"{\"a\": [1, {\"b\": [", "{\"a\": [1, {\"b\": []}]}"},
-             {"{\"a\": 1}", "{\"a\": 1}"},
-             {"{\"s\": \"\xc3", "{\"s\": \"\"}"},
-             {"{\"s\": \"\xc3\xa9", "{\"s\": \"\xc3\xa9\"}"}}) {
+    for (const auto& [text, closed] :
+         std::vector<std::pair<std::string, std::string>>{{"", "{}"},
+                                                          {"  ", "{}"},
+                                                          {"{", "{}"},
+                                                          {"{\"pa", "{}"},
+                                                          {"{\"path\"", "{}"},
+                                                          {"{\"path\": ", "{}"},
+                                                          {"{\"path\": \"", "{\"path\": \"\"}"},
+                                                          {"{\"path\": \"a\\", "{\"path\": \"a\"}"},
+                                                          {"{\"path\": \"a\\u00", "{\"path\": \"a\"}"},
+                                                          {"{\"path\": \"a.py\", ", "{\"path\": \"a.py\"}"},
+                                                          {"{\"n\": 12", "{\"n\": 12}"},
+                                                          {"{\"n\": 1.", "{\"n\": 1}"},
+                                                          {"{\"n\": -", "{}"},
+                                                          {"{\"a\": [1, tr", "{\"a\": [1]}"},
+                                                          {"{\"a\": [1, {\"b\": [", "{\"a\": [1, {\"b\": []}]}"},
+                                                          {"{\"a\": 1}", "{\"a\": 1}"},
+                                                          {"{\"s\": \"\xc3", "{\"s\": \"\"}"},
+                                                          {"{\"s\": \"\xc3\xa9", "{\"s\": \"\xc3\xa9\"}"}}) {
         EXPECT_EQ(JsonCloser::close(text), closed) << text;
     }
 }
 
 TEST(JsonCloser, EveryPrefixClosesToJson) {
-    const std::string text = R"({"path": "src/a.py", "content": "print(\"h\u00e9\")\n", "n": -12.5e3, "f": [true, false, null, {"x": []}]})";
+    const std::string text =
+        R"({"path": "src/a.py", "content": "print(\"h\u00e9\")\n", "n": -12.5e3, "f": [true, false, null, {"x": []}]})";
     std::string last = "{}";
     for (size_t cut = 0; cut <= text.size(); ++cut) {
         const std::string closed = JsonCloser::close(text.substr(0, cut));
@@ -892,17 +866,15 @@ TEST(MalformedOutput, UnclosedThinkIsAllReasoning) {
 }
 
 TEST(MalformedOutput, CloseThinkWithoutOpenIsContent) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3Hermes, qwen3_options(), "Hello\n</think>\n\nworld <think>");
+    const ParsedOutput p = parse(OutputFormat::Qwen3Hermes, qwen3_options(), "Hello\n</think>\n\nworld <think>");
     EXPECT_EQ(p.reasoning, "");
     EXPECT_EQ(p.content, "Hello\n</think>\n\nworld <think>");
 }
 
 TEST(MalformedOutput, TextAfterCallsIsContent) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3Hermes, qwen3_options(),
-              "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n\nI called f.\n"
-              "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\nDone.\n");
+    const ParsedOutput p = parse(OutputFormat::Qwen3Hermes, qwen3_options(),
+                                 "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n\nI called f.\n"
+                                 "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>\nDone.\n");
     EXPECT_EQ(p.content, "I called f.Done.\n");
     ASSERT_EQ(p.tool_calls.size(), 2u);
     EXPECT_EQ(p.tool_calls[1].name, "g");
@@ -916,9 +888,8 @@ TEST(MalformedOutput, JunkAfterBodyBeforeCloseTag) {
 }
 
 TEST(MalformedOutput, NewToolCallInsideABrokenOne) {
-    const ParsedOutput p =
-        parse(OutputFormat::Qwen3Hermes, qwen3_options(),
-              "<tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
+    const ParsedOutput p = parse(OutputFormat::Qwen3Hermes, qwen3_options(),
+                                 "<tool_call>\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>");
     EXPECT_EQ(p.content, "<tool_call>\n");
     ASSERT_EQ(p.tool_calls.size(), 1u);
     EXPECT_EQ(p.tool_calls[0].name, "f");
@@ -927,8 +898,7 @@ TEST(MalformedOutput, NewToolCallInsideABrokenOne) {
 TEST(MalformedOutput, EmptyAndOddCalls) {
     for (const std::string text :
          {"<tool_call>\n</tool_call>", "<tool_call></tool_call>", "<tool_call>x</tool_call>",
-          "<tool_call>\n<function=>\n</function>\n</tool_call>",
-          "<tool_call>\n<function=f\ng>\n</function>\n</tool_call>"}) {
+          "<tool_call>\n<function=>\n</function>\n</tool_call>", "<tool_call>\n<function=f\ng>\n</function>\n</tool_call>"}) {
         const ParsedOutput p = parse(OutputFormat::Qwen3CoderXml, ParserOptions{}, text);
         EXPECT_EQ(p.content, text);
         EXPECT_TRUE(p.tool_calls.empty());
@@ -950,8 +920,7 @@ TEST(MalformedOutput, XmlJunkBetweenParameters) {
 
 TEST(MalformedOutput, DeepNestingIsBounded) {
     const std::string deep(200000, '[');
-    const std::string text =
-        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "\n</tool_call>";
+    const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "\n</tool_call>";
     const auto events = events_of(OutputFormat::Qwen3Hermes, ParserOptions{}, {text});
     expect_well_formed(events);
     EXPECT_EQ(to_parsed(events).content, text);
@@ -988,8 +957,8 @@ TEST(OutputParserApi, PushAfterFinishThrows) {
 
 // ---- split invariance ----
 
-void expect_split_invariant(OutputFormat format, const ParserOptions& options, const std::string& text,
-                            uint32_t seed, int rounds) {
+void expect_split_invariant(OutputFormat format, const ParserOptions& options, const std::string& text, uint32_t seed,
+                            int rounds) {
     const std::vector<OutputEvent> whole = merged(events_of(format, options, {text}));
     expect_well_formed(whole);
     ASSERT_EQ(whole, merged(events_of(format, options, split_bytes(text)))) << "byte pieces of:\n" << text;
@@ -1074,29 +1043,22 @@ const std::vector<std::string>& soup_bits() {
 }
 
 std::string random_words(std::mt19937& rng) {
-    static const std::vector<std::string> kWords = {"the",  "weather", "is",   "{",    "}",      "\"q\"",
-                                                    "é",    "\n",      "\n\n", "<b>",  "<",      "x=1;",
-                                                    "東京", "\\",      "42",   "true", "- item", "  "};
+    static const std::vector<std::string> kWords = {"the", "weather", "is",   "{",    "}",  "\"q\"", "é",    "\n",     "\n\n",
+                                                    "<b>", "<",       "x=1;", "東京", "\\", "42",    "true", "- item", "  "};
     std::string s;
-    for (int n = 1 + static_cast<int>(rng() % 8); n > 0; --n)
-        s += kWords[rng() % kWords.size()] + (rng() % 2 ? " " : "");
+    for (int n = 1 + static_cast<int>(rng() % 8); n > 0; --n) s += kWords[rng() % kWords.size()] + (rng() % 2 ? " " : "");
     return s;
 }
 
 std::string random_json(std::mt19937& rng, int depth) {
     switch (rng() % (depth > 2 ? 4 : 6)) {
-        case 0:
-            return std::to_string(static_cast<int>(rng() % 2000) - 1000);
-        case 1:
-            return rng() % 2 ? "true" : "null";
-        case 2:
-            return json(random_words(rng)).dump();
-        case 3:
-            return "-1.5e3";
+        case 0: return std::to_string(static_cast<int>(rng() % 2000) - 1000);
+        case 1: return rng() % 2 ? "true" : "null";
+        case 2: return json(random_words(rng)).dump();
+        case 3: return "-1.5e3";
         case 4: {
             std::string s = "[";
-            for (int n = static_cast<int>(rng() % 3); n > 0; --n)
-                s += random_json(rng, depth + 1) + (n > 1 ? ", " : "");
+            for (int n = static_cast<int>(rng() % 3); n > 0; --n) s += random_json(rng, depth + 1) + (n > 1 ? ", " : "");
             return s + "]";
         }
         default: {
@@ -1119,8 +1081,7 @@ RandomOutput random_output(std::mt19937& rng, bool starts_in_thinking) {
     RandomOutput out;
     std::string& s = out.text;
     // A prompt that opened <think> is always answered with reasoning and </think>.
-    if (starts_in_thinking || rng() % 3)
-        s += (starts_in_thinking ? "" : "<think>\n") + random_words(rng) + "\n</think>\n\n";
+    if (starts_in_thinking || rng() % 3) s += (starts_in_thinking ? "" : "<think>\n") + random_words(rng) + "\n</think>\n\n";
     if (rng() % 2) s += random_words(rng);
     out.calls = static_cast<int>(rng() % 4);
     for (int calls = out.calls; calls > 0; --calls) {
@@ -1149,15 +1110,9 @@ RandomOutput random_output(std::mt19937& rng, bool starts_in_thinking) {
         out.damaged = true;
         const size_t at = rng() % s.size();
         switch (rng() % 3) {
-            case 0:
-                s.resize(at);
-                break;
-            case 1:
-                s.insert(at, soup_bits()[rng() % soup_bits().size()]);
-                break;
-            default:
-                s.erase(at, 1 + rng() % 6);
-                break;
+            case 0: s.resize(at); break;
+            case 1: s.insert(at, soup_bits()[rng() % soup_bits().size()]); break;
+            default: s.erase(at, 1 + rng() % 6); break;
         }
     }
     return out;
@@ -1186,8 +1141,7 @@ TEST(OutputSplitInvariance, RandomOutputs) {
         const auto& [format, options] = configs[rng() % configs.size()];
         RandomOutput out;
         if (i % 4 == 0) {
-            for (int n = static_cast<int>(rng() % 40); n > 0; --n)
-                out.text += soup_bits()[rng() % soup_bits().size()];
+            for (int n = static_cast<int>(rng() % 40); n > 0; --n) out.text += soup_bits()[rng() % soup_bits().size()];
             out.damaged = true;
         } else {
             out = random_output(rng, options.starts_in_thinking);
@@ -1207,8 +1161,7 @@ TEST(OutputSplitInvariance, RandomOutputs) {
     EXPECT_GT(complete, 800);
     EXPECT_GT(incomplete, 100);
     EXPECT_GT(reasoning, 1000);
-    std::printf("random outputs: %d complete calls, %d broken after Begin, %d with reasoning\n", complete,
-                incomplete, reasoning);
+    std::printf("random outputs: %d complete calls, %d broken after Begin, %d with reasoning\n", complete, incomplete, reasoning);
 }
 
 // ---- the JSON scanner ----

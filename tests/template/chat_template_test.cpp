@@ -47,13 +47,15 @@ TEST(ChatTemplate, MalformedRequestsAreErrors) {
 
 TEST(ChatTemplate, ContinueFinalMessageCutsAfterItsText) {
     const auto qwen3 = ChatTemplate::from_source(read_text(template_dir() / "templates" / "qwen3.jinja"));
-    EXPECT_EQ(qwen3.render(request(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, I am"}],
+    EXPECT_EQ(
+        qwen3.render(request(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, I am"}],
                                        "continue_final_message": true})")),
-              "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello, I am");
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello, I am");
     // A template that trims the message: the cut keeps only the stripped text (transformers' rule).
     const auto trims = ChatTemplate::from_source("[{{ messages[-1].content|trim }}]<end>");
-    EXPECT_EQ(trims.render(request(R"({"messages": [{"role": "assistant", "content": "  abc  "}], "continue_final_message": true})")),
-              "[abc");
+    EXPECT_EQ(
+        trims.render(request(R"({"messages": [{"role": "assistant", "content": "  abc  "}], "continue_final_message": true})")),
+        "[abc");
     // List content continues its last text block.
     const auto parts = ChatTemplate::from_source("{% for p in messages[-1].content %}{{ p.text }}{% endfor %}<end>");
     EXPECT_EQ(parts.render(request(R"({"messages": [{"role": "assistant", "content": [{"type": "text", "text": "one "},
@@ -83,7 +85,8 @@ TEST(ChatTemplate, FromGgufUsesItsTemplateAndSpecialTokens) {
     auto probe = ChatTemplate::from_source("{{ eos_token }}|{{ pad_token }}|{{ bos_token is defined }}");
     probe.set_special_tokens_from(*file);
     EXPECT_EQ(probe.render(request(R"({"messages": []})")), "<|im_end|>|<|endoftext|>|False");
-    const json chat = request(R"({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": true, "enable_thinking": false})");
+    const json chat = request(
+        R"({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": true, "enable_thinking": false})");
     EXPECT_EQ(t.render(chat), "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
@@ -93,7 +96,8 @@ std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "
 
 TEST(TemplateCli, RendersStdinWithATemplateFile) {
     const auto case_file = template_dir() / "cases" / "12_parallel_tool_calls.json";
-    const auto r = run_strata("template --template " + quoted(template_dir() / "templates" / "qwen3.5.jinja"), read_text(case_file));
+    const auto r =
+        run_strata("template --template " + quoted(template_dir() / "templates" / "qwen3.5.jinja"), read_text(case_file));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.err, "");
     const std::string want = read_text(template_dir() / "ref" / "qwen3.5" / "12_parallel_tool_calls.txt");
@@ -123,9 +127,7 @@ TEST(TemplateCli, ErrorsAreOneLineAndExitOne) {
     EXPECT_EQ(r.err, "strata: error: No user query found in messages.\n");
 
     TempDir dir;
-    {
-        std::ofstream(dir / "bad.jinja") << "ok\n{% if %}";
-    }
+    { std::ofstream(dir / "bad.jinja") << "ok\n{% if %}"; }
     r = run_strata("template --template " + quoted(dir / "bad.jinja"), R"({"messages": []})");
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find(":2:"), std::string::npos) << r.err;  // names the line

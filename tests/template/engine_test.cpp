@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "template/jinja_error.h"
 #include "template/jinja_eval.h"
@@ -84,9 +84,10 @@ TEST(JinjaEngine, IfElifElse) {
 }
 
 TEST(JinjaEngine, ForLoopVariablesAndElse) {
-    EXPECT_EQ(render("{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }};{% endfor %}",
-                     {{"xs", {"a", "b"}}}),
-              "10TrueFalse2;21FalseTrue2;");
+    EXPECT_EQ(
+        render("{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }};{% endfor %}",
+               {{"xs", {"a", "b"}}}),
+        "10TrueFalse2;21FalseTrue2;");
     EXPECT_EQ(render("{% for x in xs %}{{ loop.previtem }}<{{ x }}>{{ loop.nextitem }} {% endfor %}", {{"xs", {1, 2, 3}}}),
               "<1>2 1<2>3 2<3> ");
     EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
@@ -95,14 +96,16 @@ TEST(JinjaEngine, ForLoopVariablesAndElse) {
 }
 
 TEST(JinjaEngine, BreakAndContinue) {
-    EXPECT_EQ(render("{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"),
+    EXPECT_EQ(render("{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i "
+                     "}}{% endfor %}"),
               "0134");
 }
 
 TEST(JinjaEngine, SetScopesLikeJinja2) {
     // A set inside a loop body does not leak out; a namespace carries state across iterations.
     EXPECT_EQ(render("{% set x = 1 %}{% for i in [1, 2] %}{% set x = x + 10 %}{{ x }},{% endfor %}{{ x }}"), "11,11,1");
-    EXPECT_EQ(render("{% set ns = namespace(n=0, s='') %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% set ns.s = ns.s ~ i %}{% endfor %}{{ ns.n }} {{ ns.s }}"),
+    EXPECT_EQ(render("{% set ns = namespace(n=0, s='') %}{% for i in [1, 2, 3] %}{% set ns.n = ns.n + i %}{% set ns.s = ns.s ~ i "
+                     "%}{% endfor %}{{ ns.n }} {{ ns.s }}"),
               "6 123");
     EXPECT_EQ(render("{% if true %}{% set y = 'kept' %}{% endif %}{{ y }}"), "kept");
     EXPECT_EQ(render("{% set a, b = 'xy' %}{{ b }}{{ a }}"), "yx");
@@ -113,13 +116,15 @@ TEST(JinjaEngine, MacrosWithDefaultsAndCall) {
     EXPECT_EQ(render("{% macro greet(name, greeting='Hi', punct='!') %}{{ greeting }} {{ name }}{{ punct }}{% endmacro %}"
                      "{{ greet('Ann') }} {{ greet('Bo', punct='?') }} {{ greet(greeting='Yo', name='Cy') }}"),
               "Hi Ann! Hi Bo? Yo Cy!");
-    EXPECT_EQ(render("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold{% endcall %}"),
-              "<b>bold</b>");
+    EXPECT_EQ(
+        render("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% call wrap('b') %}bold{% endcall %}"),
+        "<b>bold</b>");
     EXPECT_EQ(render("{% macro each(xs) %}{% for x in xs %}{{ caller(x, loop.index) }}{% endfor %}{% endmacro %}"
                      "{% call(x, i) each(['a', 'b']) %}{{ i }}{{ x }} {% endcall %}"),
               "1a 2b ");
     EXPECT_EQ(render("{% macro m() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, k='v') }}"), "(1,){'k': 'v'}");
-    EXPECT_EQ(render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").message(), "macro 'm' takes not more than 1 argument(s)");
+    EXPECT_EQ(render_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").message(),
+              "macro 'm' takes not more than 1 argument(s)");
 }
 
 TEST(JinjaEngine, FilterBlockAndGeneration) {
@@ -132,7 +137,8 @@ TEST(JinjaEngine, FilterBlockAndGeneration) {
 
 TEST(JinjaEngine, TrimBlocksAndLstripBlocks) {
     // trim_blocks eats the newline after a block tag; lstrip_blocks the indentation before it.
-    EXPECT_EQ(render("<ul>\n  {% for x in [1, 2] %}\n  <li>{{ x }}</li>\n  {% endfor %}\n</ul>"), "<ul>\n  <li>1</li>\n  <li>2</li>\n</ul>");
+    EXPECT_EQ(render("<ul>\n  {% for x in [1, 2] %}\n  <li>{{ x }}</li>\n  {% endfor %}\n</ul>"),
+              "<ul>\n  <li>1</li>\n  <li>2</li>\n</ul>");
     // Not after an expression tag, and not before one.
     EXPECT_EQ(render("  {{ 1 }}\n  {{ 2 }}\n"), "  1\n  2");
     // `-` strips every whitespace character on its side, `+` disables lstrip/trim.
@@ -147,21 +153,25 @@ TEST(JinjaEngine, TrimBlocksAndLstripBlocks) {
 
 TEST(JinjaEngine, PrintsValuesAsPython) {
     EXPECT_EQ(render("{{ x }}", {{"x", {{"a", {1, 2.5, "it's", nullptr, true}}}}}), "{'a': [1, 2.5, \"it's\", None, True]}");
-    EXPECT_EQ(render("{{ 1.0 }} {{ 1e16 }} {{ 1e-5 }} {{ 0.1 + 0.2 }} {{ 7 / 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}"),
-              "1.0 1e+16 1e-05 0.30000000000000004 3.5 3 -4 2 1024");
+    EXPECT_EQ(
+        render(
+            "{{ 1.0 }} {{ 1e16 }} {{ 1e-5 }} {{ 0.1 + 0.2 }} {{ 7 / 2 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}"),
+        "1.0 1e+16 1e-05 0.30000000000000004 3.5 3 -4 2 1024");
     EXPECT_EQ(render("{{ (1,) }} {{ ('a', none) }} {{ 'x\\ny'|pprint }}"), "(1,) ('a', None) 'x\\ny'");
 }
 
 TEST(JinjaEngine, ToJsonLikePythonJsonDumps) {
     const nlohmann::ordered_json v = {{"b", {1, 2.0, nullptr, true}}, {"a", "é\"\n"}};
     EXPECT_EQ(render("{{ v|tojson }}", {{"v", v}}), R"({"b": [1, 2.0, null, true], "a": "é\"\n"})");
-    EXPECT_EQ(render("{{ v|tojson(ensure_ascii=true, sort_keys=true) }}", {{"v", v}}), R"({"a": "\u00e9\"\n", "b": [1, 2.0, null, true]})");
+    EXPECT_EQ(render("{{ v|tojson(ensure_ascii=true, sort_keys=true) }}", {{"v", v}}),
+              R"({"a": "\u00e9\"\n", "b": [1, 2.0, null, true]})");
     EXPECT_EQ(render("{{ v|tojson(indent=2) }}", {{"v", {{"k", {1}}}}}), "{\n  \"k\": [\n    1\n  ]\n}");
     EXPECT_EQ(render("{{ v|tojson(separators=(',', ':')) }}", {{"v", v}}), R"({"b":[1,2.0,null,true],"a":"é\"\n"})");
 }
 
 TEST(JinjaEngine, StringMethodsAndSlicing) {
-    EXPECT_EQ(render("{{ s.startswith('<a') }} {{ s.endswith(('x', '>')) }} {{ s.split('|') }} {{ s.strip('<>') }} {{ s.replace('a', 'A') }}",
+    EXPECT_EQ(render("{{ s.startswith('<a') }} {{ s.endswith(('x', '>')) }} {{ s.split('|') }} {{ s.strip('<>') }} {{ "
+                     "s.replace('a', 'A') }}",
                      {{"s", "<a|b>"}}),
               "True True ['<a', 'b>'] a|b <A|b>");
     EXPECT_EQ(render("{{ s[::-1] }} {{ s[1:3] }} {{ s[-1] }} {{ s|length }}", {{"s", "héllo😀"}}), "😀olléh él 😀 6");
@@ -170,24 +180,28 @@ TEST(JinjaEngine, StringMethodsAndSlicing) {
 }
 
 TEST(JinjaEngine, FiltersAndTests) {
-    EXPECT_EQ(render("{{ xs|first }} {{ xs|last }} {{ xs|length }} {{ xs|join('-') }} {{ xs|map('upper')|list }} {{ xs|reverse|list }}",
-                     {{"xs", {"a", "b", "c"}}}),
-              "a c 3 a-b-c ['A', 'B', 'C'] ['c', 'b', 'a']");
+    EXPECT_EQ(
+        render("{{ xs|first }} {{ xs|last }} {{ xs|length }} {{ xs|join('-') }} {{ xs|map('upper')|list }} {{ xs|reverse|list }}",
+               {{"xs", {"a", "b", "c"}}}),
+        "a c 3 a-b-c ['A', 'B', 'C'] ['c', 'b', 'a']");
     const nlohmann::ordered_json people = {{{"n", "x"}, {"age", 3}}, {{"n", "y"}}, {{"n", "z"}, {"age", 1}}};
     EXPECT_EQ(render("{{ p|selectattr('age')|map(attribute='n')|join }} {{ p|rejectattr('age')|map(attribute='n')|join }} "
                      "{{ p|selectattr('age', 'defined')|sort(attribute='age')|map(attribute='n')|join }}",
                      {{"p", people}}),
               "xz y zx");
-    EXPECT_EQ(render("{{ x|default('d') }} {{ ''|default('d', true) }} {{ ' s '|trim }} {{ 'a'|string }} {{ '3'|int + 1 }} {{ 2|float }}"),
-              "d d s a 4 2.0");
+    EXPECT_EQ(
+        render(
+            "{{ x|default('d') }} {{ ''|default('d', true) }} {{ ' s '|trim }} {{ 'a'|string }} {{ '3'|int + 1 }} {{ 2|float }}"),
+        "d d s a 4 2.0");
     EXPECT_EQ(render("{{ none is none }} {{ 1 is number }} {{ 'a' is string }} {{ {} is mapping }} {{ [] is sequence }} "
                      "{{ x is defined }} {{ false is false }} {{ 0 is false }} {{ true is true }}"),
               "True True True True True False True False True");
 }
 
 TEST(JinjaEngine, Operators) {
-    EXPECT_EQ(render("{{ 'a' ~ 1 ~ none }} {{ 'b' in 'abc' }} {{ 2 not in [1] }} {{ 'k' in {'k': 0} }} {{ 1 < 2 < 3 }} {{ not 0 }}"),
-              "a1None True True True True True");
+    EXPECT_EQ(
+        render("{{ 'a' ~ 1 ~ none }} {{ 'b' in 'abc' }} {{ 2 not in [1] }} {{ 'k' in {'k': 0} }} {{ 1 < 2 < 3 }} {{ not 0 }}"),
+        "a1None True True True True True");
     EXPECT_EQ(render("{{ 'y' if x else 'n' }} {{ x or 'fallback' }} {{ 0 and 1 }}", {{"x", ""}}), "n fallback 0");
 }
 
@@ -195,7 +209,8 @@ TEST(JinjaEngine, Operators) {
 
 TEST(JinjaEngine, RaiseExceptionCarriesTheTemplatesMessage) {
     try {
-        render("{% if not messages %}{{ raise_exception('No messages provided.') }}{% endif %}", {{"messages", nlohmann::ordered_json::array()}});
+        render("{% if not messages %}{{ raise_exception('No messages provided.') }}{% endif %}",
+               {{"messages", nlohmann::ordered_json::array()}});
         FAIL() << "expected raise_exception to throw";
     } catch (const TemplateError& e) {
         EXPECT_EQ(e.kind(), TemplateError::Kind::Raised);
@@ -228,7 +243,9 @@ TEST(JinjaEngine, ParseErrors) {
         }
         return std::string("(parsed)");
     };
-    EXPECT_EQ(parse_message("{% for x in y %}"), "Unexpected end of template. Jinja was looking for the following tags: 'endfor' or 'else'. The innermost block that needs to be closed is 'for'.");
+    EXPECT_EQ(parse_message("{% for x in y %}"),
+              "Unexpected end of template. Jinja was looking for the following tags: 'endfor' or 'else'. The innermost block "
+              "that needs to be closed is 'for'.");
     EXPECT_EQ(parse_message("{% frobnicate %}"), "Encountered unknown tag 'frobnicate'.");
     EXPECT_EQ(parse_message("{{ (1 }}"), "unexpected '}', expected ')'");
     EXPECT_EQ(parse_message("{{ a b }}"), "expected token 'end of print statement', got 'b'");
@@ -265,7 +282,8 @@ TEST(JinjaEngine, RunawayLoopsAreBounded) {
     EXPECT_LE(limits.max_steps, 10'000'000u);
     limits.max_steps = 1'000'000;
     const auto start = std::chrono::steady_clock::now();
-    const TemplateError e = render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {}, limits);
+    const TemplateError e =
+        render_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", {}, limits);
     EXPECT_EQ(e.kind(), TemplateError::Kind::Limit);
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
     EXPECT_EQ(render_error("{{ range(100001)|length }}").message(),
@@ -278,7 +296,8 @@ TEST(JinjaEngine, OutputAndStringSizeAreBounded) {
     EXPECT_EQ(render_error("{% for i in range(2000) %}x{% endfor %}", {}, small).kind(), TemplateError::Kind::Limit);
     EXPECT_EQ(render_error("{{ 'x' * 1000000000000 }}").python_type(), "MemoryError");
     // Doubling a string forever hits the size or work limit rather than memory.
-    const TemplateError e = render_error("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
+    const TemplateError e =
+        render_error("{% set ns = namespace(s='x') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
     EXPECT_TRUE(e.kind() == TemplateError::Kind::Limit || e.python_type() == "MemoryError") << e.what();
 }
 

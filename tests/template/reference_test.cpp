@@ -64,7 +64,8 @@ TEST_P(ReferenceRendering, MatchesReference) {
     try {
         const std::string got = chat.render(request);
         FAIL() << "reference raised " << ref["type"].get<std::string>() << ": " << ref["error"].get<std::string>()
-               << "\nbut the engine rendered:\n" << got;
+               << "\nbut the engine rendered:\n"
+               << got;
     } catch (const tmpl::TemplateError& e) {
         // The template's own exception must carry exactly its message; for errors jinja2 raises
         // itself (TypeError, UndefinedError) the class and message are kept as close as we can.

@@ -53,8 +53,8 @@ inline std::string first_difference(const std::string& want, const std::string& 
     const size_t line = 1 + static_cast<size_t>(std::count(want.begin(), want.begin() + static_cast<long>(k), '\n'));
     const size_t from = k > 60 ? k - 60 : 0;
     std::ostringstream os;
-    os << "first difference at byte " << k << " (line " << line << "); lengths " << want.size() << " (want) vs "
-       << got.size() << " (got)\n"
+    os << "first difference at byte " << k << " (line " << line << "); lengths " << want.size() << " (want) vs " << got.size()
+       << " (got)\n"
        << "  want: ..." << visible(want.substr(from, 120)) << "\n"
        << "  got:  ..." << visible(got.substr(from, 120)) << "\n"
        << "  " << std::string(11 + visible(want.substr(from, k - from)).size(), ' ') << "^";

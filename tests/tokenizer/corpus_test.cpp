@@ -34,8 +34,8 @@ std::string describe_difference(const Tokenizer& tok, const std::vector<int32_t>
                                v.begin() + static_cast<std::ptrdiff_t>(std::min(i + 8, v.size())));
         return ids_text(s) + " " + escaped(tok.decode(s));
     };
-    return "first difference at id " + std::to_string(i) + " (of " + std::to_string(got.size()) + " / " + std::to_string(want.size()) +
-           ")\n  ours:      " + slice(got) + "\n  reference: " + slice(want);
+    return "first difference at id " + std::to_string(i) + " (of " + std::to_string(got.size()) + " / " +
+           std::to_string(want.size()) + ")\n  ours:      " + slice(got) + "\n  reference: " + slice(want);
 }
 
 // Compares line by line; reports the first few differing lines with both id lists.
@@ -130,14 +130,16 @@ TEST(TokenizerCorpus, ParallelEqualsSerial) {
     // Texts built to tempt bad cuts: newline runs followed by spaces, CR LF, combining marks
     // and added tokens right after newlines.
     std::string tricky;
-    const char* bits[] = {"\n", "\n\n", "\r\n", " \n", "\n ", "\n\t", "\n\u0301x", "\n<|im_start|>", "<think>\n", "word",
-                          "  ", "\u3000\n", "\n\u00a0y", "'s", "\n's", "e\u0301", "\n\n\n   z", "123", "!!\n", "\xff\n"};
+    const char* bits[] = {"\n",         "\n\n", "\r\n", " \n",      "\n ",       "\n\t", "\n\u0301x", "\n<|im_start|>",
+                          "<think>\n",  "word", "  ",   "\u3000\n", "\n\u00a0y", "'s",   "\n's",      "e\u0301",
+                          "\n\n\n   z", "123",  "!!\n", "\xff\n"};
     uint32_t state = 12345;
     while (tricky.size() < 300000) {
         state = state * 1664525u + 1013904223u;
         tricky += bits[(state >> 16) % (sizeof bits / sizeof bits[0])];
     }
-    for (const int threads : {2, 4, 7}) EXPECT_EQ(tok.encode_parallel(tricky, threads), tok.encode(tricky)) << threads << " threads";
+    for (const int threads : {2, 4, 7})
+        EXPECT_EQ(tok.encode_parallel(tricky, threads), tok.encode(tricky)) << threads << " threads";
 }
 
 TEST(TokenizerCorpus, DecodeRoundTripsNormalizedText) {

@@ -37,25 +37,25 @@ TEST(Qwen2PreTokenizer, LettersNumbersPunctuation) {
     EXPECT_EQ(pieces("Hello, world!"), (P{"Hello", ",", " world", "!"}));
     EXPECT_EQ(pieces("abc123"), (P{"abc", "1", "2", "3"}));
     EXPECT_EQ(pieces("x²½Ⅻ٣"), (P{"x", "²", "½", "Ⅻ", "٣"}));  // \p{N} is Nd, Nl and No, one at a time
-    EXPECT_EQ(pieces("$foo"), (P{"$foo"}));                     // one non-letter may lead a word
-    EXPECT_EQ(pieces("$$foo"), (P{"$$", "foo"}));               // but a run of them is punctuation
+    EXPECT_EQ(pieces("$foo"), (P{"$foo"}));                    // one non-letter may lead a word
+    EXPECT_EQ(pieces("$$foo"), (P{"$$", "foo"}));              // but a run of them is punctuation
     EXPECT_EQ(pieces(" ...!?"), (P{" ...!?"}));
     EXPECT_EQ(pieces("!!\n\nx"), (P{"!!\n\n", "x"}));
     EXPECT_EQ(pieces("中文。English"), (P{"中文", "。English"}));
     EXPECT_EQ(pieces("e\xCC\x81t\xCC\x81"), (P{"e", "\xCC\x81t", "\xCC\x81"}));  // marks are not letters in qwen2
-    EXPECT_EQ(pieces("\tx\xC2\xA0y"), (P{"\tx", "\xC2\xA0y"}));  // any non-newline space may lead a word
+    EXPECT_EQ(pieces("\tx\xC2\xA0y"), (P{"\tx", "\xC2\xA0y"}));                  // any non-newline space may lead a word
 }
 
 TEST(Qwen2PreTokenizer, Whitespace) {
     EXPECT_EQ(pieces("a  b"), (P{"a", " ", " b"}));
-    EXPECT_EQ(pieces("a   "), (P{"a", "   "}));                   // at the end, the whole run
+    EXPECT_EQ(pieces("a   "), (P{"a", "   "}));                    // at the end, the whole run
     EXPECT_EQ(pieces("  \n  hello"), (P{"  \n", " ", " hello"}));  // up to the last newline
     EXPECT_EQ(pieces("x\r\n\r\ny"), (P{"x", "\r\n\r\n", "y"}));
     EXPECT_EQ(pieces("x \n \n  1"), (P{"x", " \n \n", " ", " ", "1"}));
     EXPECT_EQ(pieces("\t\t!"), (P{"\t", "\t", "!"}));
     EXPECT_EQ(pieces("  !"), (P{" ", " !"}));
     EXPECT_EQ(pieces("\xE3\x80\x80\xE3\x80\x80x"), (P{"\xE3\x80\x80", "\xE3\x80\x80x"}));  // U+3000 is 3 bytes
-    EXPECT_EQ(pieces("a\xC2\x85\xC2\x85"), (P{"a", "\xC2\x85\xC2\x85"}));                 // NEL is white space
+    EXPECT_EQ(pieces("a\xC2\x85\xC2\x85"), (P{"a", "\xC2\x85\xC2\x85"}));                  // NEL is white space
     EXPECT_EQ(pieces("a\xE2\x80\x8B\xE2\x80\x8B"), (P{"a", "\xE2\x80\x8B\xE2\x80\x8B"}));  // ZWSP is not
 }
 
@@ -88,7 +88,8 @@ TEST(Qwen2PreTokenizer, AnyBytesArePartitioned) {
 }
 
 TEST(Qwen2PreTokenizer, SafeCutsSplitNothing) {
-    const char* bits[] = {"\n", "\r\n", " ", "  ", "\t", "x", "Word", "1", "!", "'s", "\xC2\xA0", "\xE3\x80\x80", "\xCC\x81", "中", "\xFF"};
+    const char* bits[] = {"\n", "\r\n", " ",        "  ",           "\t",       "x",  "Word", "1",
+                          "!",  "'s",   "\xC2\xA0", "\xE3\x80\x80", "\xCC\x81", "中", "\xFF"};
     std::mt19937 rng(9);
     size_t cuts = 0;
     for (int round = 0; round < 3000; ++round) {
@@ -119,10 +120,10 @@ TEST(Utf8, LossyRepairFollowsMaximalSubparts) {
     const std::string r = "\xEF\xBF\xBD";
     EXPECT_EQ(lossy("abc"), "abc");
     EXPECT_EQ(lossy("\xE4\xB8\xAD"), "中");
-    EXPECT_EQ(lossy("\xE4\xB8"), r);                  // truncated: one replacement
+    EXPECT_EQ(lossy("\xE4\xB8"), r);  // truncated: one replacement
     EXPECT_EQ(lossy("\xE4\xB8x"), r + "x");
-    EXPECT_EQ(lossy("\xC0\x80"), r + r);              // C0 never starts a sequence
-    EXPECT_EQ(lossy("\xED\xA0\x80"), r + r + r);      // a surrogate
+    EXPECT_EQ(lossy("\xC0\x80"), r + r);                  // C0 never starts a sequence
+    EXPECT_EQ(lossy("\xED\xA0\x80"), r + r + r);          // a surrogate
     EXPECT_EQ(lossy("\xF4\x90\x80\x80"), r + r + r + r);  // above U+10FFFF
     EXPECT_EQ(lossy("\xF0\x9F\x98"), r);
     EXPECT_EQ(lossy("\x80\xBF"), r + r);
@@ -139,8 +140,12 @@ TEST(Nfc, ComposesAndKeepsBadBytes) {
     EXPECT_EQ(nfc(composed, storage).data(), composed.data());
     EXPECT_EQ(nfc("e\xCC\x81", storage), "é");
     EXPECT_EQ(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", storage), "각");  // conjoining jamo
-    EXPECT_EQ(nfc("\xE2\x84\xAB", storage), "Å");                            // Angstrom sign
-    EXPECT_EQ(nfc("\xFF" "e\xCC\x81\xFE", storage), "\xFF" "é\xFE");
+    EXPECT_EQ(nfc("\xE2\x84\xAB", storage), "Å");                           // Angstrom sign
+    EXPECT_EQ(nfc("\xFF"
+                  "e\xCC\x81\xFE",
+                  storage),
+              "\xFF"
+              "é\xFE");
     EXPECT_EQ(nfc("ﬁ①", storage), "ﬁ①");  // compatibility forms are left alone by NFC
 }
 

@@ -42,7 +42,9 @@ TEST(Qwen3Vocab, SpecialFlag) {
 TEST(Qwen3Vocab, StreamingSplitsNoCharacter) {
     STRATA_REQUIRE_FIXTURE(qwen3_gguf());
     const auto& tok = qwen3_tokenizer();
-    const std::string text = "👨‍👩‍👧‍👦 𠮷野家 ภาษาไทย 🏴󠁧󠁢󠁥󠁮󠁧󠁿 Ω≈ç√∫ 中文 emoji🎉🎉";
+    const std::string text =
+        "👨‍👩‍👧‍👦 𠮷野家 ภาษาไทย 🏴󠁧󠁢󠁥󠁮󠁧󠁿 Ω≈ç√∫ 中文 "
+        "emoji🎉🎉";
     const V ids = tok.encode(text);
     // Some tokens of this text end inside a character: that is what the decoder must hold back.
     size_t partial_tokens = 0;

@@ -62,7 +62,7 @@ TEST(TinyVocab, DecodeAndTokenBytes) {
     EXPECT_EQ(tok->decode(V{TinyVocab::kHello, TinyVocab::kWorld, TinyVocab::kEnd}), "hello world<|end|>");
     EXPECT_EQ(tok->token_bytes(byte_id(' ')), " ");
     EXPECT_EQ(tok->token_bytes(0xE4), "\xE4");
-    EXPECT_EQ(tok->decode(V{TinyVocab::kPad}), "");  // unused tokens decode to nothing
+    EXPECT_EQ(tok->decode(V{TinyVocab::kPad}), "");         // unused tokens decode to nothing
     EXPECT_EQ(tok->decode(V{0xE4, 0xB8}), "\xEF\xBF\xBD");  // an unfinished sequence: one U+FFFD
     EXPECT_EQ(tok->decode(V{0xC0, 0x80}), "\xEF\xBF\xBD\xEF\xBF\xBD");
     EXPECT_THROW(tok->decode(V{269}), Error);
@@ -84,7 +84,9 @@ TEST(TinyVocab, StreamDecoderHoldsIncompleteCharacters) {
     EXPECT_EQ(s.push(0xFF), "\xEF\xBF\xBD");
     // A broken sequence: the lead is replaced as soon as the next byte shows it cannot finish.
     EXPECT_EQ(s.push(0xE4), "");
-    EXPECT_EQ(s.push(byte_id('a')), "\xEF\xBF\xBD" "a");
+    EXPECT_EQ(s.push(byte_id('a')),
+              "\xEF\xBF\xBD"
+              "a");
     // 😀 = F0 9F 98 80 across four tokens, then flush with half a character pending.
     EXPECT_EQ(s.push(0xF0), "");
     EXPECT_EQ(s.push(0x9F), "");
@@ -106,8 +108,9 @@ TEST(TinyVocab, StreamEqualsDecodeOnRandomIds) {
         for (int i = 0; i < n; ++i) {
             // Mostly UTF-8-ish bytes so sequences complete sometimes.
             const uint32_t r = rng() % 10;
-            ids.push_back(r < 3 ? static_cast<int32_t>(0x80 + rng() % 64) : r < 5 ? static_cast<int32_t>(0xC2 + rng() % 51)
-                                                                         : static_cast<int32_t>(rng() % 269));
+            ids.push_back(r < 3   ? static_cast<int32_t>(0x80 + rng() % 64)
+                          : r < 5 ? static_cast<int32_t>(0xC2 + rng() % 51)
+                                  : static_cast<int32_t>(rng() % 269));
         }
         tokenizer::StreamDecoder s(*tok);
         std::string streamed;
@@ -127,7 +130,9 @@ TEST(TinyVocab, AnyBytesEncodeWithoutLoss) {
         const int n = static_cast<int>(rng() % 40);
         for (int i = 0; i < n; ++i) {
             const uint32_t r = rng() % 6;
-            text += r == 0 ? std::string("<|end|>") : r == 1 ? std::string("e\xCC\x81") : std::string(1, static_cast<char>(rng() % 256));
+            text += r == 0   ? std::string("<|end|>")
+                    : r == 1 ? std::string("e\xCC\x81")
+                             : std::string(1, static_cast<char>(rng() % 256));
         }
         for (const bool special : {true, false}) {
             const V ids = tok->encode(text, special);
@@ -162,10 +167,12 @@ TEST(TinyVocab, BadMetadataIsReportedByKey) {
     expect_load_error({{"tokenizer.ggml.model", gguf::Value::of_string("llama")}}, "tokenizer.ggml.model");
     expect_load_error({{"tokenizer.ggml.pre", gguf::Value::of_string("gpt-4o")}}, "tokenizer.ggml.pre");
     expect_load_error({{"tokenizer.ggml.token_type", gguf::Value::of_i32s({1, 1})}}, "tokenizer.ggml.token_type");
-    expect_load_error({{"tokenizer.ggml.token_type", gguf::Value::of_i32s(std::vector<int32_t>(269, 9))}}, "tokenizer.ggml.token_type");
+    expect_load_error({{"tokenizer.ggml.token_type", gguf::Value::of_i32s(std::vector<int32_t>(269, 9))}},
+                      "tokenizer.ggml.token_type");
     expect_load_error({{"tokenizer.ggml.merges", gguf::Value::of_strings({"h e", "nospace"})}}, "tokenizer.ggml.merges");
     expect_load_error({{"tokenizer.ggml.merges", gguf::Value::of_strings({"h zz"})}}, "tokenizer.ggml.merges");
-    expect_load_error({{"tokenizer.ggml.merges", gguf::Value::of_strings({"x y"})}}, "tokenizer.ggml.merges");  // "xy" is no token
+    expect_load_error({{"tokenizer.ggml.merges", gguf::Value::of_strings({"x y"})}},
+                      "tokenizer.ggml.merges");  // "xy" is no token
     expect_load_error({{"tokenizer.ggml.eos_token_id", gguf::Value::of_u32(269)}}, "tokenizer.ggml.eos_token_id");
     expect_load_error({{"tokenizer.ggml.add_bos_token", gguf::Value::of_bool(true)}}, "tokenizer.ggml.bos_token_id");
     expect_load_error({{"tokenizer.ggml.tokens", gguf::Value::of_strings({})}}, "tokenizer.ggml.tokens");

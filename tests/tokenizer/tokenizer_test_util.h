@@ -70,7 +70,9 @@ inline std::string ids_text(const std::vector<int32_t>& ids) {
 }
 
 // Text with control characters and non-ASCII shown as escapes, for failure messages.
-inline std::string escaped(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace); }
+inline std::string escaped(const std::string& s) {
+    return nlohmann::json(s).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace strata::test
 
@@ -99,7 +101,8 @@ struct TinyVocab {
         merges = {"h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "l d", "Ġwor ld"};
         for (const char* t : {"he", "ll", "hell", "hello", "Ġw", "or", "Ġwor", "ld", "Ġworld"}) tokens.push_back(t);
         types.assign(tokens.size(), 1);
-        for (const auto& [t, type] : std::vector<std::pair<std::string, int32_t>>{{"<|end|>", 3}, {"<think>", 4}, {"[PAD267]", 5}, {"<|e", 4}}) {
+        for (const auto& [t, type] :
+             std::vector<std::pair<std::string, int32_t>>{{"<|end|>", 3}, {"<think>", 4}, {"[PAD267]", 5}, {"<|e", 4}}) {
             tokens.push_back(t);
             types.push_back(type);
         }

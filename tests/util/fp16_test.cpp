@@ -18,12 +18,8 @@ namespace {
 constexpr uint16_t kHalfInf = 0x7c00;
 constexpr uint16_t kHalfMaxFinite = 0x7bff;  // 65504
 
-bool half_is_nan(uint16_t h) {
-    return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
-}
-bool bf16_is_nan(uint16_t h) {
-    return (h & 0x7f80) == 0x7f80 && (h & 0x007f) != 0;
-}
+bool half_is_nan(uint16_t h) { return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0; }
+bool bf16_is_nan(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x007f) != 0; }
 
 // f16 bits -> f32 bits by moving the fields: rebias the exponent (15 -> 127), widen the mantissa,
 // and renormalise subnormal halves (all of which are normal floats).
@@ -83,10 +79,9 @@ uint16_t reference_f32_to_bf16(float x) {
     const uint16_t hi = static_cast<uint16_t>(lo + 1);
     const double a = std::fabs(static_cast<double>(x));
     const double lo_value = std::fabs(static_cast<double>(bits_to_f32(static_cast<uint32_t>(lo) << 16)));
-    const double hi_value =
-        (hi & 0x7fff) == 0x7f80
-            ? std::ldexp(1.0, 128)
-            : std::fabs(static_cast<double>(bits_to_f32(static_cast<uint32_t>(hi) << 16)));
+    const double hi_value = (hi & 0x7fff) == 0x7f80
+                                ? std::ldexp(1.0, 128)
+                                : std::fabs(static_cast<double>(bits_to_f32(static_cast<uint32_t>(hi) << 16)));
     const double below = a - lo_value;
     const double above = hi_value - a;
     if (above < below || (above == below && (lo & 1))) return hi;
@@ -149,11 +144,10 @@ TEST(Fp16, F32ToF16MidpointsRoundToEven) {
         for (uint16_t sign : {uint16_t{0}, uint16_t{0x8000}}) {
             const float m = sign ? -mid : mid;
             const float toward_zero = std::nextafter(m, 0.0f);
-            const float away = std::nextafter(
-                m, sign ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
+            const float away =
+                std::nextafter(m, sign ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
             ASSERT_EQ(f32_to_f16(m), sign | even) << "midpoint above 0x" << std::hex << (sign | lo);
-            ASSERT_EQ(f32_to_f16(toward_zero), sign | lo)
-                << "below midpoint above 0x" << std::hex << (sign | lo);
+            ASSERT_EQ(f32_to_f16(toward_zero), sign | lo) << "below midpoint above 0x" << std::hex << (sign | lo);
             ASSERT_EQ(f32_to_f16(away), sign | hi) << "above midpoint above 0x" << std::hex << (sign | lo);
         }
     }
@@ -214,8 +208,7 @@ TEST(Fp16, F32ToF16RandomFloatsMatchExactRounding) {
 // ---- bf16 ---------------------------------------------------------------------------------------
 
 TEST(Bf16, ToF32IsTheTopHalf) {
-    for (uint32_t i = 0; i <= 0xffff; ++i)
-        ASSERT_EQ(f32_to_bits(bf16_to_f32(static_cast<uint16_t>(i))), i << 16);
+    for (uint32_t i = 0; i <= 0xffff; ++i) ASSERT_EQ(f32_to_bits(bf16_to_f32(static_cast<uint16_t>(i))), i << 16);
 }
 
 TEST(Bf16, RoundTripsEveryValue) {
@@ -248,8 +241,7 @@ TEST(Bf16, MidpointsRoundToEven) {
 
 TEST(Bf16, NanStaysNan) {
     // Payloads only in the low 16 bits would truncate to infinity; they must stay NaN.
-    for (uint32_t bits :
-         {0x7f800001u, 0x7f80ffffu, 0xff800001u, 0x7fc00000u, 0x7fffffffu, 0xffffffffu, 0x7fbfffffu}) {
+    for (uint32_t bits : {0x7f800001u, 0x7f80ffffu, 0xff800001u, 0x7fc00000u, 0x7fffffffu, 0xffffffffu, 0x7fbfffffu}) {
         const uint16_t h = f32_to_bf16(bits_to_f32(bits));
         EXPECT_TRUE(bf16_is_nan(h)) << std::hex << bits << " -> " << h;
         EXPECT_EQ(h & 0x8000, static_cast<int>((bits >> 16) & 0x8000)) << std::hex << bits;

@@ -25,7 +25,8 @@ TEST(ThreadPool, RunsEveryTaskOnceWithValidThreadIds) {
                 if (thread < 0 || thread >= threads) bad_thread = true;
                 hits[static_cast<size_t>(task)].fetch_add(1);
             });
-            for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "threads " << threads << " n " << n;
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "threads " << threads << " n " << n;
             EXPECT_FALSE(bad_thread);
         }
     }
@@ -103,9 +104,10 @@ TEST(ThreadPool, CallsFromSeveralThreadsAllComplete) {
 
 TEST(ThreadPool, RethrowsTaskException) {
     ThreadPool pool(3);
-    EXPECT_THROW(pool.parallel_for(100, [&](int64_t task, int) {
-        if (task == 37) throw std::runtime_error("task failed");
-    }),
+    EXPECT_THROW(pool.parallel_for(100,
+                                   [&](int64_t task, int) {
+                                       if (task == 37) throw std::runtime_error("task failed");
+                                   }),
                  std::runtime_error);
     // The pool is usable afterwards.
     std::atomic<int> count{0};

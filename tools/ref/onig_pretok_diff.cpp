@@ -150,12 +150,58 @@ int main(int argc, char** argv) {
         }
     }
     // Random strings over the characters where the pattern's alternatives meet.
-    const char* alphabet[] = {"a", "Z", "s", "S", "t", "re", "VE", "ll", "d", "m", "'", "'", "\xC5\xBF" /* ſ */, " ", " ", "  ", "\t",
-                              "\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x00", "1", "42", "!", "?.", "-", "_", "\"",
-                              "\xC2\xA0", "\xE3\x80\x80", "\xC2\x85", "\xEF\xBB\xBF", "\xE2\x80\xA8", "\xE2\x80\x8B",
-                              "\xE1\xA0\x8E", "\xCC\x81" /* U+0301 */, "\xE0\xA4\x95\xE0\xA5\x8D" /* Devanagari + virama */,
-                              "\xE4\xB8\xAD", "\xD8\xB9", "\xD9\xA3", "\xE2\x85\xAB", "\xC2\xB2", "\xC3\xA9",
-                              "\xF0\x9F\x98\x80", "\xE2\x80\x8D", "\xEF\xB8\x8F", "\xF0\x9F\x8F\xBD", "\xEF\xBC\xA1", "\xEF\xBC\x81"};
+    const char* alphabet[] = {"a",
+                              "Z",
+                              "s",
+                              "S",
+                              "t",
+                              "re",
+                              "VE",
+                              "ll",
+                              "d",
+                              "m",
+                              "'",
+                              "'",
+                              "\xC5\xBF" /* ſ */,
+                              " ",
+                              " ",
+                              "  ",
+                              "\t",
+                              "\n",
+                              "\r",
+                              "\r\n",
+                              "\x0b",
+                              "\x0c",
+                              "\x1c",
+                              "\x00",
+                              "1",
+                              "42",
+                              "!",
+                              "?.",
+                              "-",
+                              "_",
+                              "\"",
+                              "\xC2\xA0",
+                              "\xE3\x80\x80",
+                              "\xC2\x85",
+                              "\xEF\xBB\xBF",
+                              "\xE2\x80\xA8",
+                              "\xE2\x80\x8B",
+                              "\xE1\xA0\x8E",
+                              "\xCC\x81" /* U+0301 */,
+                              "\xE0\xA4\x95\xE0\xA5\x8D" /* Devanagari + virama */,
+                              "\xE4\xB8\xAD",
+                              "\xD8\xB9",
+                              "\xD9\xA3",
+                              "\xE2\x85\xAB",
+                              "\xC2\xB2",
+                              "\xC3\xA9",
+                              "\xF0\x9F\x98\x80",
+                              "\xE2\x80\x8D",
+                              "\xEF\xB8\x8F",
+                              "\xF0\x9F\x8F\xBD",
+                              "\xEF\xBC\xA1",
+                              "\xEF\xBC\x81"};
     std::mt19937 rng(7);
     for (int i = 0; i < 300000; ++i) {
         std::string s;
@@ -172,8 +218,8 @@ int main(int argc, char** argv) {
         for (const std::string& t : texts) {
             const auto a = onig_pieces(k.re, t), b = our_pieces(k.p, t);
             if (a != b && ++differ <= 10)
-                std::printf("%s differs on %s\n  oniguruma: %s\n  ours:      %s\n", k.name, show(t, {t.size()}).c_str(), show(t, a).c_str(),
-                            show(t, b).c_str());
+                std::printf("%s differs on %s\n  oniguruma: %s\n  ours:      %s\n", k.name, show(t, {t.size()}).c_str(),
+                            show(t, a).c_str(), show(t, b).c_str());
         }
         std::printf("%s: %zu texts, %d differ\n", k.name, texts.size(), differ);
         failures += differ;

@@ -60,8 +60,8 @@ bool is_heading(std::string_view line) {
 // Blank lines stay with the block before them, so blocks cover the text.
 std::vector<Block> split_blocks(std::string_view text) {
     std::vector<Block> blocks;
-    std::string_view fence;        // open fence marker, "" outside one
-    bool after_blank = true;       // the next non-blank line starts a new block
+    std::string_view fence;   // open fence marker, "" outside one
+    bool after_blank = true;  // the next non-blank line starts a new block
     size_t pos = 0;
     while (pos < text.size()) {
         size_t nl = text.find('\n', pos);
@@ -89,8 +89,8 @@ std::vector<Block> split_blocks(std::string_view text) {
             fence = m;
             continue;
         }
-        const bool starts = after_blank || blocks.empty() || is_list_item(line) || is_heading(line) ||
-                            blocks.back().kind == BlockKind::Code;
+        const bool starts =
+            after_blank || blocks.empty() || is_list_item(line) || is_heading(line) || blocks.back().kind == BlockKind::Code;
         if (starts) blocks.push_back({b, e, BlockKind::Prose});
         else blocks.back().end = e;
         // A heading is a block of its own; the packer joins it to what follows.
@@ -101,8 +101,7 @@ std::vector<Block> split_blocks(std::string_view text) {
 
 // Cut [begin, end) at whitespace into pieces of about max_tokens; a run with no whitespace is
 // cut at UTF-8 character boundaries.
-void split_words(std::string_view text, uint32_t begin, uint32_t end, int max_tokens, std::vector<Piece>& out,
-                 bool block_start) {
+void split_words(std::string_view text, uint32_t begin, uint32_t end, int max_tokens, std::vector<Piece>& out, bool block_start) {
     const uint32_t max_bytes = static_cast<uint32_t>(std::max(16, max_tokens * 3));
     uint32_t at = begin;
     while (at < end) {
@@ -111,8 +110,9 @@ void split_words(std::string_view text, uint32_t begin, uint32_t end, int max_to
             cut = at + max_bytes;
             uint32_t ws = cut;
             while (ws > at + max_bytes / 2 && !is_ascii_space(text[ws])) --ws;
-            if (ws > at + max_bytes / 2) cut = ws;                          // before the space
-            else while (cut > at + 1 && (static_cast<uint8_t>(text[cut]) & 0xC0) == 0x80) --cut;  // char boundary
+            if (ws > at + max_bytes / 2) cut = ws;  // before the space
+            else
+                while (cut > at + 1 && (static_cast<uint8_t>(text[cut]) & 0xC0) == 0x80) --cut;  // char boundary
         }
         out.push_back({at, cut, estimate_tokens(text.substr(at, cut - at)), block_start && at == begin});
         at = cut;

@@ -19,8 +19,8 @@
 namespace strata::gateway {
 
 struct ChunkOptions {
-    int target_tokens = 96;   // pack pieces up to this many (estimated) tokens
-    int max_tokens = 192;     // a block up to this size is never split (small code fences)
+    int target_tokens = 96;  // pack pieces up to this many (estimated) tokens
+    int max_tokens = 192;    // a block up to this size is never split (small code fences)
 };
 
 struct ChunkSpan {

@@ -19,9 +19,9 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 constexpr uint64_t kScopeSeed = 0x73636f7065ull;
-constexpr int64_t kNoteReserve = 96;    // tokens kept free for the abridged notes and joins
-constexpr int64_t kLabelCost = 16;      // "[earlier turn 37, assistant]" and its blank lines
-constexpr int64_t kJoinCost = 4;        // "[…]" between two excerpts of one message
+constexpr int64_t kNoteReserve = 96;      // tokens kept free for the abridged notes and joins
+constexpr int64_t kLabelCost = 16;        // "[earlier turn 37, assistant]" and its blank lines
+constexpr int64_t kJoinCost = 4;          // "[…]" between two excerpts of one message
 constexpr size_t kQueryTailBytes = 2000;  // a huge message's question sits in its last paragraphs
 constexpr size_t kExtraQueryBytes = 600;  // the turn's last message, when it is not the user's
 
@@ -98,7 +98,8 @@ std::vector<Span> merge_spans(const Session& s, const std::vector<uint32_t>& sor
     std::vector<Span> spans;
     for (uint32_t c : sorted_chunks) {
         const ChunkRecord& r = s.chunk(c);
-        if (!spans.empty() && spans.back().message == r.message && spans.back().end == r.offset) spans.back().end = r.offset + r.length;
+        if (!spans.empty() && spans.back().message == r.message && spans.back().end == r.offset)
+            spans.back().end = r.offset + r.length;
         else spans.push_back({r.message, r.offset, r.offset + r.length});
     }
     return spans;
@@ -131,8 +132,13 @@ struct ContextAssembler::Acquired {
 };
 
 ContextAssembler::ContextAssembler(SessionStore* store, TokenCounter count, RetrievalOptions retrieval, IndexingOptions indexing)
-    : store_(store), count_(std::move(count)), retrieval_(std::move(retrieval)), indexing_(indexing), cache_(indexing.cache_max_bytes) {
-    if (indexing_.count_threads <= 0) indexing_.count_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    : store_(store),
+      count_(std::move(count)),
+      retrieval_(std::move(retrieval)),
+      indexing_(indexing),
+      cache_(indexing.cache_max_bytes) {
+    if (indexing_.count_threads <= 0)
+        indexing_.count_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 ContextAssembler::~ContextAssembler() = default;
@@ -189,7 +195,8 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
     std::vector<NewChunk> out(jobs.size());
     const int threads = bytes < (64u << 10) ? 1 : indexing_.count_threads;
     parallel_for(jobs.size(), threads, [&](size_t j) {
-        const std::string_view text = std::string_view(conv.messages[jobs[j].message].text).substr(jobs[j].span.offset, jobs[j].span.length);
+        const std::string_view text =
+            std::string_view(conv.messages[jobs[j].message].text).substr(jobs[j].span.offset, jobs[j].span.length);
         out[j] = {jobs[j].span.offset, jobs[j].span.length, static_cast<int32_t>(count_(text)), count_terms(text)};
     });
     size_t j = 0;
@@ -382,7 +389,8 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     };
     int64_t candidate_tokens = 0;
     for (uint32_t c : candidates) candidate_tokens += s.chunk(c).tokens;
-    const int64_t mean_chunk = candidates.empty() ? 1 : std::max<int64_t>(1, candidate_tokens / static_cast<int64_t>(candidates.size()));
+    const int64_t mean_chunk =
+        candidates.empty() ? 1 : std::max<int64_t>(1, candidate_tokens / static_cast<int64_t>(candidates.size()));
     const size_t pool = static_cast<size_t>(std::max<int64_t>(0, 2 * excerpt_budget / mean_chunk));
     const RetrievalOutput ranked = retrieve(s, candidates, visible, query, pool, chunk_text, retrieval_);
     st.retrieval = ranked.mode;
@@ -415,15 +423,17 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
         for (uint32_t c : sorted) (split && s.chunk(c).message == *split ? middle : history).push_back(c);
         std::string block;
         if (first_verbatim > 0) {
-            block = "[Earlier conversation abridged by the gateway: the first " + thousands(static_cast<int64_t>(first_verbatim)) +
-                    " messages (about " + thousands(older_tokens) + " tokens) are not shown in full. " +
+            block = "[Earlier conversation abridged by the gateway: the first " +
+                    thousands(static_cast<int64_t>(first_verbatim)) + " messages (about " + thousands(older_tokens) +
+                    " tokens) are not shown in full. " +
                     (history.empty() ? std::string("No excerpts of them were found relevant to the latest request.]")
                                      : "Excerpts relevant to the latest request follow, in their original order.]");
             uint32_t current = UINT32_MAX;
             for (const Span& sp : merge_spans(s, history)) {
                 if (sp.message != current) {
                     current = sp.message;
-                    block += "\n\n[earlier turn " + std::to_string(turn_no[sp.message]) + ", " + conv.messages[sp.message].role + "]\n";
+                    block += "\n\n[earlier turn " + std::to_string(turn_no[sp.message]) + ", " + conv.messages[sp.message].role +
+                             "]\n";
                 } else {
                     block += "\n[…]\n";
                 }
@@ -441,9 +451,13 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
             split_out.assign(text.substr(0, head_end));
             if (!split_out.empty() && split_out.back() != '\n') split_out += '\n';
             split_out += "\n[… the gateway left out about " + thousands(omitted) + " tokens of this message here. " +
-                         (middle.empty() ? std::string("None of that part was found relevant to the request.") : "Excerpts of that part relevant to the request follow, in their original order.") + " …]\n";
+                         (middle.empty() ? std::string("None of that part was found relevant to the request.")
+                                         : "Excerpts of that part relevant to the request follow, in their original order.") +
+                         " …]\n";
             for (const Span& sp : merge_spans(s, middle)) {
-                split_out += "\n[excerpt at " + std::to_string(static_cast<int>(100.0 * sp.begin / std::max<size_t>(1, text.size()))) + "% of this message]\n";
+                split_out += "\n[excerpt at " +
+                             std::to_string(static_cast<int>(100.0 * sp.begin / std::max<size_t>(1, text.size()))) +
+                             "% of this message]\n";
                 split_out += trim(text.substr(sp.begin, sp.end - sp.begin));
                 split_out += '\n';
             }

@@ -36,10 +36,10 @@ namespace strata::gateway {
 class Session;
 class SessionStore;
 
-struct Message {             // one message of the request, flattened to text by the caller
-    std::string role;        // "user", "assistant", "tool"
-    std::string text;        // its text; tool calls / results already rendered as text
-    bool turn_start = false; // a user message that starts a turn (not a tool result): the only places a verbatim tail may begin
+struct Message {              // one message of the request, flattened to text by the caller
+    std::string role;         // "user", "assistant", "tool"
+    std::string text;         // its text; tool calls / results already rendered as text
+    bool turn_start = false;  // a user message that starts a turn (not a tool result): the only places a verbatim tail may begin
 };
 
 struct Conversation {
@@ -51,8 +51,9 @@ struct Conversation {
 using TokenCounter = std::function<int64_t(std::string_view)>;
 
 struct AssembleOptions {
-    int64_t budget_tokens = 0;      // tokens the system + messages may use in total (caller already subtracted max_tokens and template overhead)
-    double recent_fraction = 0.25;  // of the budget, for the most recent turns kept verbatim
+    int64_t budget_tokens =
+        0;  // tokens the system + messages may use in total (caller already subtracted max_tokens and template overhead)
+    double recent_fraction = 0.25;                                       // of the budget, for the most recent turns kept verbatim
     int64_t huge_message_head_tokens = 0, huge_message_tail_tokens = 0;  // 0 = 1/8 of the budget each
 };
 
@@ -67,12 +68,12 @@ struct AssembleStats {
 };
 
 struct AssembleResult {
-    bool abridged = false;               // false: it all fits — send unchanged (other fields empty)
-    bool fits = true;                    // false: not even the last turn fits (reject the request)
-    size_t first_verbatim = 0;           // messages[first_verbatim..] go unchanged, except split_message
-    std::string history_block;           // appended to the system prompt (system_with_history); "" if none
-    std::optional<size_t> split_message; // a message too large to keep whole: replaced by split_text
-    std::string split_text;              // its head verbatim + note + retrieved middle excerpts (labelled, in order) + its tail verbatim
+    bool abridged = false;                // false: it all fits — send unchanged (other fields empty)
+    bool fits = true;                     // false: not even the last turn fits (reject the request)
+    size_t first_verbatim = 0;            // messages[first_verbatim..] go unchanged, except split_message
+    std::string history_block;            // appended to the system prompt (system_with_history); "" if none
+    std::optional<size_t> split_message;  // a message too large to keep whole: replaced by split_text
+    std::string split_text;  // its head verbatim + note + retrieved middle excerpts (labelled, in order) + its tail verbatim
     AssembleStats stats;
 };
 
@@ -85,7 +86,7 @@ std::vector<uint64_t> conversation_chain(std::string_view scope, const Conversat
 
 struct IndexingOptions {
     ChunkOptions chunking;
-    int count_threads = 0;                 // threads counting new chunks; 0 = hardware concurrency
+    int count_threads = 0;                       // threads counting new chunks; 0 = hardware concurrency
     int64_t cache_max_bytes = int64_t{1} << 30;  // in-memory sessions
 };
 

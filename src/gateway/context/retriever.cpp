@@ -90,9 +90,8 @@ void rerank_by_sentence(std::vector<uint32_t>& hits, std::span<const WeightedTer
     }
     std::vector<size_t> order(n);
     for (size_t i = 0; i < n; ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return best[a] != best[b] ? best[a] > best[b] : s2[hits[a]] > s2[hits[b]];
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return best[a] != best[b] ? best[a] > best[b] : s2[hits[a]] > s2[hits[b]]; });
     std::vector<uint32_t> head(n);
     for (size_t i = 0; i < n; ++i) head[i] = hits[order[i]];
     std::copy(head.begin(), head.end(), hits.begin());
@@ -132,8 +131,7 @@ double cosine(const Profile& a, const Profile& b) {
 }  // namespace
 
 RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
-                         std::span<const QueryPart> query,
-                         size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
+                         std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
     RetrievalOutput out;
     out.mode = "bm25";
     const Bm25Index& index = session.index();
@@ -172,7 +170,8 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
         index.score(q2, o.bm25, s2);
         std::vector<uint32_t> hits2 = top_n(s2, candidates, pool / 4 + 1);
         rerank_by_sentence(hits2, q2, s2, index, text);
-        for (size_t j = 0; j < hits2.size(); ++j) place(hits2[j], static_cast<double>(r) + 0.5 + static_cast<double>(j) / o.expansion_weight);
+        for (size_t j = 0; j < hits2.size(); ++j)
+            place(hits2[j], static_cast<double>(r) + 0.5 + static_cast<double>(j) / o.expansion_weight);
     }
     std::unordered_map<uint32_t, double> rel;  // chunk -> relevance in (0, 1]
     for (const auto& [c, p] : position) rel[c] = 1.0 / (1.0 + p / 16.0);
@@ -181,7 +180,9 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
     std::vector<RankedChunk> ranked;
     ranked.reserve(rel.size());
     for (const auto& [c, r] : rel) ranked.push_back({c, r});
-    auto better = [](const RankedChunk& a, const RankedChunk& b) { return a.relevance != b.relevance ? a.relevance > b.relevance : a.chunk < b.chunk; };
+    auto better = [](const RankedChunk& a, const RankedChunk& b) {
+        return a.relevance != b.relevance ? a.relevance > b.relevance : a.chunk < b.chunk;
+    };
     std::sort(ranked.begin(), ranked.end(), better);
     if (ranked.size() > pool) ranked.resize(pool);
 

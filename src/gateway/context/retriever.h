@@ -41,11 +41,11 @@ public:
 
 struct RetrievalOptions {
     Bm25Params bm25;
-    int expansion_hits = 8;          // round-1 hits that each expand the query (0: one round)
-    int expansion_terms = 8;         // rare terms taken from each hit's best sentence
-    double expansion_weight = 1.0;   // an expansion's j-th hit sits j / weight places after its source
+    int expansion_hits = 8;         // round-1 hits that each expand the query (0: one round)
+    int expansion_terms = 8;        // rare terms taken from each hit's best sentence
+    double expansion_weight = 1.0;  // an expansion's j-th hit sits j / weight places after its source
     double mmr_lambda = 0.7;
-    int min_pool = 48;               // MMR candidates: at least this many, or 2x what fits
+    int min_pool = 48;  // MMR candidates: at least this many, or 2x what fits
     int max_pool = 400;
     std::shared_ptr<Embedder> embedder;  // unused until dense retrieval lands
     std::shared_ptr<Reranker> reranker;  // reranks the pool when set
@@ -75,7 +75,6 @@ struct QueryPart {
 // (recent turns, a split message's head and tail), which are not excerpted but may be the first
 // hop of a two-hop question; pool: how many to rank at least.
 RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
-                         std::span<const QueryPart> query,
-                         size_t pool, const ChunkTextFn& text, const RetrievalOptions& options);
+                         std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& options);
 
 }  // namespace strata::gateway

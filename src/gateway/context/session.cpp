@@ -12,8 +12,8 @@ void Session::add_message(uint64_t hash, int64_t tokens, bool exact, std::vector
     messages_.push_back({hash, tokens, exact, static_cast<uint32_t>(chunks_.size())});
     for (NewChunk& c : chunks) {
         const auto id = static_cast<uint32_t>(chunks_.size());
-        chunks_.push_back({message, c.offset, c.length, c.tokens, static_cast<uint32_t>(terms_.size()),
-                           static_cast<uint32_t>(c.terms.size())});
+        chunks_.push_back(
+            {message, c.offset, c.length, c.tokens, static_cast<uint32_t>(terms_.size()), static_cast<uint32_t>(c.terms.size())});
         terms_.insert(terms_.end(), c.terms.begin(), c.terms.end());
         index_.add(id, c.terms);
     }

@@ -17,16 +17,16 @@
 namespace strata::gateway {
 
 struct MessageRecord {
-    uint64_t hash;         // chain hash h_i = H(h_{i-1}, role, text), h_0 = H(scope)
-    int64_t tokens;        // lane tokens: exact when `exact`, else the sum of its chunks' counts
+    uint64_t hash;   // chain hash h_i = H(h_{i-1}, role, text), h_0 = H(scope)
+    int64_t tokens;  // lane tokens: exact when `exact`, else the sum of its chunks' counts
     bool exact;
     uint32_t first_chunk;  // its chunks are [first_chunk, the next message's first_chunk)
 };
 
 struct ChunkRecord {
     uint32_t message;
-    uint32_t offset, length;  // bytes of the message text
-    int32_t tokens;           // lane tokens of exactly that text
+    uint32_t offset, length;            // bytes of the message text
+    int32_t tokens;                     // lane tokens of exactly that text
     uint32_t terms_begin, terms_count;  // its bag of words in Session::terms
 };
 
@@ -57,7 +57,9 @@ public:
 
     size_t n_chunks() const { return chunks_.size(); }
     const ChunkRecord& chunk(uint32_t c) const { return chunks_[c]; }
-    std::span<const TermCount> chunk_terms(uint32_t c) const { return {terms_.data() + chunks_[c].terms_begin, chunks_[c].terms_count}; }
+    std::span<const TermCount> chunk_terms(uint32_t c) const {
+        return {terms_.data() + chunks_[c].terms_begin, chunks_[c].terms_count};
+    }
     const Bm25Index& index() const { return index_; }
 
     void add_message(uint64_t hash, int64_t tokens, bool exact, std::vector<NewChunk> chunks);

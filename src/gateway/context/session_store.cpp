@@ -46,7 +46,8 @@ public:
     int64_t i64(int col) const { return sqlite3_column_int64(s_, col); }
     std::string text(int col) const {
         const auto* p = sqlite3_column_text(s_, col);
-        return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col))) : std::string();
+        return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(s_, col)))
+                 : std::string();
     }
     std::pair<const void*, size_t> blob(int col) const {
         return {sqlite3_column_blob(s_, col), static_cast<size_t>(sqlite3_column_bytes(s_, col))};
@@ -103,7 +104,8 @@ private:
 
 SessionStore::SessionStore(SessionStoreOptions options) : options_(std::move(options)) {
     if (options_.path.has_parent_path()) std::filesystem::create_directories(options_.path.parent_path());
-    if (sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
+        SQLITE_OK) {
         const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
         sqlite3_close(db_);
         throw Error("session store: cannot open " + options_.path.string() + ": " + msg);
@@ -111,14 +113,17 @@ SessionStore::SessionStore(SessionStoreOptions options) : options_(std::move(opt
     sqlite3_busy_timeout(db_, 5000);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
-    exec("CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, n_messages INTEGER NOT NULL,"
-         " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL)");
-    exec("CREATE TABLE IF NOT EXISTS messages(session INTEGER NOT NULL, position INTEGER NOT NULL, hash INTEGER NOT NULL,"
-         " tokens INTEGER NOT NULL, exact INTEGER NOT NULL, PRIMARY KEY(session, position)) WITHOUT ROWID");
+    exec(
+        "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, n_messages INTEGER NOT NULL,"
+        " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL)");
+    exec(
+        "CREATE TABLE IF NOT EXISTS messages(session INTEGER NOT NULL, position INTEGER NOT NULL, hash INTEGER NOT NULL,"
+        " tokens INTEGER NOT NULL, exact INTEGER NOT NULL, PRIMARY KEY(session, position)) WITHOUT ROWID");
     exec("CREATE INDEX IF NOT EXISTS messages_by_hash ON messages(hash)");
-    exec("CREATE TABLE IF NOT EXISTS chunks(session INTEGER NOT NULL, message INTEGER NOT NULL, seq INTEGER NOT NULL,"
-         " offset INTEGER NOT NULL, length INTEGER NOT NULL, tokens INTEGER NOT NULL, terms BLOB NOT NULL,"
-         " PRIMARY KEY(session, message, seq))");
+    exec(
+        "CREATE TABLE IF NOT EXISTS chunks(session INTEGER NOT NULL, message INTEGER NOT NULL, seq INTEGER NOT NULL,"
+        " offset INTEGER NOT NULL, length INTEGER NOT NULL, tokens INTEGER NOT NULL, terms BLOB NOT NULL,"
+        " PRIMARY KEY(session, message, seq))");
     Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0), COALESCE(MAX(last_used), 0) FROM sessions");
     if (s.step()) {
         total_bytes_ = s.i64(0);
@@ -148,8 +153,9 @@ bool SessionStore::contains(std::string_view scope, uint64_t hash) {
 
 std::optional<SessionStore::Match> SessionStore::find_prefix(std::string_view scope, std::span<const uint64_t> chain) {
     std::lock_guard lock(mutex_);
-    Stmt s(db_, "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session"
-                " WHERE m.hash = ? AND m.position = ? AND s.scope = ? ORDER BY s.last_used DESC LIMIT 1");
+    Stmt s(db_,
+           "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session"
+           " WHERE m.hash = ? AND m.position = ? AND s.scope = ? ORDER BY s.last_used DESC LIMIT 1");
     auto probe = [&](size_t length) -> int64_t {  // a session holding chain[0, length), or 0
         s.reset();
         s.bind(1, as_row(chain[length - 1])).bind(2, static_cast<int64_t>(length - 1)).bind_text(3, scope);
@@ -203,10 +209,16 @@ std::unique_ptr<Session> SessionStore::load(int64_t id) {
 
 void SessionStore::insert_rows(const Session& session, size_t from_message, int64_t& bytes) {
     Stmt m(db_, "INSERT OR REPLACE INTO messages(session, position, hash, tokens, exact) VALUES(?, ?, ?, ?, ?)");
-    Stmt c(db_, "INSERT OR REPLACE INTO chunks(session, message, seq, offset, length, tokens, terms) VALUES(?, ?, ?, ?, ?, ?, ?)");
+    Stmt c(db_,
+           "INSERT OR REPLACE INTO chunks(session, message, seq, offset, length, tokens, terms) VALUES(?, ?, ?, ?, ?, ?, ?)");
     for (size_t i = from_message; i < session.n_messages(); ++i) {
         const MessageRecord& r = session.message(i);
-        m.bind(1, session.id()).bind(2, static_cast<int64_t>(i)).bind(3, as_row(r.hash)).bind(4, r.tokens).bind(5, r.exact ? 1 : 0).run();
+        m.bind(1, session.id())
+            .bind(2, static_cast<int64_t>(i))
+            .bind(3, as_row(r.hash))
+            .bind(4, r.tokens)
+            .bind(5, r.exact ? 1 : 0)
+            .run();
         bytes += kMessageRowBytes;
         const auto [first, end] = session.chunk_range(i);
         for (uint32_t k = first; k < end; ++k) {
@@ -232,8 +244,12 @@ void SessionStore::create(Session& session, int64_t parent, size_t shared) {
         Stmt have(db_, "SELECT n_messages FROM sessions WHERE id = ?");
         have.bind(1, parent);
         if (have.step() && static_cast<size_t>(have.i64(0)) >= shared) {
-            Stmt cm(db_, "INSERT INTO messages SELECT ?, position, hash, tokens, exact FROM messages WHERE session = ? AND position < ?");
-            Stmt cc(db_, "INSERT INTO chunks SELECT ?, message, seq, offset, length, tokens, terms FROM chunks WHERE session = ? AND message < ?");
+            Stmt cm(
+                db_,
+                "INSERT INTO messages SELECT ?, position, hash, tokens, exact FROM messages WHERE session = ? AND position < ?");
+            Stmt cc(db_,
+                    "INSERT INTO chunks SELECT ?, message, seq, offset, length, tokens, terms FROM chunks WHERE session = ? AND "
+                    "message < ?");
             copied = shared;
             cm.bind(1, session.id()).bind(2, parent).bind(3, static_cast<int64_t>(copied)).run();
             cc.bind(1, session.id()).bind(2, parent).bind(3, static_cast<int64_t>(copied)).run();

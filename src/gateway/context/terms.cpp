@@ -12,8 +12,8 @@ namespace {
 
 bool is_cjk(UChar32 c) {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2FA1F) ||
-           (c >= 0xF900 && c <= 0xFAFF) ||                                   // Han
-           (c >= 0x3040 && c <= 0x30FF) || (c >= 0x31F0 && c <= 0x31FF) ||  // kana
+           (c >= 0xF900 && c <= 0xFAFF) ||                                                                // Han
+           (c >= 0x3040 && c <= 0x30FF) || (c >= 0x31F0 && c <= 0x31FF) ||                                // kana
            (c >= 0xAC00 && c <= 0xD7AF) || (c >= 0x1100 && c <= 0x11FF) || (c >= 0x3130 && c <= 0x318F);  // Hangul
 }
 
