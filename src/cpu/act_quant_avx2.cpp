@@ -2,8 +2,10 @@
 // name, see CMakeLists.txt).
 #include <iterator>
 
-#include "cpu/act_quant_impl.h"
+// The level's SIMD layer first: the body after it is written against it.
 #include "cpu/simd_avx2.h"
+
+#include "cpu/act_quant_impl.h"
 
 namespace strata::cpu {
 namespace {

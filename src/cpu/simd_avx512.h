@@ -238,9 +238,8 @@ struct SimdAvx512 {
     // sub-blocks (64 values), the operations as on AVX2 (see simd_avx2.h).
     struct Step {
         static constexpr int kSubs = 2;
-        // The k-quants decode a whole 128-value half (two steps) before the columns take it, as
-        // the AVX-512 kernels always did: 32 registers hold it, and the other order lost 5 % on
-        // DRAM-bound Q6_K.
+        // Q6_K decodes a whole 128-value half (two steps) before the columns take it, as the
+        // AVX-512 kernel always did: 32 registers hold it, and step by step lost 5 % DRAM-bound.
         static constexpr int kDecodeAhead = 2;
         using V = __m512i;
         static V load(const uint8_t* p) { return loadu512(p); }

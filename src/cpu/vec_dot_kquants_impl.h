@@ -148,9 +148,9 @@ struct Q45KDot {
 // ---- Q6_K ------------------------------------------------------------------------------------
 
 // The 128-value halves of Q6_K, Q3_K and Q2_K go in steps of S::Step::kSubs 32-value
-// sub-blocks (u: the first one in the half); S::Step::kDecodeAhead steps' codes and scales are
-// decoded, then every column takes them before the next ones (AVX2 has the registers for one
-// sub-block's, AVX-512 for the half's).
+// sub-blocks (u: the first one in the half); a step's codes and scales are decoded, then every
+// column takes them before the next step (AVX2 has the registers for one sub-block's). Q6_K
+// decodes S::Step::kDecodeAhead steps at a time (AVX-512: the whole half).
 
 template <class S>
 struct Q6KDot {
@@ -232,7 +232,6 @@ struct Q23KDot {
         using Blk = std::conditional_t<kQ3, BlockQ3_K, BlockQ2_K>;
         using Q = typename S::Step;
         using V = typename Q::V;
-        constexpr int kAhead = Q::kDecodeAhead, kUnits = Q::kSubs * Q::kDecodeAhead;
         const V m3 = Q::set1_8(0x03);
         typename S::F acc[NC];
         __m256 apart[kApart<S> ? NC : 1];
@@ -257,20 +256,12 @@ struct Q23KDot {
             for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
             for (int h = 0; h < 2; ++h) {
                 const typename Q::Crumbs bits = Q::crumbs(loadu256(x + offsetof(Blk, qs) + 32 * h));
-                for (int u0 = 0; u0 < 4; u0 += kUnits) {
-                    V q[kAhead], scale[kAhead];
-                    for (int t = 0; t < kAhead; ++t) {
-                        const int u = u0 + Q::kSubs * t;
-                        q[t] = Q::and_(Q::crumb_plane(bits, u), m3);
-                        if constexpr (kQ3) q[t] = Q::or_(q[t], Q::slli16(Q::bit_plane(hm, 4 * h + u), 2));
-                        scale[t] = Q::scales16_at(sc + 8 * h + 2 * u);
-                    }
-                    for (int c = 0; c < NC; ++c) {
-                        for (int t = 0; t < kAhead; ++t) {
-                            const uint8_t* q8 = a[c] + b * kA + kAqs + 128 * h + 32 * (u0 + Q::kSubs * t);
-                            sumi[c] = Q::dot_scaled(sumi[c], q[t], Q::load(q8), scale[t]);
-                        }
-                    }
+                for (int u = 0; u < 4; u += Q::kSubs) {
+                    V q = Q::and_(Q::crumb_plane(bits, u), m3);
+                    if constexpr (kQ3) q = Q::or_(q, Q::slli16(Q::bit_plane(hm, 4 * h + u), 2));
+                    const V scale = Q::scales16_at(sc + 8 * h + 2 * u);
+                    for (int c = 0; c < NC; ++c)
+                        sumi[c] = Q::dot_scaled(sumi[c], q, Q::load(a[c] + b * kA + kAqs + 128 * h + 32 * u), scale);
                 }
             }
             const __m256i off16 = _mm256_cvtepi8_epi16(loadu128(offset));
