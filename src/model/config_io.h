@@ -45,11 +45,13 @@ struct ConfigKey {
     Value value = nullptr;
     Write write = Write::Always;
     // The key holds field + this field (block_count counts the MTP blocks after the trunk);
-    // subtracted once every key is read.
-    int64_t ModelConfig::*plus = nullptr;
+    // subtracted once every key is read. (A named member-pointer type: nvcc's host code writes
+    // a bare `int64_t ModelConfig::*x` back with parentheses, which -Wparentheses rejects.)
+    using IntMember = int64_t ModelConfig::*;
+    IntMember plus = nullptr;
 };
 
-constexpr ConfigKey required_key(const char* name, ConfigKey::Field field, int64_t ModelConfig::*plus = nullptr) {
+constexpr ConfigKey required_key(const char* name, ConfigKey::Field field, ConfigKey::IntMember plus = nullptr) {
     return {name, field, ConfigKey::Need::Required, nullptr, ConfigKey::Write::Always, plus};
 }
 constexpr ConfigKey optional_key(const char* name, ConfigKey::Field field, ConfigKey::Value when_missing,
