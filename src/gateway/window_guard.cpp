@@ -57,6 +57,9 @@ bool has_tool_result(const ojson& content) {
     return false;
 }
 
+// System instructions in either API's spelling (OpenAI's developer role is a system message).
+bool is_system_role(const std::string& role) { return role == "system" || role == "developer"; }
+
 // A request body as the assembler sees it, and where each of its messages came from.
 struct Flattened {
     Conversation conversation;
@@ -72,7 +75,7 @@ Flattened flatten(ApiKind api, const ojson& body) {
     } else {
         while (f.leading_system < messages.size() && messages[f.leading_system].is_object()) {
             const std::string role = messages[f.leading_system].value("role", "");
-            if (role != "system" && role != "developer") break;
+            if (!is_system_role(role)) break;
             if (!f.conversation.system.empty()) f.conversation.system += "\n\n";
             f.conversation.system += flatten_content(messages[f.leading_system].value("content", ojson()));
             ++f.leading_system;
@@ -86,7 +89,7 @@ Flattened flatten(ApiKind api, const ojson& body) {
         // A system entry between turns (Claude Code's agent list, Codex's developer notes) is an
         // instruction, not history: it counts with the system prompt and is never abridged away
         // (rebuild keeps it; the lane merges every system message into the leading one).
-        if (out.role == "system" || out.role == "developer") {
+        if (is_system_role(out.role)) {
             if (!f.conversation.system.empty()) f.conversation.system += "\n\n";
             f.conversation.system += flatten_content(m.value("content", ojson()));
             continue;
@@ -127,7 +130,7 @@ ojson rebuild(ApiKind api, const ojson& body, const Flattened& f, const Assemble
     for (size_t i = f.leading_system; i < from; ++i) {
         if (!messages[i].is_object()) continue;
         const std::string role = messages[i].value("role", "");
-        if (role != "system" && role != "developer") continue;
+        if (!is_system_role(role)) continue;
         if (api == ApiKind::Anthropic) {
             append_system(flatten_content(messages[i].value("content", ojson())));
         } else {
