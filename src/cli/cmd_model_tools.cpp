@@ -52,6 +52,11 @@ void add_model_tool_commands(CLI::App& app, Runner& run) {
     mk->add_option("--eos-bias", m->o.eos_bias,
                    "qwen3moe: weight of a constant feature that makes eos likely at every step, so random replies end by "
                    "themselves (test models for API clients)");
+    mk->add_option("--router-skew", m->o.router_skew,
+                   "MoE: Zipf exponent S >= 0 of expert popularity: every layer's router picks the expert of rank r (a "
+                   "random order per layer) about in proportion to r^-S, for expert-cache measurements (0: off, the "
+                   "near-uniform routing of random weights)")
+        ->capture_default_str();
     mk->add_option("--layers", m->layers, "override: layers");
     mk->add_option("--embd", m->embd, "override: hidden size");
     mk->add_option("--heads", m->heads, "override: attention heads");

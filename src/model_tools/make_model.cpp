@@ -7,14 +7,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu_backend.h"
 #include "convert/tokenizer_meta.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "model/architecture.h"
 #include "model/config_io.h"
+#include "model/model.h"
 #include "model/names.h"
 #include "model_tools/quant_mix.h"
 #include "quant/blocks.h"
+#include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "tokenizer/vocab.h"
 #include "util/error.h"
@@ -223,6 +226,148 @@ void fill_random_blocks(quant::Type t, uint8_t* dst, size_t bytes, float scale, 
         for (size_t off : half_offsets) std::memcpy(dst + b + off, &h, 2);
 }
 
+// ---- --router-skew ----
+
+// The skew's residual feature, its value in every embedding: about half the rms a layer's
+// output reaches (width-independent with init_for's scales), so it neither dominates the
+// residual nor drowns in it.
+constexpr float kSkewFeature = 0.25f;
+
+// Sets value i of a quantised row to v: only the block holding it goes through the quantiser
+// (its other values are requantised as they decode), the rest of the row stays as it was.
+void set_row_value(quant::Type t, uint8_t* row, int64_t i, float v) {
+    const auto& info = quant::type_info(t);
+    uint8_t* block = row + static_cast<size_t>(i / info.block_elems) * static_cast<size_t>(info.block_bytes);
+    std::vector<float> x(static_cast<size_t>(info.block_elems));
+    quant::dequantize_row(t, block, x.data(), info.block_elems);
+    x[static_cast<size_t>(i % info.block_elems)] = v;
+    quant::quantize_row(t, x.data(), block, info.block_elems);
+}
+
+// The layer of "blk.{il}.*", or -1.
+int64_t layer_of_name(const std::string& name) {
+    if (!name.starts_with("blk.")) return -1;
+    return std::strtoll(name.c_str() + 4, nullptr, 10);
+}
+
+// The experts a Zipf share counts as "the most popular tenth": n/10, at least one.
+int64_t top_tenth(int64_t n_expert) { return std::max<int64_t>(1, n_expert / 10); }
+
+// The CPU backend, recording per MoE layer what a router sees: the mean of its input's value in
+// one dimension (the skew feature after the norm) and the mean over tokens of the spread (sd over
+// experts) of its logits.
+class RouterProbe final : public backend::Backend {
+public:
+    RouterProbe(int threads, int64_t n_layer, int64_t dim) : cpu_(threads), sum_(static_cast<size_t>(n_layer)), dim_(dim) {}
+    struct Sums {
+        double feature = 0, spread = 0;
+        int64_t n = 0;
+    };
+    const std::vector<Sums>& sums() const { return sum_; }
+
+    const char* name() const override { return "cpu-router-probe"; }
+    bool supports(quant::Type t) const override { return cpu_.supports(t); }
+    float* alloc_floats(size_t n) override { return cpu_.alloc_floats(n); }
+    void free_floats(float* p) override { cpu_.free_floats(p); }
+    void copy_to_host(const float* src, float* host, size_t n) override { cpu_.copy_to_host(src, host, n); }
+    void copy_from_host(const float* host, float* dst, size_t n) override { cpu_.copy_from_host(host, dst, n); }
+    void copy(const float* src, float* dst, size_t n) override { cpu_.copy(src, dst, n); }
+    void copy_rows(const float* src, int64_t ss, float* dst, int64_t ds, int64_t rows, int64_t cols) override {
+        cpu_.copy_rows(src, ss, dst, ds, rows, cols);
+    }
+    void get_rows(const backend::Weight& t, const int32_t* ids, int64_t n, float* out) override { cpu_.get_rows(t, ids, n, out); }
+    void matmul(std::span<const backend::MatmulArgs> products) override { cpu_.matmul(products); }
+    void rms_norm(const float* x, const backend::Weight* w, int64_t rows, int64_t dim, float eps, float* out) override {
+        cpu_.rms_norm(x, w, rows, dim, eps, out);
+    }
+    void add(float* y, const float* x, int64_t n) override { cpu_.add(y, x, n); }
+    void add_rms_norm(float* y, const float* x, const backend::Weight* w, int64_t rows, int64_t dim, float eps,
+                      float* out) override {
+        cpu_.add_rms_norm(y, x, w, rows, dim, eps, out);
+    }
+    void swiglu(const float* g, const float* u, int64_t rows, int64_t dim, int64_t stride, float* out) override {
+        cpu_.swiglu(g, u, rows, dim, stride, out);
+    }
+    void mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) override {
+        cpu_.mul_sigmoid(x, g, rows, dim, g_stride);
+    }
+    void rope(float* x, int64_t n, int64_t heads, int64_t head_dim, const int32_t* pos, const backend::RopeParams& p) override {
+        cpu_.rope(x, n, heads, head_dim, pos, p);
+    }
+    void kv_store(const backend::KvCacheView* const* kv, const int32_t* pos, int64_t n, const float* k, int64_t k_row,
+                  const float* v, int64_t v_row) override {
+        cpu_.kv_store(kv, pos, n, k, k_row, v, v_row);
+    }
+    void attention(const backend::AttentionArgs& a) override { cpu_.attention(a); }
+    void route_softmax_topk(const float* logits, int64_t n, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
+                            float* weights) override {
+        spread_ = 0;  // the layer's moe call follows and says which layer this was
+        for (int64_t t = 0; t < n; ++t) {
+            double m = 0, q = 0;
+            for (int64_t e = 0; e < n_expert; ++e) m += logits[t * n_expert + e];
+            m /= static_cast<double>(n_expert);
+            for (int64_t e = 0; e < n_expert; ++e) q += (logits[t * n_expert + e] - m) * (logits[t * n_expert + e] - m);
+            spread_ += std::sqrt(q / static_cast<double>(n_expert));
+        }
+        cpu_.route_softmax_topk(logits, n, n_expert, k, renorm, ids, weights);
+    }
+    void moe(const backend::MoeArgs& a) override {
+        Sums& s = sum_[static_cast<size_t>(a.layer)];
+        for (int64_t t = 0; t < a.n_tokens; ++t) s.feature += a.x[t * a.gate->ne[0] + dim_];
+        s.spread += spread_;
+        s.n += a.n_tokens;
+        cpu_.moe(a);
+    }
+    void ssm_conv_silu(const float* x, int64_t n, int64_t ch, const backend::Weight& w, int64_t kernel, float* state,
+                       float* out) override {
+        cpu_.ssm_conv_silu(x, n, ch, w, kernel, state, out);
+    }
+    void gdn_gates(const backend::GdnGateArgs& a) override { cpu_.gdn_gates(a); }
+    void delta_rule(const backend::DeltaRuleArgs& a) override { cpu_.delta_rule(a); }
+    void l2_norm(float* x, int64_t n, int64_t rows, int64_t dim, int64_t stride, float eps) override {
+        cpu_.l2_norm(x, n, rows, dim, stride, eps);
+    }
+
+private:
+    backend::CpuBackend cpu_;
+    std::vector<Sums> sum_;
+    double spread_ = 0;
+    int64_t dim_;
+};
+
+// Share of all top-k picks that go to the experts of rank 1..top_tenth when the expert of rank r
+// has router logit -a*ln(r) + noise, the noise unit normal (a is in units of the random
+// router's own logit spread).
+double simulated_top_share(double a, int64_t n_expert, int64_t k, int samples) {
+    uint64_t s = 0x5eed;
+    std::vector<std::pair<float, int64_t>> l(static_cast<size_t>(n_expert));
+    int64_t top = 0;
+    for (int t = 0; t < samples; ++t) {
+        for (int64_t e = 0; e < n_expert; ++e)
+            l[static_cast<size_t>(e)] = {static_cast<float>(-a * std::log(static_cast<double>(e + 1))) + normal(s), e};
+        std::partial_sort(l.begin(), l.begin() + k, l.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        for (int64_t j = 0; j < k; ++j) top += l[static_cast<size_t>(j)].second < top_tenth(n_expert) ? 1 : 0;
+    }
+    return static_cast<double>(top) / (static_cast<double>(samples) * static_cast<double>(k));
+}
+
+double calibrate_skew(double S, int64_t n_expert, int64_t k) {
+    double num = 0, den = 0;
+    for (int64_t r = 1; r <= n_expert; ++r) {
+        const double z = std::pow(static_cast<double>(r), -S);
+        den += z;
+        if (r <= top_tenth(n_expert)) num += z;
+    }
+    const double want = num / den;
+    const int samples = static_cast<int>(std::clamp<int64_t>(2000000 / n_expert, 500, 20000));
+    double lo = 0, hi = 64;
+    for (int it = 0; it < 24; ++it) {
+        const double mid = 0.5 * (lo + hi);
+        (simulated_top_share(mid, n_expert, k, samples) < want ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
 }  // namespace
 
 std::vector<PresetListing> model_presets() {
@@ -279,7 +424,16 @@ ModelConfig make_model_config(const MakeModelOptions& o, int64_t n_vocab) {
     return c;
 }
 
-uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out) {
+namespace {
+
+// What a router of one layer sees in a made model without the skew's biases (measured by
+// probe_routers): the skew feature after the router's input norm, the sd of its logits.
+struct RouterInput {
+    double feature = 1, spread = 1;
+};
+
+// Writes the model. With --router-skew and no routers (the probe), the router biases are zero.
+uint64_t write_model(const MakeModelOptions& o, const std::filesystem::path& out, const std::vector<RouterInput>* routers) {
     const auto mix = quant_mix_from_name(o.type);
     if (!mix) throw Error("make-model: unknown --type '" + o.type + "'");
     gguf::Writer w;
@@ -301,10 +455,57 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     // --eos-bias: a constant feature in residual dimension 0 (every embedding has it, no layer
     // writes to it: row 0 of each output projection is zero) read by the eos row of an untied
     // head, so eos gets about the same logit boost at every position and replies end by
-    // themselves. Only for qwen3moe (its only residual writers are attn_output and ffn_down_exps).
+    // themselves. Only for qwen3moe.
+    //
+    // --router-skew S: the same kind of constant feature, value kSkewFeature in dimension
+    // skew_dim (0, or 1 beside --eos-bias), read by every router. Nothing writes that dimension
+    // (the output rows of attn_output, ssm_out, ffn_down_exps, ffn_down_shexp and ffn_down are
+    // zero), the routers' input norms (ffn_norm, post_attention_norm) have weight 1 there, and an
+    // untied head ignores it. Column skew_dim of layer il's ffn_gate_inp holds, for the expert of
+    // rank r in that layer's random order, the bias -a*ln(r)*spread/x_d: after the norm the
+    // feature is x_d (the norm divides by the residual's rms, which grows with depth, so x_d
+    // falls layer by layer and varies a little by token), and spread is the sd of the random
+    // router's logits; both are measured per layer on a narrow copy of the model (probe_routers).
+    // a, in units of that spread, is calibrated (calibrate_skew) so that the most popular tenth of
+    // the experts gets Zipf(S)'s share of the top-k picks. With --init blocks, only the exact
+    // values go through the quantiser (the one block of each embedding row holding the feature);
+    // the zero rows are zero bytes, everything else stays random blocks.
     const bool eos_bias = o.eos_bias != 0.0f;
-    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut,
-                                            std::string(".") + model::names::kFfnDownExps};
+    const bool skew = o.router_skew != 0.0f;
+    if (!(o.router_skew >= 0.0f) || !std::isfinite(o.router_skew))
+        throw Error("make-model: --router-skew must be a Zipf exponent >= 0 (got " + std::to_string(o.router_skew) + ")");
+    if (skew && cfg.n_expert == 0) throw Error("make-model: --router-skew needs an MoE architecture");
+    const int64_t skew_dim = eos_bias ? 1 : 0;
+    const std::string residual_writers[] = {std::string(".") + model::names::kAttnOut, std::string(".") + model::names::kSsmOut,
+                                            std::string(".") + model::names::kFfnDownExps,
+                                            std::string(".") + model::names::kFfnDownShexp,
+                                            std::string(".") + model::names::kFfnDown};
+    const std::string router_norms[] = {std::string(".") + model::names::kFfnNorm,
+                                        std::string(".") + model::names::kPostAttnNorm};
+    const std::string router_suffix = std::string(".") + model::names::kFfnGateInp;
+    auto is_any = [](const std::string& name, const auto& suffixes) {
+        for (const std::string& x : suffixes)
+            if (name.ends_with(x)) return true;
+        return false;
+    };
+    // Per layer and expert, the router bias (column skew_dim of ffn_gate_inp).
+    std::vector<std::vector<float>> router_bias;
+    if (skew) {
+        const double a = routers ? calibrate_skew(o.router_skew, cfg.n_expert, cfg.n_expert_used) : 0.0;
+        router_bias.resize(static_cast<size_t>(cfg.n_layer + cfg.n_mtp_layers));
+        for (size_t il = 0; il < router_bias.size(); ++il) {
+            // Layers the probe did not see (MTP blocks) get the last one's calibration.
+            const RouterInput in = routers ? (*routers)[std::min(il, routers->size() - 1)] : RouterInput{};
+            std::vector<int64_t> order(static_cast<size_t>(cfg.n_expert));  // order[rank-1] = expert
+            for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+            uint64_t s = o.seed * 0x2545f4914f6cdd1dull + il;
+            for (size_t i = order.size() - 1; i > 0; --i) std::swap(order[i], order[splitmix(s) % (i + 1)]);
+            router_bias[il].resize(order.size());
+            for (size_t r = 0; r < order.size(); ++r)
+                router_bias[il][static_cast<size_t>(order[r])] =
+                    static_cast<float>(-a * in.spread * std::log(static_cast<double>(r + 1)) / in.feature);
+        }
+    }
     const bool untied = o.untied || eos_bias;
     if (eos_bias && (o.arch != "qwen3moe" || vocab.eos < 0))
         throw Error("make-model: --eos-bias needs --arch qwen3moe and a tokenizer with an eos token");
@@ -322,7 +523,10 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     uint64_t params = 0;
     for (const auto& spec : recorder.recorded()) {
         if (!spec.required && !(untied && spec.name == model::names::kOutput)) continue;
-        const quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !untied, quant::Type::F32);
+        quant::Type t = tensor_type_for(*mix, spec.name, spec.shape, cfg.n_layer, !untied, quant::Type::F32);
+        // --router-skew sets one value per embedding (and head) row through the quantiser.
+        if (skew && (spec.name == model::names::kTokenEmbd || spec.name == model::names::kOutput) && !quant::can_quantize(t))
+            t = spec.shape[0] % quant::type_info(quant::Type::Q8_0).block_elems == 0 ? quant::Type::Q8_0 : quant::Type::F16;
         std::vector<uint64_t> shape(spec.shape.begin(), spec.shape.end());
         w.add_tensor(spec.name, t, shape);
         uint64_t n = 1;
@@ -354,25 +558,41 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
             const int64_t nr = std::min(rows_per_chunk, n_rows - r0);
             chunk.resize(static_cast<size_t>(nr) * row_bytes);
             const bool random_blocks = blocks && quant::type_info(p.type).quantized;
-            if (!random_blocks) rows.resize(static_cast<size_t>(o.threads) * static_cast<size_t>(ne0));
+            rows.resize(static_cast<size_t>(o.threads) * static_cast<size_t>(ne0));
+            const bool embd = p.name == model::names::kTokenEmbd, head = p.name == model::names::kOutput;
+            const bool writer = is_any(p.name, residual_writers);
+            const bool router = skew && p.name.ends_with(router_suffix), router_norm = skew && is_any(p.name, router_norms);
             pool.parallel_for(nr, [&](int64_t r, int thread) {
-                const uint64_t row_seed = tensor_seed ^ (static_cast<uint64_t>(r0 + r) * 0xd1b54a32d192ed03ull);
+                const int64_t row = r0 + r;
+                const uint64_t row_seed = tensor_seed ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull);
                 uint8_t* dst = chunk.data() + static_cast<size_t>(r) * row_bytes;
+                float* x = rows.data() + static_cast<size_t>(thread) * static_cast<size_t>(ne0);
+                // Output rows of the features' dimensions: nothing writes them.
+                const bool zero_row = writer && ((eos_bias && row % cfg.n_embd == 0) || (skew && row % cfg.n_embd == skew_dim));
                 if (random_blocks) {
-                    fill_random_blocks(p.type, dst, row_bytes, init.scale, row_seed);
-                } else {
-                    float* x = rows.data() + static_cast<size_t>(thread) * static_cast<size_t>(ne0);
-                    fill_row(x, ne0, init, row_seed);
-                    if (eos_bias) {
-                        const int64_t row = r0 + r;
-                        if (p.name == model::names::kTokenEmbd) x[0] = 1.0f;
-                        else if (p.name == model::names::kOutput) x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
-                        else if ((p.name.ends_with(residual_writers[0]) || p.name.ends_with(residual_writers[1])) &&
-                                 row % cfg.n_embd == 0)
-                            std::fill_n(x, ne0, 0.0f);
+                    if (zero_row) {  // zero scales: every block type decodes all-zero bytes to zeros
+                        std::memset(dst, 0, row_bytes);
+                        return;
                     }
-                    quant::quantize_row(p.type, x, dst, ne0);
+                    fill_random_blocks(p.type, dst, row_bytes, init.scale, row_seed);
+                    if (skew && embd) set_row_value(p.type, dst, skew_dim, kSkewFeature);
+                    if (skew && head) set_row_value(p.type, dst, skew_dim, 0.0f);
+                    return;
                 }
+                fill_row(x, ne0, init, row_seed);
+                if (zero_row) std::fill_n(x, ne0, 0.0f);
+                if (eos_bias) {
+                    if (embd) x[0] = 1.0f;
+                    else if (head) x[0] = row == vocab.eos ? o.eos_bias : 0.0f;
+                }
+                if (skew) {
+                    if (embd) x[skew_dim] = kSkewFeature;
+                    else if (head) x[skew_dim] = 0.0f;  // an untied head ignores the feature
+                    else if (router_norm) x[skew_dim] = 1.0f;
+                    else if (router)
+                        x[skew_dim] = router_bias[static_cast<size_t>(layer_of_name(p.name))][static_cast<size_t>(row)];
+                }
+                quant::quantize_row(p.type, x, dst, ne0);
             });
             w.write_data(chunk.data(), chunk.size());
             done += chunk.size();
@@ -381,6 +601,62 @@ uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out)
     }
     w.finish();
     return params;
+}
+
+// --router-skew's calibration: a narrow copy of the model (same architecture, layers, experts,
+// experts per token and attention geometry; 64 wide, 16-wide experts, f32, the builtin
+// vocabulary) with the feature but zero router biases, run over 64 random tokens; per layer, the
+// mean feature after the router's norm and the mean logit spread. The residual's rms, which the
+// feature is divided by, comes from the layers' outputs and does not depend on the widths.
+std::vector<RouterInput> probe_routers(const MakeModelOptions& o, const std::filesystem::path& out) {
+    MakeModelOptions p = o;
+    p.type = "f32";
+    p.init = "quantize";
+    p.tokenizer = "builtin";
+    p.chat_template_file.clear();
+    p.embd = 64;
+    p.ff_exp = 16;
+    const ModelConfig full = make_model_config(o, 263);
+    if (full.n_ff_shexp > 0) p.ff_shexp = 16;
+    p.progress = nullptr;
+    const std::filesystem::path path = out.string() + ".router-probe.gguf";
+    struct Remove {
+        std::filesystem::path p;
+        ~Remove() {
+            std::error_code ec;
+            std::filesystem::remove(p, ec);
+        }
+    } remove{path};
+    write_model(p, path, nullptr);
+    constexpr int kTokens = 64;
+    RouterProbe be(o.threads, full.n_layer, o.eos_bias != 0.0f ? 1 : 0);
+    auto m = model::Model::load(path, be);
+    auto seq = m->new_sequence(kTokens);
+    model::Batch b;
+    uint64_t s = o.seed ^ 0x7072006265ull;
+    for (int i = 0; i < kTokens; ++i)
+        b.add(static_cast<int32_t>(splitmix(s) % static_cast<uint64_t>(m->config().n_vocab)), i, 0, i + 1 == kTokens);
+    std::vector<float> logits(static_cast<size_t>(m->config().n_vocab));
+    model::SequenceState* sp = seq.get();
+    m->forward(b, {&sp, 1}, logits.data());
+    std::vector<RouterInput> in;
+    for (const RouterProbe::Sums& x : be.sums()) {
+        if (x.n == 0) throw Error("make-model: --router-skew: the probe saw no routing");
+        in.push_back({x.feature / static_cast<double>(x.n), x.spread / static_cast<double>(x.n)});
+        if (!(in.back().feature > 1e-3) || !(in.back().spread > 1e-6))
+            throw Error("make-model: --router-skew: the router feature did not survive the norm");
+    }
+    return in;
+}
+
+}  // namespace
+
+uint64_t make_model(const MakeModelOptions& o, const std::filesystem::path& out) {
+    if (o.router_skew == 0.0f) return write_model(o, out, nullptr);
+    if (!(o.router_skew > 0.0f) || !std::isfinite(o.router_skew))
+        throw Error("make-model: --router-skew must be a Zipf exponent >= 0 (got " + std::to_string(o.router_skew) + ")");
+    const std::vector<RouterInput> routers = probe_routers(o, out);
+    return write_model(o, out, &routers);
 }
 
 }  // namespace strata::model_tools

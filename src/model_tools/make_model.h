@@ -3,7 +3,8 @@
 // of `make demo` and the models benchmarks use.
 //
 // The tensors written are exactly those the architecture's loader binds (recorded through
-// WeightBinder), so a made model always loads.
+// WeightBinder), so a made model always loads. With router_skew, the model is first made narrow
+// (beside OUT, removed after) and run over a few tokens on the CPU to calibrate the routers.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,10 @@ struct MakeModelOptions {
     std::string chat_template_file;     // replaces the tokenizer's chat template when set
     bool untied = false;                // separate output.weight
     float eos_bias = 0;                 // qwen3moe: make eos likely everywhere (replies end by themselves; see make_model.cpp)
+    // MoE: a Zipf exponent for expert popularity (0: off). Every router gets a bias, read from a
+    // constant residual feature, that makes the expert of popularity rank r (a per-layer random
+    // order) be picked about in proportion to r^-S (see make_model.cpp).
+    float router_skew = 0;
     uint64_t seed = 1;
     // How quantised weights are made: "quantize" (normal values through the real quantiser,
     // slow for huge models) or "blocks" (random valid blocks: random codes, sane scales). "auto"
