@@ -603,21 +603,39 @@ uint64_t write_model(const MakeModelOptions& o, const std::filesystem::path& out
     return params;
 }
 
-// --router-skew's calibration: a narrow copy of the model (same architecture, layers, experts,
-// experts per token and attention geometry; 64 wide, 16-wide experts, f32, the builtin
-// vocabulary) with the feature but zero router biases, run over 64 random tokens; per layer, the
-// mean feature after the router's norm and the mean logit spread. The residual's rms, which the
-// feature is divided by, comes from the layers' outputs and does not depend on the widths.
+// --router-skew's calibration: a narrow copy of the model (same architecture, layers, layer
+// kinds, attention and Gated DeltaNet geometry, experts per token, type mix and init; widths cut
+// to 256-511 and at most 64 experts; the builtin vocabulary) with the feature but zero router
+// biases, run over 64 random tokens; per layer, the mean feature after the router's norm and the
+// mean logit spread. What they depend on, the residual's rms, comes from the layers' outputs,
+// which init_for's fan-in scaling keeps independent of the widths, and from the weights' encoding:
+// random blocks of some types spread far wider than the intended normal values (the residual
+// of an iq3_xxs seed-125b grows ~100 times larger), so the copy uses the same types and init.
 std::vector<RouterInput> probe_routers(const MakeModelOptions& o, const std::filesystem::path& out) {
+    gguf::Writer scratch;
+    const ModelConfig full = make_model_config(o, write_tokenizer(o.tokenizer, scratch).n_vocab);
     MakeModelOptions p = o;
-    p.type = "f32";
-    p.init = "quantize";
+    if (p.init == "auto") {  // resolved as write_model would for the full model
+        WeightBinder recorder;
+        model::make_architecture(o.arch)->bind(full, recorder);
+        uint64_t params = 0;
+        for (const auto& spec : recorder.recorded()) {
+            uint64_t n = 1;
+            for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
+            params += n;
+        }
+        p.init = params > 1000000000ull ? "blocks" : "quantize";
+    }
     p.tokenizer = "builtin";
     p.chat_template_file.clear();
-    p.embd = 64;
-    p.ff_exp = 16;
-    const ModelConfig full = make_model_config(o, 263);
-    if (full.n_ff_shexp > 0) p.ff_shexp = 16;
+    // Narrower, but with the same residue modulo 256, so that every tensor gets the same type as
+    // in the full model (the mixes fall back where a row is not whole blocks).
+    auto narrow = [](int64_t w) { return w <= 256 ? w : 256 + w % 256; };
+    p.embd = narrow(full.n_embd);
+    p.ff_exp = narrow(full.n_ff_exp);
+    if (full.n_ff_shexp > 0) p.ff_shexp = narrow(full.n_ff_shexp);
+    p.experts = std::min<int64_t>(full.n_expert, 64);
+    p.experts_used = std::min(full.n_expert_used, *p.experts);
     p.progress = nullptr;
     const std::filesystem::path path = out.string() + ".router-probe.gguf";
     struct Remove {
@@ -643,7 +661,7 @@ std::vector<RouterInput> probe_routers(const MakeModelOptions& o, const std::fil
     for (const RouterProbe::Sums& x : be.sums()) {
         if (x.n == 0) throw Error("make-model: --router-skew: the probe saw no routing");
         in.push_back({x.feature / static_cast<double>(x.n), x.spread / static_cast<double>(x.n)});
-        if (!(in.back().feature > 1e-3) || !(in.back().spread > 1e-6))
+        if (!(in.back().feature > 1e-7) || !(in.back().spread > 1e-7))
             throw Error("make-model: --router-skew: the router feature did not survive the norm");
     }
     return in;
