@@ -8,6 +8,13 @@
 // cache, as llama-bench's tg does, and llama-bench -d N matches -d N here.
 //
 //   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [-g] [--device cpu|cuda]
+//               [--vram-budget SIZE] [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off]
+//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...]
+//
+// With an expert store (the weights over --vram-budget, or --experts on): its split, and over the
+// counted decode runs the hit rate, the pairs read in place, and the bytes the host executor read
+// per token against the host's read bandwidth measured in the same run. --expert-far-sweep runs
+// pp and tg again at each share of missing experts read in place (the same loaded model).
 //
 // -g: decode steps return only the greedy token ids (Backend::argmax_rows, as the engine runs
 // greedy requests) instead of copying each logits row to the host.
@@ -26,6 +33,7 @@
 #include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 using namespace strata;
@@ -63,11 +71,19 @@ double read_bandwidth(int threads) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda] [--vram-budget SIZE]\n"
+    "       [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N] [--expert-far F]\n"
+    "       [--expert-far-sweep F,F,...]\n";
+
 int main(int argc, char** argv) {
     std::string path;
     int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1, depth = -1;
-    std::string device = "cpu";
-    bool greedy_ids = false;  // -g: decode steps return the greedy token, not the logits row
+    std::string device = "cpu", vram_budget, ram_budget, expert_stats, experts_mode = "auto";
+    int64_t expert_slots = -1;
+    double expert_far = -1;
+    std::vector<double> far_sweep;  // --expert-far-sweep: decode again at each share
+    bool greedy_ids = false;        // -g: decode steps return the greedy token, not the logits row
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -86,24 +102,52 @@ int main(int argc, char** argv) {
         else if (a == "-b") batch = std::atoi(next());
         else if (a == "--device") device = next();
         else if (a == "-g") greedy_ids = true;
-        else {
-            std::fprintf(stderr,
-                         "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
+        else if (a == "--vram-budget") vram_budget = next();
+        else if (a == "--ram-budget") ram_budget = next();
+        else if (a == "--expert-stats") expert_stats = next();
+        else if (a == "--experts") experts_mode = next();
+        else if (a == "--expert-slots") expert_slots = std::atoll(next());
+        else if (a == "--expert-far") expert_far = std::atof(next());
+        else if (a == "--expert-far-sweep") {
+            std::string list = next();
+            for (size_t at = 0; at < list.size();) {
+                const size_t comma = std::min(list.find(',', at), list.size());
+                far_sweep.push_back(std::atof(list.substr(at, comma - at).c_str()));
+                at = comma + 1;
+            }
+        } else {
+            std::fprintf(stderr, "%s", kUsage);
             return 2;
         }
     }
     if (path.empty()) {
-        std::fprintf(stderr, "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda]\n");
+        std::fprintf(stderr, "%s", kUsage);
         return 2;
     }
     try {
         devices::BackendOptions bo;
         bo.device = device;
         bo.threads = threads;
+        if (!vram_budget.empty()) bo.vram_budget = devices::parse_byte_size(vram_budget);
         const auto backend = devices::make_backend(bo);
         backend::Backend& be = *backend;
         const bool gpu = device != "cpu";
-        auto m = model::Model::load(path, be);
+        model::LoadOptions lo;
+        using Mode = model::LoadOptions::ExpertStoreMode;
+        if (experts_mode != "auto" && experts_mode != "on" && experts_mode != "off")
+            throw Error("--experts must be auto, on or off");
+        lo.expert_store = experts_mode == "on" ? Mode::On : experts_mode == "off" ? Mode::Off : Mode::Auto;
+        if (!ram_budget.empty()) lo.store.ram_budget = devices::parse_byte_size(ram_budget);
+        lo.store.stats_file = expert_stats;
+        lo.store.slots_per_layer = expert_slots;
+        lo.store.n_threads = threads;
+        lo.store.far_fraction = expert_far;
+        auto m = model::Model::load(path, be, lo);
+        experts::ExpertStore* store = m->expert_store();
+        if (!far_sweep.empty() && store == nullptr) throw Error("--expert-far-sweep needs the expert store");
+        experts::StoreStats tg_stats;  // the store's counters over the counted decode runs
+        double tg_secs = 0;
+        int64_t tg_tokens = 0;
         const auto& c = m->config();
         // Bytes a decode step reads: everything but the unused experts and the embedding table
         // (one row of it).
@@ -139,41 +183,99 @@ int main(int argc, char** argv) {
         const bool own_depth = depth >= 0 && depth != pp;  // else tg continues the pp sequence
         auto pp_seq = m->new_sequence(capacity);
         auto tg_seq = own_depth ? m->new_sequence(capacity) : nullptr;
-        for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
-            m->reset_sequence(*pp_seq);
-            model::SequenceState* s = pp_seq.get();
-            model::Batch b;
-            prompt(b, pp);
-            auto t0 = std::chrono::steady_clock::now();
-            m->forward(b, {&s, 1}, logits.data());
-            const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            int at = pp;
-            if (own_depth) {  // tg at its own depth, in a fresh sequence
-                m->reset_sequence(*tg_seq);
-                s = tg_seq.get();
-                prompt(b, depth);
-                if (depth > 0) m->forward(b, {&s, 1}, logits.data());
-                at = depth;
+        // The batch's sequences: made here with an expert store, whose slots take what VRAM the
+        // first forward finds free (as an engine's caches are made before its first forward);
+        // else after the single-sequence runs (see below).
+        std::vector<std::unique_ptr<model::SequenceState>> batch_seqs;
+        std::vector<model::SequenceState*> batch_ptrs;
+        const auto make_batch_seqs = [&] {
+            for (int s = 0; s < batch; ++s) {
+                batch_seqs.push_back(m->new_sequence(64 + tg + 1));
+                batch_ptrs.push_back(batch_seqs.back().get());
             }
-            t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < tg; ++i) {
-                b.clear();
-                b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), at + i, 0, true);
-                decode(b, {&s, 1}, logits.data());
+        };
+        if (store != nullptr && batch > 1) make_batch_seqs();
+        // The pp/tg repetitions, again for each share of --expert-far-sweep (pp_runs, tg_runs and
+        // the store's counters restart for each).
+        const auto measure = [&] {
+            pp_runs.clear();
+            tg_runs.clear();
+            tg_stats = {};
+            tg_secs = 0;
+            tg_tokens = 0;
+            for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
+                m->reset_sequence(*pp_seq);
+                model::SequenceState* s = pp_seq.get();
+                model::Batch b;
+                prompt(b, pp);
+                auto t0 = std::chrono::steady_clock::now();
+                m->forward(b, {&s, 1}, logits.data());
+                const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                int at = pp;
+                if (own_depth) {  // tg at its own depth, in a fresh sequence
+                    m->reset_sequence(*tg_seq);
+                    s = tg_seq.get();
+                    prompt(b, depth);
+                    if (depth > 0) m->forward(b, {&s, 1}, logits.data());
+                    at = depth;
+                }
+                const experts::StoreStats before = store != nullptr ? store->stats() : experts::StoreStats{};
+                t0 = std::chrono::steady_clock::now();
+                for (int i = 0; i < tg; ++i) {
+                    b.clear();
+                    b.add((i * 104729 + 7) % static_cast<int>(c.n_vocab), at + i, 0, true);
+                    decode(b, {&s, 1}, logits.data());
+                }
+                const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                if (r > 0 && store != nullptr) {
+                    const experts::StoreStats after = store->stats();
+                    tg_stats.pairs_vram += after.pairs_vram - before.pairs_vram;
+                    tg_stats.pairs_host += after.pairs_host - before.pairs_host;
+                    tg_stats.pairs_far += after.pairs_far - before.pairs_far;
+                    tg_stats.host_bytes += after.host_bytes - before.host_bytes;
+                    tg_stats.host_busy_s += after.host_busy_s - before.host_busy_s;
+                    tg_secs += tg_s;
+                    tg_tokens += tg;
+                }
+                if (r > 0) {
+                    pp_runs.push_back(pp / pp_s);
+                    tg_runs.push_back(tg / tg_s);
+                }
             }
-            const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (r > 0) {
-                pp_runs.push_back(pp / pp_s);
-                tg_runs.push_back(tg / tg_s);
-            }
+        };
+        measure();
+        const double tg_med = median(tg_runs);
+        std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
+        std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
+        const auto store_line = [&] {
+            if (store == nullptr || tg_tokens == 0) return;
+            const double bw = read_bandwidth(threads);
+            const double per_tok = static_cast<double>(tg_stats.host_bytes) / static_cast<double>(tg_tokens);
+            const double rate = per_tok * static_cast<double>(tg_tokens) / tg_secs / 1e9;
+            std::printf(
+                "decode with the expert store: %.1f %% of pairs from VRAM, %.1f %% read in place from host memory by the GPU; "
+                "host "
+                "executor read %.1f MB/token, busy %.0f %% of the step time, %.1f GB/s over the whole step (%.0f %% of the %.1f "
+                "GB/s read bandwidth at %d threads), %.1f GB/s while busy\n",
+                100.0 * tg_stats.hit_rate(),
+                100.0 * static_cast<double>(tg_stats.pairs_far) /
+                    static_cast<double>(std::max<uint64_t>(1, tg_stats.pairs_vram + tg_stats.pairs_far + tg_stats.pairs_host)),
+                per_tok / 1e6, 100.0 * tg_stats.host_busy_s / tg_secs, rate, 100.0 * rate / bw, bw, threads,
+                static_cast<double>(tg_stats.host_bytes) / std::max(tg_stats.host_busy_s, 1e-9) / 1e9);
+        };
+        if (store != nullptr) std::printf("%s\n", store->describe().c_str());
+        store_line();
+        for (double f : far_sweep) {
+            m->expert_store()->set_far_fraction(f);
+            measure();
+            std::printf("expert-far %.2f: pp%d %.1f t/s, tg%d %.2f t/s (medians of %d)\n", f, pp, median(pp_runs), tg,
+                        median(tg_runs), reps);
+            store_line();
         }
         // Freed before the batch runs below, whose many small caches then take their place
         // (kept alive, batch 16 after pp512 measured 12 % slower in the same process).
         pp_seq.reset();
         tg_seq.reset();
-        const double tg_med = median(tg_runs);
-        std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
-        std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
         if (gpu) {
             // A decode step reads the weights once (a D2D copy both reads and writes its bytes).
             const double bw = devices::cuda_copy_bandwidth(0);
@@ -187,12 +289,9 @@ int main(int argc, char** argv) {
         if (batch > 1) {
             // Aggregate decode: `batch` sequences (each prefilled with 64 tokens) step together.
             std::vector<double> runs;
-            std::vector<std::unique_ptr<model::SequenceState>> seqs;
-            std::vector<model::SequenceState*> ptrs;
-            for (int s = 0; s < batch; ++s) {
-                seqs.push_back(m->new_sequence(64 + tg + 1));
-                ptrs.push_back(seqs.back().get());
-            }
+            if (batch_seqs.empty()) make_batch_seqs();
+            auto& seqs = batch_seqs;
+            auto& ptrs = batch_ptrs;
             for (int r = 0; r < reps + 1; ++r) {
                 model::Batch b;
                 for (int s = 0; s < batch; ++s) {

@@ -13,11 +13,15 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/row_sampling.h"
 #include "backend/weight.h"
+#include "cpu/moe_pairs.h"
 #include "quant/types.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace strata::backend {
 
@@ -69,10 +73,47 @@ struct AttentionArgs {
     bool f16_ok = false;
 };
 
-// Where each expert of one MoE layer lives when an expert store manages them (VRAM slots, the
-// host-RAM tier, the file): filled by the store, read by the backend's moe. Declared here and
-// defined with the store (docs/design/expert_store_seat.md); no backend accepts one yet.
-struct ExpertPlacement;
+// ---- The expert store's seat (docs/design/expert_store_seat.md) ---------------------------
+// An expert store (src/experts/) keeps a model's experts in host memory and, on a GPU backend, the
+// hot ones in VRAM slots. The backend runs the resident pairs itself and hands the others to the
+// store's host executor; the store knows nothing of routing, the backend nothing of policy.
+
+// One (token, expert) pair for the host: out[token] += weight * E_expert(x[token]).
+using HostExpertPair = cpu::ExpertPair;
+
+// The store's executor of the pairs whose expert is not in VRAM (the CPU kernels over the
+// host-RAM / file tiers), and where it hears which experts a layer's batch used.
+class HostExperts {
+public:
+    virtual ~HostExperts() = default;
+    // out [n_tokens][n_embd] = the pairs' weighted expert outputs (cpu::MoePairs' contract).
+    // pool: the thread pool to run on (the CPU backend's own), or null for the store's pool. May
+    // run on a CUDA host-callback thread: it must not call the CUDA API.
+    virtual void run(int layer, const float* x, int64_t n_tokens, std::span<const HostExpertPair> pairs, float* out,
+                     util::ThreadPool* pool) = 0;
+    // The experts of every pair of a batch (n ids), for the hit statistics: n_far of the pairs
+    // ran on the GPU with their expert brought over the bus (read in place in decode, uploaded in
+    // prefill), n_host ran on the host executor, the rest from VRAM slots.
+    virtual void saw(int layer, const int32_t* ids, int64_t n, int64_t n_far, int64_t n_host) = 0;
+};
+
+// Where one layer's experts are: filled by the store, read by the backend's moe.
+struct ExpertPlacement {
+    int layer = -1;
+    int64_t n_expert = 0;
+    HostExperts* host = nullptr;
+    // [n_expert]: the expert's VRAM slot (>= 0), -1 (missing: the host executor or an upload
+    // runs it), or -2 - e (missing, but read in place from host memory by the GPU's kernels in
+    // decode-sized calls: reads_host_experts), as the backend's device table has it for this
+    // forward (set_expert_slots). Null on a backend without a device tier.
+    const int32_t* slot_of = nullptr;
+    // Cost model for batches grouped on the host (prefill): seconds to upload one expert of this
+    // layer to the GPU, and for the host to apply it to n tokens: host_fixed_s + n * host_token_s.
+    double upload_s = 0.0, host_fixed_s = 0.0, host_token_s = 0.0;
+};
+
+// A point in a backend's background copy stream (copy_to_expert_slot), for fence_reached.
+using Fence = uint64_t;
 
 // The experts of one MoE layer applied to a batch: out[t] = sum_j w[t][j] * E_{ids[t][j]}(x[t]),
 // E_e(x) = down_e(silu(gate_e x) * up_e x). The one call through which all expert work goes, so
@@ -91,7 +132,8 @@ struct MoeArgs {
     float* out = nullptr;  // [n_tokens][n_embd], overwritten
     int layer = -1;        // for statistics / placement decisions
     // null: every expert resident in this backend's copy of the weights (made at upload). Else the
-    // store's placement of this layer's experts; a backend that cannot honour it throws.
+    // store's placement of this layer's experts: gate/up/down are then the host tensors (not
+    // uploaded), resident experts run from the backend's slots, the others through placement->host.
     const ExpertPlacement* placement = nullptr;
     // Optional, the layer's residual add and the norm after it: residual += the experts' result,
     // then normed = rms_norm(residual) * norm, as add_rms_norm(residual, out, norm, n_tokens,
@@ -281,6 +323,43 @@ public:
     virtual void route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                                     float* weights) = 0;
     virtual void moe(const MoeArgs& a) = 0;
+
+    // ---- Expert slots: the expert store's device tier (none on a backend without VRAM) ----
+    virtual bool has_expert_slots() const { return false; }
+    // Bytes of device memory the budget has left for expert slots now (after weights, caches and
+    // scratch so far), less `headroom` for what later forwards will still allocate.
+    virtual uint64_t expert_slot_memory(uint64_t headroom) const {
+        (void)headroom;
+        return 0;
+    }
+    // Makes the layer's slot arenas for n_slots experts shaped as these tensors' slices, every
+    // expert mapped to -1. host_pinned: the tensors' host memory may be registered for DMA.
+    virtual void make_expert_slots(int layer, const Weight& gate, const Weight& up, const Weight& down, int64_t n_slots,
+                                   bool host_pinned) {
+        (void)layer, (void)gate, (void)up, (void)down, (void)n_slots, (void)host_pinned;
+        throw Error(std::string("the ") + name() + " backend has no expert slots");
+    }
+    // Starts copying expert e of the layer (from the host tensors of make_expert_slots) into
+    // slot s on a background stream, after every op queued so far (so a slot unmapped by
+    // set_expert_slots is no longer read by an earlier forward). Returns its fence.
+    virtual Fence copy_to_expert_slot(int layer, int64_t slot, int64_t expert) {
+        (void)layer, (void)slot, (void)expert;
+        throw Error(std::string("the ") + name() + " backend has no expert slots");
+    }
+    virtual bool fence_reached(Fence f) {
+        (void)f;
+        return true;
+    }
+    // The layer's device table (expert -> slot or -1) from host memory, for the forwards from
+    // the next one on. Only between forwards.
+    virtual void set_expert_slots(int layer, const int32_t* slot_of, int64_t n_expert) {
+        (void)layer, (void)slot_of, (void)n_expert;
+    }
+    // Host-to-device speed of the slot copies measured so far (bytes/s; 0: none yet).
+    virtual double expert_copy_rate() const { return 0.0; }
+    // Whether this backend's expert kernels can read missing experts in place from host memory
+    // (slot code -2 - e): the host tensors are registered and mapped for the device.
+    virtual bool reads_host_experts() { return false; }
 
     // Gated DeltaNet pieces.
     // Causal depthwise conv1d with SiLU over one sequence's tokens, carrying the last

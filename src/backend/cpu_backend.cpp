@@ -259,94 +259,27 @@ void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64
 }
 
 void CpuBackend::moe(const MoeArgs& a) {
-    if (a.placement != nullptr) throw Error("the cpu backend cannot run experts placed by an expert store yet");
-    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
+    const int64_t n_embd = a.gate->ne[0], n_expert = a.gate->ne[2];
     const int64_t n_pairs = a.n_tokens * a.k;
-    // Group the (token, slot) pairs by expert: pairs of expert e are moe_pairs_[offsets[e] ..
-    // offsets[e+1]), each the index t*k + j into ids/weights.
-    moe_offsets_.assign(static_cast<size_t>(n_expert + 1), 0);
+    // The pairs in (token, slot) order: each token's sum runs in slot order.
+    moe_pairs_.resize(static_cast<size_t>(n_pairs));
     for (int64_t i = 0; i < n_pairs; ++i) {
         const int32_t e = a.ids[i];
         if (e < 0 || e >= n_expert) throw Error("expert id " + std::to_string(e) + " out of range");
-        ++moe_offsets_[static_cast<size_t>(e) + 1];
+        moe_pairs_[static_cast<size_t>(i)] = {static_cast<int32_t>(i / a.k), e, a.weights[i]};
     }
-    for (int64_t e = 0; e < n_expert; ++e) moe_offsets_[static_cast<size_t>(e + 1)] += moe_offsets_[static_cast<size_t>(e)];
-    moe_pairs_.resize(static_cast<size_t>(n_pairs));
-    {
-        moe_fill_.assign(moe_offsets_.begin(), moe_offsets_.end() - 1);
-        for (int64_t i = 0; i < n_pairs; ++i)
-            moe_pairs_[static_cast<size_t>(moe_fill_[static_cast<size_t>(a.ids[i])]++)] = static_cast<int32_t>(i);
-    }
-    // Token index of each grouped pair: the activation row it reads.
-    std::vector<int32_t>& token_of = moe_token_of_;
-    token_of.resize(static_cast<size_t>(n_pairs));
-    for (int64_t i = 0; i < n_pairs; ++i)
-        token_of[static_cast<size_t>(i)] = moe_pairs_[static_cast<size_t>(i)] / static_cast<int32_t>(a.k);
-
-    // gate and up for every pair: hidden [n_pairs][2][n_ff] in grouped order.
-    if (acts_.size() < 2) acts_.resize(2);
-    const auto gate_fmt = cpu::act_format_for(a.gate->type), down_fmt = cpu::act_format_for(a.down->type);
-    if (!gate_fmt || !down_fmt || cpu::act_format_for(a.up->type) != gate_fmt)
-        throw Error("no CPU kernel for the expert weight types of " + a.gate->name());
-    acts_[0].quantize(kernels_, *gate_fmt, a.x, n_embd, a.n_tokens, n_embd, &pool_);
-    moe_hidden_.resize(static_cast<size_t>(n_pairs * 2 * n_ff));
-    jobs_.clear();
-    for (int64_t e = 0; e < n_expert; ++e) {
-        const int32_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
-        if (n == 0) continue;
-        for (int which = 0; which < 2; ++which) {
-            cpu::MatmulJob j;
-            j.w = matrix_of(which == 0 ? *a.gate : *a.up, e);
-            j.x = &acts_[0];
-            j.cols = token_of.data() + b;
-            j.n_cols = n;
-            j.y = moe_hidden_.data() + (static_cast<size_t>(b) * 2 + static_cast<size_t>(which)) * static_cast<size_t>(n_ff);
-            j.y_stride = 2 * n_ff;
-            jobs_.push_back(j);
-        }
-    }
-    cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
-
-    // silu(gate) * up in place into the first half of each row, then down.
-    for (int64_t i = 0; i < n_pairs; ++i) {
-        float* h = moe_hidden_.data() + i * 2 * n_ff;
-        for (int64_t c = 0; c < n_ff; ++c) h[c] = silu(h[c]) * h[n_ff + c];
-    }
-    acts_[1].quantize(kernels_, *down_fmt, moe_hidden_.data(), n_ff, n_pairs, 2 * n_ff, &pool_);
-    moe_out_.resize(static_cast<size_t>(n_pairs * n_embd));
-    // Down reads the hidden rows in grouped order: expert e uses rows offsets[e] .. offsets[e+1).
-    std::vector<int32_t>& grouped_rows = moe_rows_;
-    grouped_rows.resize(static_cast<size_t>(n_pairs));
-    std::iota(grouped_rows.begin(), grouped_rows.end(), 0);
-    jobs_.clear();
-    for (int64_t e = 0; e < n_expert; ++e) {
-        const int32_t b = moe_offsets_[static_cast<size_t>(e)], n = moe_offsets_[static_cast<size_t>(e + 1)] - b;
-        if (n == 0) continue;
-        cpu::MatmulJob j;
-        j.w = matrix_of(*a.down, e);
-        j.x = &acts_[1];
-        j.cols = grouped_rows.data() + b;
-        j.n_cols = n;
-        j.y = moe_out_.data() + static_cast<size_t>(b) * static_cast<size_t>(n_embd);
-        j.y_stride = n_embd;
-        jobs_.push_back(j);
-    }
-    cpu::matmul_jobs(jobs_.data(), jobs_.size(), &pool_, kernels_);
-
-    // Weighted sum back per token, in slot order so the result does not depend on grouping.
-    std::vector<int32_t>& grouped_of = moe_slot_of_;
-    grouped_of.resize(static_cast<size_t>(n_pairs));
-    for (int64_t i = 0; i < n_pairs; ++i)
-        grouped_of[static_cast<size_t>(moe_pairs_[static_cast<size_t>(i)])] = static_cast<int32_t>(i);
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-        float* o = a.out + t * n_embd;
-        std::fill(o, o + n_embd, 0.0f);
-        for (int64_t j = 0; j < a.k; ++j) {
-            const float w = a.weights[t * a.k + j];
-            const float* r =
-                moe_out_.data() + static_cast<size_t>(grouped_of[static_cast<size_t>(t * a.k + j)]) * static_cast<size_t>(n_embd);
-            for (int64_t c = 0; c < n_embd; ++c) o[c] += w * r[c];
-        }
+    if (a.placement != nullptr) {
+        // An expert store: no VRAM tier here, every pair runs through its host tiers.
+        if (a.placement->host == nullptr) throw Error("an expert placement without a host executor");
+        a.placement->host->saw(a.layer, a.ids, n_pairs, 0, n_pairs);
+        a.placement->host->run(a.layer, a.x, a.n_tokens, moe_pairs_, a.out, &pool_);
+    } else {
+        moe_run_.run(
+            a.x, a.n_tokens, n_embd, moe_pairs_,
+            [&](int32_t e) {
+                return cpu::ExpertMatrices{matrix_of(*a.gate, e), matrix_of(*a.up, e), matrix_of(*a.down, e)};
+            },
+            a.out, &pool_, kernels_);
     }
     if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
 }

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "cpu/matmul.h"
+#include "cpu/moe_pairs.h"
 #include "util/thread_pool.h"
 
 namespace strata::backend {
@@ -64,8 +65,8 @@ private:
     // Scratch reused across calls (the backend is used by one forward at a time).
     std::vector<cpu::Activations> acts_;
     std::vector<cpu::MatmulJob> jobs_;
-    std::vector<float> moe_hidden_, moe_out_;
-    std::vector<int32_t> moe_pairs_, moe_offsets_, moe_fill_, moe_token_of_, moe_rows_, moe_slot_of_;
+    cpu::MoePairs moe_run_;
+    std::vector<cpu::ExpertPair> moe_pairs_;
     std::vector<std::pair<int64_t, int64_t>> attn_tiles_;
     static constexpr size_t kLargeAllocation = size_t{1} << 20;
     std::mutex large_mu_;

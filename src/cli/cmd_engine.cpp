@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "cli/expert_flags.h"
 #include "devices/backend_factory.h"
 #include "model/model.h"
 #include "runtime/engine_protocol.h"
@@ -32,6 +33,7 @@ struct EngineArgs {
     std::string model;
     int threads = 2;
     std::string device = "cpu", vram_budget;
+    ExpertFlags experts;
     SchedulerOptions sched;
     int64_t kv_mib = 2048, snapshot_mib = 1024;
 };
@@ -123,6 +125,7 @@ int run_engine(EngineArgs& a) {
     const auto be = devices::make_backend(bo);
     const auto t0 = std::chrono::steady_clock::now();
     model::LoadOptions lo;
+    apply_expert_flags(a.experts, a.threads, lo);
     auto model = model::Model::load(a.model, *be, lo);
     const auto tok = tokenizer::Tokenizer::from_gguf(model->file());
     a.sched.kv.kv_bytes = a.kv_mib << 20;
@@ -213,6 +216,7 @@ void add_engine_command(CLI::App& app, Runner& run) {
     cmd->add_option("-t,--threads", a->threads, "compute threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
+    add_expert_flags(cmd, &a->experts);
     cmd->add_option("--max-running", a->sched.max_running, "sequences computed at once")
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();

@@ -1,5 +1,6 @@
 // `strata generate -m MODEL (--prompt TEXT | --tokens a,b,c) -n N [--temp T] [--seed S]
-//  [--dump-logits OUT.f32] [--json] [--threads N] [--device cpu|cuda] [--vram-budget SIZE]`: one
+//  [--dump-logits OUT.f32] [--json] [--threads N] [--device cpu|cuda] [--vram-budget SIZE]
+//  [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N]`: one
 //  sequence, prefill then decode.
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/expert_flags.h"
 #include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -34,6 +36,7 @@ struct GenerateArgs {
     int threads = 2;
     int64_t ctx = 0;
     std::string device = "cpu", vram_budget;
+    ExpertFlags experts;
 };
 
 std::vector<int32_t> parse_token_list(const std::string& s) {
@@ -82,7 +85,9 @@ int run_generate(const GenerateArgs& a) {
     if (!a.vram_budget.empty()) bo.vram_budget = devices::parse_byte_size(a.vram_budget);
     const auto be = devices::make_backend(bo);
     const auto t_load = clock::now();
-    auto model = model::Model::load(a.model, *be);
+    model::LoadOptions lo;
+    apply_expert_flags(a.experts, a.threads, lo);
+    auto model = model::Model::load(a.model, *be, lo);
     const auto& cfg = model->config();
     std::fprintf(stderr, "loaded %s: %s, %lld layers, %lld experts (top %lld), %.1f MiB of weights, %.0f ms\n", a.model.c_str(),
                  cfg.arch_name.c_str(), static_cast<long long>(cfg.n_layer), static_cast<long long>(cfg.n_expert),
@@ -157,6 +162,7 @@ int run_generate(const GenerateArgs& a) {
     std::fprintf(stderr, "prefill: %zu tokens in %.1f ms (%.1f t/s); decode: %zu tokens in %.1f ms (%.1f t/s)\n", prompt.size(),
                  prefill_ms, 1000.0 * static_cast<double>(prompt.size()) / prefill_ms, generated.size(), decode_ms,
                  generated.size() > 1 ? 1000.0 * static_cast<double>(generated.size() - 1) / decode_ms : 0.0);
+    if (const std::string s = expert_store_summary(*model); !s.empty()) std::fprintf(stderr, "%s\n", s.c_str());
     return 0;
 }
 
@@ -179,6 +185,7 @@ void add_generate_command(CLI::App& app, Runner& run) {
     cmd->add_option("--ctx", a->ctx, "sequence capacity (default: prompt + n)");
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
+    add_expert_flags(cmd, &a->experts);
     cmd->callback([&run, a] { run = [a] { return run_generate(*a); }; });
 }
 

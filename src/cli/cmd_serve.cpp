@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/expert_flags.h"
 #include "devices/backend_factory.h"
 #include "serve/server.h"
 #include "util/error.h"
@@ -29,6 +30,7 @@ struct ServeArgs {
     serve::ServeOptions o;
     std::vector<std::string> keys;
     std::string device = "cpu", vram_budget;
+    ExpertFlags experts;
     int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
     int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
     bool no_prefix_cache = false;
@@ -63,6 +65,11 @@ int run_serve(ServeArgs& a) {
     if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
     o.engine_argv.insert(o.engine_argv.end(), {"--device", a.device});
     if (!a.vram_budget.empty()) o.engine_argv.insert(o.engine_argv.end(), {"--vram-budget", a.vram_budget});
+    {
+        model::LoadOptions check;
+        apply_expert_flags(a.experts, a.threads, check);  // refuse bad expert flags before starting
+        for (std::string& s : expert_flag_args(a.experts)) o.engine_argv.push_back(std::move(s));
+    }
 
     block_stop_signals();
     serve::Server server(o);
@@ -123,6 +130,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
         ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
+    add_expert_flags(cmd, &a->experts);
     cmd->add_option("-t,--threads", a->threads, "engine compute threads")->check(CLI::Range(1, 1024))->capture_default_str();
     cmd->add_option("--ctx", a->ctx, "positions per sequence (default: the model's, capped by KV memory)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));

@@ -7,7 +7,8 @@
 //   HostStaging (cuda_staging.cuh)        ops' host inputs on their way to the device;
 //   DeviceWeights (cuda_weights.cuh)      the weights in device memory and their bf16 copies;
 //   ActQ8Cache (cuda_act_cache.cuh)       the 8-bit copy of an activation the products reuse;
-//   MoeGrouping (cuda_moe_grouping.cuh)   large MoE batches grouped by expert on the host.
+//   MoeGrouping (cuda_moe_grouping.cuh)   large MoE batches grouped by expert on the host;
+//   ExpertSlots (cuda_expert_slots.cuh)   an expert store's VRAM slots, uploads and host share.
 // Products: a GEMV for up to kGemvMaxCols input rows (decode), else the weight as bf16 (its copy,
 // or dequantised into scratch; f32 for float weights) and cuBLAS. MoE decode reads the routed
 // expert ids on the device; larger batches group pairs by expert. The knobs: tuning_
@@ -20,11 +21,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "cuda/cuda_act_cache.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device.cuh"
+#include "cuda/cuda_expert_slots.cuh"
 #include "cuda/cuda_graphs.cuh"
 #include "cuda/cuda_moe_grouping.cuh"
 #include "cuda/cuda_staging.cuh"
@@ -75,7 +78,8 @@ public:
           staging_(pool_, graphs_, stream_),
           weights_(pool_, graphs_, stream_),
           act_(pool_, graphs_, tuning_, stream_),
-          moe_(pool_, staging_, weights_, dev_) {
+          moe_(pool_, staging_, weights_, dev_),
+          slots_(pool_, stream_) {
         pool_.set_give_back([this] { weights_.give_back_bf16_copies(); });  // spare memory
         init_quant_tables();
         set_weight_prefetch(tuning_.weight_prefetch);
@@ -99,7 +103,33 @@ public:
         act_.forget();
         graphs_.begin(n_tokens, may_replay, staging_);
     }
-    bool forward_end() override { return graphs_.end(staging_); }
+    bool forward_end() override {
+        const bool ran = graphs_.end(staging_);
+        if (const std::string e = slots_.take_error(); !e.empty())
+            throw Error("the expert store's host share failed (" + e + "); the forward's result is void");
+        return ran;
+    }
+
+    bool has_expert_slots() const override { return true; }
+    uint64_t expert_slot_memory(uint64_t headroom) const override {
+        const uint64_t used = pool_.used() + headroom;
+        return pool_.budget() > used ? pool_.budget() - used : 0;
+    }
+    void make_expert_slots(int layer, const Weight& gate, const Weight& up, const Weight& down, int64_t n_slots,
+                           bool host_pinned) override {
+        graphs_.abandon_capture();
+        slots_.make(layer, gate, up, down, n_slots, host_pinned);
+    }
+    backend::Fence copy_to_expert_slot(int layer, int64_t slot, int64_t expert) override {
+        return slots_.copy(layer, slot, expert);
+    }
+    bool fence_reached(backend::Fence f) override { return slots_.reached(f); }
+    void set_expert_slots(int layer, const int32_t* slot_of, int64_t n_expert) override {
+        if (graphs_.mode() != Mode::Eager) throw Error("CUDA: expert slot tables change between forwards, not inside one");
+        slots_.set_table(layer, slot_of, n_expert);
+    }
+    double expert_copy_rate() const override { return slots_.rate(); }
+    bool reads_host_experts() override { return slots_.far_ok(); }
 
     void upload_weights(std::span<const Weight> weights, const ProgressFn& progress) override {
         act_.forget();
@@ -591,6 +621,8 @@ private:
     }
 
     void moe_experts(const MoeArgs& a);  // moe() but for telling the 8-bit copy what it wrote
+    void moe_placed_indexed(const MoeArgs& a);
+    void moe_placed_grouped(const MoeArgs& a);
     void moe_on_device(const MoeArgs& a, float* outp);
     void moe_grouped_on_host(const MoeArgs& a, float* outp);
 
@@ -604,6 +636,7 @@ private:
     DeviceWeights weights_;
     ActQ8Cache act_;
     MoeGrouping moe_;
+    ExpertSlots slots_;
     std::vector<float> inv_freq_;  // rope_inv_freq of inv_freq_params_
     RopeParams inv_freq_params_;
     // Keys of upload_cached for per-step arrays (their addresses only serve as keys).
@@ -612,11 +645,16 @@ private:
     std::vector<int64_t> kv_offsets_;
     std::vector<TokenKv> attn_tokens_;
     std::vector<AttnTile> attn_tiles_;
+    // The placed grouped MoE's host arrays.
+    std::vector<int32_t> placed_ids_, placed_token_of_, placed_slot_row_;
+    std::vector<float> placed_w_, placed_x_, placed_out_;
+    std::vector<backend::HostExpertPair> placed_host_pairs_;
 };
 
 void CudaBackend::moe(const MoeArgs& a) {
-    if (a.placement != nullptr) throw Error("the cuda backend cannot run experts placed by an expert store yet");
-    moe_experts(a);
+    if (a.placement == nullptr) moe_experts(a);
+    else if (a.n_tokens * a.k <= ExpertSlots::kMaxPairs) moe_placed_indexed(a);
+    else moe_placed_grouped(a);
     act_.wrote(a.out, a.n_tokens * a.gate->ne[0]);  // after: x may be out, and its copy was used
 }
 
@@ -710,6 +748,268 @@ void CudaBackend::moe_grouped_on_host(const MoeArgs& a, float* outp) {
     }
     moe_combine(outp, slot_row, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
     if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
+}
+
+// An expert store's layer, up to kMaxPairs pairs (decode): the slot lookup splits the pairs; a
+// side branch copies the ids and x to pinned host rows, runs the host's share in a host callback
+// and brings its weighted rows back, while the main stream runs the resident pairs from the slots;
+// the main stream joins the branch before the combine. All of it records into a graph (the host
+// callback reads what the lookup wrote at run time; the addresses are fixed).
+void CudaBackend::moe_placed_indexed(const MoeArgs& a) {
+    const ExpertSlots::Layer& L = slots_.layer(a.layer);
+    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1];
+    const int64_t n_pairs = a.n_tokens * a.k;
+    if (n_pairs <= 0) return;
+    float* outp = static_cast<float*>(pool_.scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
+    float* hidden = static_cast<float*>(pool_.scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+    const bool int8 =
+        tuning_.int8_products && q8_supported(a.gate->type) && q8_supported(a.down->type) && n_embd % 32 == 0 && n_ff % 32 == 0;
+    ActQ8 xq{}, hq{};
+    if (int8) {
+        xq = act_.for_input(a.x, a.n_tokens, n_embd);
+        hq = act_q8_in(pool_.scratch(kActHidden, act_q8_bytes(n_pairs, n_ff)), n_pairs, n_ff);
+    }
+    const bool fuse = a.residual != nullptr && moe_combine_add_rms_norm_fits(outp, a.residual, a.normed, n_embd);
+    const ActQ8* nq = fuse ? act_.out(a.n_tokens, n_embd) : nullptr;
+    ExpertSlots::HostJob* job = slots_.job(a.layer, a.n_tokens);
+    job->host = a.placement->host;
+    job->layer = a.layer;
+    job->n_tokens = a.n_tokens;
+    job->k = a.k;
+    job->n_embd = n_embd;
+    job->h_pack = slots_.h_pack();
+    job->h_x = slots_.h_x();
+    job->h_out = slots_.h_out();
+    int32_t* pack = slots_.d_pack();
+    const int32_t* slot_ids = pack + n_pairs;
+    sign(kOpMoe, L.gate_slots, L.up_slots, L.down_slots, L.table, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden,
+         xq.q, hq.q, fuse, a.residual, fuse ? a.norm->data : nullptr, a.eps, a.normed, nq != nullptr ? nq->q : nullptr, job);
+    if (fuse) {
+        act_.forget();
+        if (nq != nullptr) act_.remember(a.normed, a.n_tokens, n_embd);
+    }
+    if (!launching()) {
+        if (a.residual != nullptr && !fuse) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
+        return;
+    }
+    const size_t x_bytes = static_cast<size_t>(a.n_tokens * n_embd) * sizeof(float);
+    expert_slot_lookup(a.ids, a.weights, L.table, n_pairs, pack, stream_);
+    const cudaStream_t side = slots_.side();
+    STRATA_CUDA_CHECK(cudaEventRecord(slots_.fork(), stream_));
+    STRATA_CUDA_CHECK(cudaStreamWaitEvent(side, slots_.fork(), 0));
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(slots_.h_pack(), pack, static_cast<size_t>(3 * n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, side));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.h_x(), a.x, x_bytes, cudaMemcpyDeviceToHost, side));
+    STRATA_CUDA_CHECK(cudaLaunchHostFunc(side, ExpertSlots::run_host_job, job));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.d_partial(), slots_.h_out(), x_bytes, cudaMemcpyHostToDevice, side));
+    STRATA_CUDA_CHECK(cudaEventRecord(slots_.join(), side));
+    const DeviceMatrix gate = L.gate_m(), up = L.up_m(), down = L.down_m();
+    const MoeFar far = slots_.far(a.layer);
+    if (int8) {
+        moe_gate_up(gate, up, xq, n_pairs, a.k, slot_ids, hidden, tuning_, stream_, &down, far);
+        quantize_act_q8(hidden, n_pairs, n_ff, n_ff, hq, stream_);
+        moe_down(down, hq, n_pairs, a.k, slot_ids, outp, tuning_, stream_, far);
+    } else {
+        moe_gate_up(gate, up, a.x, n_pairs, a.k, slot_ids, hidden, tuning_, stream_, &down, far);
+        moe_down(down, hidden, n_pairs, a.k, slot_ids, outp, tuning_, stream_, far);
+    }
+    STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream_, slots_.join(), 0));
+    if (fuse) {
+        cuda::add(a.residual, slots_.d_partial(), a.n_tokens * n_embd, stream_);
+        moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, weights_.f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps,
+                                 a.normed, stream_, nq);
+        return;
+    }
+    moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+    cuda::add(a.out, slots_.d_partial(), a.n_tokens * n_embd, stream_);
+    if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
+}
+
+// An expert store's layer, more pairs (prefill, big batches; eager: the ids come to the host).
+// Each used expert runs where the cost model says: resident ones from their slots; missing ones
+// either uploaded into a transient half on the copy stream (overlapped with the compute of the
+// previous chunk) or given to the host executor, which computes its share on this thread while
+// the GPU works — balanced so that neither side waits long for the other. Experts are laid out
+// resident, uploaded, host; chunks of up to ExpertSlots::kUploadExperts experts are dequantised
+// to bf16 and multiplied in grouped GEMMs; the host's rows are zero in the combine and its
+// weighted sums are added after.
+void CudaBackend::moe_placed_grouped(const MoeArgs& a) {
+    if (graphs_.mode() != Mode::Eager) {
+        graphs_.decline();
+        graphs_.keep_size_eager();
+        return;
+    }
+    const ExpertSlots::Layer& L = slots_.layer(a.layer);
+    const backend::ExpertPlacement& P = *a.placement;
+    const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1], n_expert = a.gate->ne[2];
+    const int64_t n_pairs = a.n_tokens * a.k;
+    act_.forget();
+    // ids, weights and x to the host (one wait).
+    std::vector<int32_t>& ids = placed_ids_;
+    std::vector<float>& w = placed_w_;
+    std::vector<float>& x = placed_x_;
+    ids.resize(static_cast<size_t>(n_pairs));
+    w.resize(static_cast<size_t>(n_pairs));
+    x.resize(static_cast<size_t>(a.n_tokens * n_embd));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(ids.data(), a.ids, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(w.data(), a.weights, w.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(x.data(), a.x, x.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    sync_stream(stream_);
+    std::vector<int32_t> count(static_cast<size_t>(n_expert), 0);
+    for (int32_t e : ids) {
+        if (e < 0 || e >= n_expert) throw Error("expert id " + std::to_string(e) + " out of range");
+        ++count[static_cast<size_t>(e)];
+    }
+    // Where each used expert runs: 0 resident, 1 uploaded, 2 host.
+    enum : uint8_t { kResident, kUpload, kHost };
+    std::vector<uint8_t> where(static_cast<size_t>(n_expert), kResident);
+    std::vector<int32_t> missing;
+    for (int64_t e = 0; e < n_expert; ++e)
+        if (count[static_cast<size_t>(e)] > 0 && P.slot_of[e] < 0) missing.push_back(static_cast<int32_t>(e));
+    std::stable_sort(missing.begin(), missing.end(),
+                     [&](int32_t p, int32_t q) { return count[static_cast<size_t>(p)] > count[static_cast<size_t>(q)]; });
+    double t_gpu = 0.0, t_host = 0.0;
+    for (int32_t e : missing) {
+        const double host = P.host_fixed_s + P.host_token_s * count[static_cast<size_t>(e)];
+        if (t_gpu + P.upload_s <= t_host + host) {
+            where[static_cast<size_t>(e)] = kUpload;
+            t_gpu += P.upload_s;
+        } else {
+            where[static_cast<size_t>(e)] = kHost;
+            t_host += host;
+        }
+    }
+    // The grouped layout: resident experts, then uploaded, then host; rows of expert e from
+    // offsets[e], the pairs in (token, slot) order within it.
+    std::vector<int32_t> order;
+    for (uint8_t cls : {kResident, kUpload, kHost})
+        for (int64_t e = 0; e < n_expert; ++e)
+            if (count[static_cast<size_t>(e)] > 0 && where[static_cast<size_t>(e)] == cls)
+                order.push_back(static_cast<int32_t>(e));
+    std::vector<int32_t> offset(static_cast<size_t>(n_expert), 0), fill(static_cast<size_t>(n_expert), 0);
+    int32_t rows = 0, gpu_rows = 0;
+    for (int32_t e : order) {
+        offset[static_cast<size_t>(e)] = rows;
+        rows += count[static_cast<size_t>(e)];
+        if (where[static_cast<size_t>(e)] != kHost) gpu_rows = rows;
+    }
+    std::vector<int32_t>& token_of = placed_token_of_;
+    std::vector<int32_t>& slot_row = placed_slot_row_;
+    token_of.resize(static_cast<size_t>(n_pairs));
+    slot_row.resize(static_cast<size_t>(n_pairs));
+    std::vector<backend::HostExpertPair>& host_pairs = placed_host_pairs_;
+    host_pairs.clear();
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const auto e = static_cast<size_t>(ids[static_cast<size_t>(i)]);
+        const int32_t row = offset[e] + fill[e]++;
+        token_of[static_cast<size_t>(row)] = static_cast<int32_t>(i / a.k);
+        slot_row[static_cast<size_t>(i)] = row;
+        if (where[e] == kHost)
+            host_pairs.push_back({static_cast<int32_t>(i / a.k), static_cast<int32_t>(e), w[static_cast<size_t>(i)]});
+    }
+    // Uploaded pairs count with those read in place: the GPU ran them, their expert came over the bus.
+    int64_t n_uploaded = 0;
+    for (int32_t e : ids) n_uploaded += where[static_cast<size_t>(e)] == kUpload;
+    P.host->saw(a.layer, ids.data(), n_pairs, n_uploaded, static_cast<int64_t>(host_pairs.size()));
+
+    float* outp = static_cast<float*>(pool_.scratch(kMoePairs, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
+    float* xg = static_cast<float*>(pool_.scratch(kMoeX, static_cast<size_t>(n_pairs * n_embd) * sizeof(float)));
+    float* hg = static_cast<float*>(pool_.scratch(kMoeHidden, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+    float* hu = static_cast<float*>(pool_.scratch(kMoeUp, static_cast<size_t>(n_pairs * n_ff) * sizeof(float)));
+    const size_t per_expert = static_cast<size_t>(n_ff * n_embd) * 2;  // one bf16 matrix
+    const int64_t chunk = std::max<int64_t>(
+        1, std::min<int64_t>(ExpertSlots::kUploadExperts, static_cast<int64_t>(MoeGrouping::kScratchBytes / per_expert)));
+    void* deq = pool_.scratch(kDenseW, static_cast<size_t>(chunk) * per_expert);
+    void* act = pool_.scratch(kDenseX, static_cast<size_t>(n_pairs * std::max(n_embd, n_ff)) * 2);
+    if (gpu_rows > 0) {
+        gather_rows(a.x, n_embd, staging_.upload(token_of.data(), static_cast<size_t>(gpu_rows)), gpu_rows, xg, stream_);
+        to_bf16(xg, gpu_rows, n_embd, n_embd, act, stream_);
+    }
+    if (gpu_rows < n_pairs)  // the host's rows add nothing in the combine
+        STRATA_CUDA_CHECK(cudaMemsetAsync(reinterpret_cast<uint8_t*>(outp) + static_cast<size_t>(gpu_rows * n_embd) * 2, 0,
+                                          static_cast<size_t>((n_pairs - gpu_rows) * n_embd) * 2, stream_));
+    // Chunks: runs of up to `chunk` experts of one class.
+    struct Chunk {
+        size_t begin, end;
+        bool upload;
+    };
+    std::vector<Chunk> chunks;
+    for (size_t i = 0; i < order.size();) {
+        const uint8_t cls = where[static_cast<size_t>(order[i])];
+        if (cls == kHost) break;
+        size_t j = i;
+        while (j < order.size() && j - i < static_cast<size_t>(chunk) && where[static_cast<size_t>(order[j])] == cls) ++j;
+        chunks.push_back({i, j, cls == kUpload});
+        i = j;
+    }
+    std::vector<int> half_of(chunks.size(), -1);
+    std::vector<size_t> uploads;  // chunk indices that upload, in order
+    for (size_t c = 0; c < chunks.size(); ++c)
+        if (chunks[c].upload) uploads.push_back(c);
+    auto queue_upload = [&](size_t u) {
+        if (u >= uploads.size()) return;
+        const Chunk& ch = chunks[uploads[u]];
+        half_of[uploads[u]] = static_cast<int>(u % 2);
+        slots_.upload(a.layer, static_cast<int>(u % 2), order.data() + ch.begin, static_cast<int64_t>(ch.end - ch.begin));
+    };
+    queue_upload(0);
+    queue_upload(1);
+    size_t next_upload = 2;
+    std::vector<int32_t> list;
+    std::vector<const void*> ptrs;
+    std::vector<int32_t> row0, nrows;
+    bool ok = moe_.grouped_ok();
+    for (size_t c = 0; c < chunks.size() && ok; ++c) {
+        const Chunk& ch = chunks[c];
+        const int cnt = static_cast<int>(ch.end - ch.begin);
+        const int half = half_of[c];
+        list.clear();
+        row0.clear();
+        nrows.clear();
+        ptrs.clear();
+        for (size_t i = ch.begin; i < ch.end; ++i) {
+            const auto e = static_cast<size_t>(order[i]);
+            list.push_back(ch.upload ? static_cast<int32_t>(i - ch.begin) : P.slot_of[e]);
+            row0.push_back(offset[e]);
+            nrows.push_back(count[e]);
+            ptrs.push_back(static_cast<const uint8_t*>(deq) + (i - ch.begin) * per_expert);
+        }
+        const int32_t* dlist = staging_.upload(list.data(), list.size());
+        if (ch.upload) slots_.wait_upload(half);
+        const DeviceMatrix gm = ch.upload ? slots_.upload_gate(a.layer, half) : L.gate_m();
+        const DeviceMatrix um = ch.upload ? slots_.upload_up(a.layer, half) : L.up_m();
+        const DeviceMatrix dm = ch.upload ? slots_.upload_down(a.layer, half) : L.down_m();
+        const int64_t r0 = row0.front(), nr = std::accumulate(nrows.begin(), nrows.end(), int64_t{0});
+        dequant_experts_bf16(gm, dlist, cnt, deq, stream_);
+        ok = moe_.grouped_gemm(ptrs.data(), row0.data(), nrows.data(), cnt, act, n_embd, hg, n_ff);
+        dequant_experts_bf16(um, dlist, cnt, deq, stream_);
+        ok = ok && moe_.grouped_gemm(ptrs.data(), row0.data(), nrows.data(), cnt, act, n_embd, hu, n_ff);
+        // SwiGLU of the chunk's rows, in place into hg (down reads them from there).
+        swiglu_bf16(reinterpret_cast<uint8_t*>(hg) + static_cast<size_t>(r0 * n_ff) * 2,
+                    reinterpret_cast<uint8_t*>(hu) + static_cast<size_t>(r0 * n_ff) * 2, nr * n_ff,
+                    reinterpret_cast<uint8_t*>(hg) + static_cast<size_t>(r0 * n_ff) * 2, stream_);
+        dequant_experts_bf16(dm, dlist, cnt, deq, stream_);
+        ok = ok && moe_.grouped_gemm(ptrs.data(), row0.data(), nrows.data(), cnt, hg, n_ff, outp, n_embd);
+        if (ch.upload) {
+            slots_.release(half);
+            queue_upload(next_upload++);
+        }
+    }
+    if (!ok) throw Error("the expert store on CUDA needs cuBLAS's grouped bf16 GEMM, which this cuBLAS lacks");
+    // The host's share on this thread while the GPU works, then its rows up and added.
+    float* partial = nullptr;
+    if (!host_pairs.empty()) {
+        std::vector<float>& out = placed_out_;
+        out.resize(x.size());
+        P.host->run(a.layer, x.data(), a.n_tokens, host_pairs, out.data(), nullptr);
+        partial = static_cast<float*>(pool_.scratch(kMoeHostRows, out.size() * sizeof(float)));
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(partial, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    }
+    moe_combine_bf16(outp, staging_.upload(slot_row.data(), slot_row.size()), a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+    if (partial != nullptr) cuda::add(a.out, partial, a.n_tokens * n_embd, stream_);
+    if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
+    // The host vectors above are read by queued copies: wait before they change (the next layer).
+    sync_stream(stream_);
 }
 
 }  // namespace

@@ -250,18 +250,24 @@ void dequant_experts_bf16(const DeviceMatrix& w, const int32_t* experts, int64_t
 
 // Experts applied to a few tokens without leaving the device (decode): for pair p = t*k + j,
 // hidden[p] = silu(gate_e x_t) * up_e x_t and out_pair[p] = down_e hidden[p], e = ids[p].
+// An expert store's experts read in place from host memory (registered, mapped: with unified
+// addressing the host address serves the device): an id -2 - e names expert e of these tensors.
+// An id -1 is a pair the host runs (no hidden row; a zero output row).
+struct MoeFar {
+    const uint8_t *gate = nullptr, *up = nullptr, *down = nullptr;
+};
 // gate/up/down hold every expert: expert e's rows start at e * rows. moe_gate_up's `down` (the
 // one to come, or null) is asked of L2 for the pairs' experts while gate and up are multiplied.
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k, const int32_t* ids,
-                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr, const MoeFar& far = {});
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              const CudaTuning& t, cudaStream_t s);
+              const CudaTuning& t, cudaStream_t s, const MoeFar& far = {});
 // The same with 8-bit inputs: x [n_tokens][ne0], hidden [n_pairs][n_ff] (types q8_supported,
 // rows of a multiple of 32 values).
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k, const int32_t* ids,
-                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr);
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down = nullptr, const MoeFar& far = {});
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              const CudaTuning& t, cudaStream_t s);
+              const CudaTuning& t, cudaStream_t s, const MoeFar& far = {});
 
 // ---- element-wise and small ops (cuda_ops.cu) ---------------------------------------------
 
@@ -354,6 +360,9 @@ void gather_rows(const float* x, int64_t cols, const int32_t* rows, int64_t n, f
 bool moe_combine_add_rms_norm_fits(const float* pairs, const float* y, const float* out, int64_t dim);
 void moe_combine_add_rms_norm(const float* pairs, const float* weights, int64_t k, float* y, const float* w, int64_t rows,
                               int64_t dim, float eps, float* out, cudaStream_t s, const ActQ8* q8 = nullptr);
+// An expert store's decode pairs: pack [3][n] = the ids, their slots (table[id]: -1 where the
+// host runs the pair) and the weights' bits, for the host's share and the slot-addressed kernels.
+void expert_slot_lookup(const int32_t* ids, const float* weights, const int32_t* table, int64_t n, int32_t* pack, cudaStream_t s);
 // out[t] = sum_j weights[t*k + j] * pairs[slot_row[t*k + j]] (slot_row null: row t*k + j).
 void moe_combine(const float* pairs, const int32_t* slot_row, const float* weights, int64_t n_tokens, int64_t k, int64_t dim,
                  float* out, cudaStream_t s);

@@ -405,14 +405,23 @@ template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>)
     moe_gate_up_kernel(const uint8_t* __restrict__ gate, const uint8_t* __restrict__ up, size_t row_bytes, int rows, int groups,
                        X x, const int32_t* __restrict__ ids, int k, float* __restrict__ hidden, const uint8_t* down,
-                       size_t down_bytes, bool pair_major) {
+                       size_t down_bytes, bool pair_major, const uint8_t* gate_far, const uint8_t* up_far) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
     const int rb = pair_major ? blockIdx.y : blockIdx.x, n_rb = pair_major ? gridDim.y : gridDim.x;
     const int first = (rb * kWarps + threadIdx.x / 32) * kRows;
-    const size_t base = static_cast<size_t>(ids[p]) * rows;
-    if (threadIdx.x == 0 && first < rows) {
+    // An expert store's ids: a slot (>= 0), -1 (the host runs the pair: its hidden row is
+    // unused), or -2 - e: expert e read in place from host memory over the bus (gate_far, up_far).
+    const int id = ids[p];
+    if (id == -1) return;
+    const bool far = id < -1;
+    if (far) {
+        gate = gate_far;
+        up = up_far;
+    }
+    const size_t base = static_cast<size_t>(far ? -2 - id : id) * rows;
+    if (threadIdx.x == 0 && first < rows && !far) {
         const int lo = static_cast<int>(base) + first, hi = static_cast<int>(base) + min(rows, first + kWarps * kRows);
         prefetch_rows(gate, row_bytes, lo, hi);
         prefetch_rows(up, row_bytes, lo, hi);
@@ -463,15 +472,22 @@ __global__ void __launch_bounds__(kWarps * 32, kGateUpMinBlocks<Dq, kRows, X>)
 template <class Dq, int kRows, class X>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_down_kernel(const uint8_t* __restrict__ down, size_t row_bytes, int rows, int groups, X hidden,
-                    const int32_t* __restrict__ ids, float* __restrict__ out, bool pair_major) {
+                    const int32_t* __restrict__ ids, float* __restrict__ out, bool pair_major, const uint8_t* down_far) {
     grid_dependency_enter();
     constexpr int kGroups = Dq::kValues / 8;
     const int lane = threadIdx.x & 31, p = pair_major ? blockIdx.x : blockIdx.y;
     const int first = ((pair_major ? blockIdx.y : blockIdx.x) * kWarps + threadIdx.x / 32) * kRows;
     if (first >= rows) return;
-    const uint8_t* w0 = down + (static_cast<size_t>(ids[p]) * rows + first) * row_bytes;
-    const X h = row_at(hidden, p, groups * 8);
     const int n = min(kRows, rows - first);
+    const int id = ids[p];  // as the gate/up kernel's
+    if (id == -1) {         // the host runs the pair: its row adds nothing here
+        if (lane < n) out[static_cast<int64_t>(p) * rows + first + lane] = 0.0f;
+        return;
+    }
+    const uint8_t* w0 = (id < -1 ? down_far + static_cast<size_t>(-2 - id) * rows * row_bytes
+                                 : down + static_cast<size_t>(id) * rows * row_bytes) +
+                        static_cast<size_t>(first) * row_bytes;
+    const X h = row_at(hidden, p, groups * 8);
     float acc[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[r] = 0.0f;
@@ -774,7 +790,7 @@ dim3 moe_grid(unsigned row_blocks, int64_t n_pairs, bool pair_major) {
 
 template <class X>
 void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, int64_t n_pairs, int64_t k, const int32_t* ids,
-                        float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s) {
+                        float* hidden, const DeviceMatrix* down, const CudaTuning& t, cudaStream_t s, const MoeFar& far) {
     check_type(gate);
     if (up.type != gate.type || up.row_bytes != gate.row_bytes) throw Error("expert gate and up weights differ in type");
     if (!std::is_same_v<X, const float*> && gate.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
@@ -787,7 +803,8 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_gate_up_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, gate.data, up.data, gate.row_bytes,
                           static_cast<int>(gate.rows), groups, x, ids, static_cast<int>(k), hidden,
-                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0, pair_major);
+                          down != nullptr ? down->data : nullptr, down != nullptr ? down->rows * down->row_bytes : 0, pair_major,
+                          far.gate, far.up);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -795,7 +812,7 @@ void moe_gate_up_launch(const DeviceMatrix& gate, const DeviceMatrix& up, X x, i
 
 template <class X>
 void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-                     const CudaTuning& t, cudaStream_t s) {
+                     const CudaTuning& t, cudaStream_t s, const MoeFar& far) {
     check_type(down);
     if (!std::is_same_v<X, const float*> && down.ne0 % 32 != 0) throw Error("8-bit expert products need rows of 32-value chunks");
     const int groups = static_cast<int>(down.ne0 / 8);
@@ -806,7 +823,7 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
     with_input_dequantizer<X>(down.type, [&]<class Dq>() {
         with_rows_per_warp(rpw, [&]<int kRows>() {
             launch_kernel(moe_down_kernel<Dq, kRows, X>, grid, kWarps * 32, 0, s, down.data, down.row_bytes,
-                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs, pair_major);
+                          static_cast<int>(down.rows), groups, hidden, ids, out_pairs, pair_major, far.down);
         });
     });
     STRATA_CUDA_LAUNCHED();
@@ -815,20 +832,20 @@ void moe_down_launch(const DeviceMatrix& down, X hidden, int64_t n_pairs, int64_
 }  // namespace
 
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int64_t n_pairs, int64_t k, const int32_t* ids,
-                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, t, s);
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down, const MoeFar& far) {
+    moe_gate_up_launch<const float*>(gate, up, x, n_pairs, k, ids, hidden, down, t, s, far);
 }
 void moe_gate_up(const DeviceMatrix& gate, const DeviceMatrix& up, const ActQ8& x, int64_t n_pairs, int64_t k, const int32_t* ids,
-                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down) {
-    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, t, s);
+                 float* hidden, const CudaTuning& t, cudaStream_t s, const DeviceMatrix* down, const MoeFar& far) {
+    moe_gate_up_launch<Q8Row>(gate, up, q8_row(x), n_pairs, k, ids, hidden, down, t, s, far);
 }
 void moe_down(const DeviceMatrix& down, const float* hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              const CudaTuning& t, cudaStream_t s) {
-    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, t, s);
+              const CudaTuning& t, cudaStream_t s, const MoeFar& far) {
+    moe_down_launch<const float*>(down, hidden, n_pairs, k, ids, out_pairs, t, s, far);
 }
 void moe_down(const DeviceMatrix& down, const ActQ8& hidden, int64_t n_pairs, int64_t k, const int32_t* ids, float* out_pairs,
-              const CudaTuning& t, cudaStream_t s) {
-    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, t, s);
+              const CudaTuning& t, cudaStream_t s, const MoeFar& far) {
+    moe_down_launch<Q8Row>(down, q8_row(hidden), n_pairs, k, ids, out_pairs, t, s, far);
 }
 
 }  // namespace strata::cuda

@@ -50,37 +50,16 @@ bool MoeGrouping::grouped_products(const backend::MoeArgs& a, const float* xg, f
             const int cnt = static_cast<int>(std::min(chunk, n_active - c0));
             const int32_t* experts = staging_.upload(active_.data() + c0, static_cast<size_t>(cnt));
             dequant_experts_bf16(weights_.expert(w, 0), experts, cnt, deq, stream_);
-            m_.assign(static_cast<size_t>(cnt), static_cast<int>(out_dim));
-            k_.assign(static_cast<size_t>(cnt), static_cast<int>(in_dim));
-            ldc_.assign(static_cast<size_t>(cnt), static_cast<int>(out_dim));
-            one_.assign(static_cast<size_t>(cnt), 1);
-            alpha_.assign(static_cast<size_t>(cnt), 1.0f);
-            beta_.assign(static_cast<size_t>(cnt), 0.0f);
-            ta_.assign(static_cast<size_t>(cnt), CUBLAS_OP_T);
-            tb_.assign(static_cast<size_t>(cnt), CUBLAS_OP_N);
-            n_.resize(static_cast<size_t>(cnt));
-            a_.resize(static_cast<size_t>(cnt));
-            b_.resize(static_cast<size_t>(cnt));
-            c_.resize(static_cast<size_t>(cnt));
+            ptrs_.resize(static_cast<size_t>(cnt));
+            row0_.resize(static_cast<size_t>(cnt));
+            rows_n_.resize(static_cast<size_t>(cnt));
             for (int i = 0; i < cnt; ++i) {
                 const auto e = static_cast<size_t>(active_[static_cast<size_t>(c0 + i)]);
-                const int64_t off = offsets_[e], n = offsets_[e + 1] - off;
-                n_[static_cast<size_t>(i)] = static_cast<int>(n);
-                a_[static_cast<size_t>(i)] = static_cast<const uint8_t*>(deq) + static_cast<size_t>(i) * per_expert;
-                b_[static_cast<size_t>(i)] = static_cast<const uint8_t*>(act) + static_cast<size_t>(off * in_dim) * 2;
-                c_[static_cast<size_t>(i)] = static_cast<uint8_t*>(out) + static_cast<size_t>(off * out_dim) * 2;
+                ptrs_[static_cast<size_t>(i)] = static_cast<const uint8_t*>(deq) + static_cast<size_t>(i) * per_expert;
+                row0_[static_cast<size_t>(i)] = offsets_[e];
+                rows_n_[static_cast<size_t>(i)] = offsets_[e + 1] - offsets_[e];
             }
-            const cublasStatus_t st = cublasGemmGroupedBatchedEx(
-                blas_, ta_.data(), tb_.data(), m_.data(), n_.data(), k_.data(), alpha_.data(),
-                staging_.upload(a_.data(), a_.size()), CUDA_R_16BF, k_.data(), staging_.upload(b_.data(), b_.size()), CUDA_R_16BF,
-                k_.data(), beta_.data(), staging_.upload(c_.data(), c_.size()), CUDA_R_16BF, ldc_.data(), cnt, one_.data(),
-                CUBLAS_COMPUTE_32F);
-            if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-                std::fprintf(stderr,
-                             "cuda: this cuBLAS has no grouped bf16 GEMM for these shapes; experts are multiplied one by one\n");
-                return false;
-            }
-            blas_check(st, "grouped bf16 gemm");
+            if (!grouped_gemm(ptrs_.data(), row0_.data(), rows_n_.data(), cnt, act, in_dim, out, out_dim)) return false;
         }
         return true;
     };
@@ -96,6 +75,39 @@ bool MoeGrouping::grouped_products(const backend::MoeArgs& a, const float* xg, f
         return false;
     }
     moe_combine_bf16(outp, slot_row, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
+    return true;
+}
+
+bool MoeGrouping::grouped_gemm(const void* const* a, const int32_t* row0, const int32_t* n, int cnt, const void* in,
+                               int64_t in_dim, void* out, int64_t out_dim) {
+    if (cnt <= 0) return true;
+    const auto c = static_cast<size_t>(cnt);
+    m_.assign(c, static_cast<int>(out_dim));
+    k_.assign(c, static_cast<int>(in_dim));
+    ldc_.assign(c, static_cast<int>(out_dim));
+    one_.assign(c, 1);
+    alpha_.assign(c, 1.0f);
+    beta_.assign(c, 0.0f);
+    ta_.assign(c, CUBLAS_OP_T);
+    tb_.assign(c, CUBLAS_OP_N);
+    n_.resize(c);
+    a_.assign(a, a + c);
+    b_.resize(c);
+    c_.resize(c);
+    for (size_t i = 0; i < c; ++i) {
+        n_[i] = n[i];
+        b_[i] = static_cast<const uint8_t*>(in) + static_cast<size_t>(row0[i] * in_dim) * 2;
+        c_[i] = static_cast<uint8_t*>(out) + static_cast<size_t>(row0[i] * out_dim) * 2;
+    }
+    const cublasStatus_t st = cublasGemmGroupedBatchedEx(
+        blas_, ta_.data(), tb_.data(), m_.data(), n_.data(), k_.data(), alpha_.data(), staging_.upload(a_.data(), a_.size()),
+        CUDA_R_16BF, k_.data(), staging_.upload(b_.data(), b_.size()), CUDA_R_16BF, k_.data(), beta_.data(),
+        staging_.upload(c_.data(), c_.size()), CUDA_R_16BF, ldc_.data(), cnt, one_.data(), CUBLAS_COMPUTE_32F);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+        std::fprintf(stderr, "cuda: this cuBLAS has no grouped bf16 GEMM for these shapes; experts are multiplied one by one\n");
+        return false;
+    }
+    blas_check(st, "grouped bf16 gemm");
     return true;
 }
 

@@ -39,10 +39,14 @@ public:
     // xg: the pairs' inputs gathered in grouped order; hg, hu, outp: scratch sized for floats
     // (they hold bf16 here); slot_row: device copy of slot_row().
     bool grouped_products(const backend::MoeArgs& a, const float* xg, float* hg, float* hu, float* outp, const int32_t* slot_row);
+    // One grouped bf16 GEMM over cnt experts: rows [row0[i], row0[i] + n[i]) of out (out_dim bf16
+    // each) = W_i times the same rows of in (in_dim bf16 each), W_i [out_dim][in_dim] bf16 at
+    // a[i] (host arrays). False when this cuBLAS has no grouped GEMM for the shapes.
+    bool grouped_gemm(const void* const* a, const int32_t* row0, const int32_t* n, int cnt, const void* in, int64_t in_dim,
+                      void* out, int64_t out_dim);
+    static constexpr size_t kScratchBytes = size_t{256} << 20;  // dequantised experts, counted in the VRAM budget
 
 private:
-    static constexpr size_t kScratchBytes = size_t{256} << 20;  // counted in the VRAM budget
-
     VramPool& pool_;
     HostStaging& staging_;
     const DeviceWeights& weights_;
@@ -54,7 +58,8 @@ private:
     std::vector<int> m_, n_, k_, ldc_, one_;
     std::vector<float> alpha_, beta_;
     std::vector<cublasOperation_t> ta_, tb_;
-    std::vector<const void*> a_, b_;
+    std::vector<const void*> a_, b_, ptrs_;
+    std::vector<int32_t> row0_, rows_n_;
     std::vector<void*> c_;
 };
 

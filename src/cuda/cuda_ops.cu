@@ -774,4 +774,23 @@ void swiglu_bf16(const void* gate, const void* up, int64_t n, void* out, cudaStr
     STRATA_CUDA_LAUNCHED();
 }
 
+namespace {
+__global__ void expert_slot_lookup_kernel(const int32_t* ids, const float* weights, const int32_t* table, int n, int32_t* pack) {
+    grid_dependency_enter();
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= n) return;
+    const int32_t e = ids[i];
+    pack[i] = e;
+    pack[n + i] = table[e];
+    pack[2 * n + i] = __float_as_int(weights[i]);
+}
+}  // namespace
+
+void expert_slot_lookup(const int32_t* ids, const float* weights, const int32_t* table, int64_t n, int32_t* pack,
+                        cudaStream_t s) {
+    if (n <= 0) return;
+    launch_kernel(expert_slot_lookup_kernel, blocks_for(n, 256), 256, 0, s, ids, weights, table, static_cast<int>(n), pack);
+    STRATA_CUDA_LAUNCHED();
+}
+
 }  // namespace strata::cuda

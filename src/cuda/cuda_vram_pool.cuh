@@ -40,6 +40,7 @@ enum ScratchSlot : size_t {
     kArgmax,       // argmax_rows' ids
     kSample,       // sample_rows' jobs, edits and results
     kDeltaChunks,  // the chunked delta rule's work
+    kMoeHostRows,  // an expert store's host share of a grouped MoE call
     kScratchSlots
 };
 

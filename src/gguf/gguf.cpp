@@ -463,6 +463,11 @@ std::unique_ptr<File> File::open(const std::filesystem::path& path) {
     return f;
 }
 
+void File::drop_pages(const uint8_t* p, size_t n) const {
+    for (const auto& f : files_)
+        if (f->contains(p)) f->drop_pages(p, n);
+}
+
 std::unique_ptr<File> File::from_memory(const uint8_t* data, size_t size, const std::string& name) {
     std::unique_ptr<File> f(new File());
     f->path_ = name;

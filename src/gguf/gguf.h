@@ -110,6 +110,8 @@ public:
     uint32_t version() const { return version_; }
     uint64_t alignment() const { return alignment_; }
     size_t n_files() const { return files_.size(); }
+    // MappedFile::drop_pages on the part that holds p (nothing when none does).
+    void drop_pages(const uint8_t* p, size_t n) const;
 
     // Metadata, in file order (the split bookkeeping keys of secondary parts are dropped).
     const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }

@@ -71,6 +71,8 @@ struct ForwardPass {
     // Scratch in backend memory, kept by the Model across calls (a decode step must not
     // allocate): each block takes its buffers through a Scratch of its own (scratch.h).
     ScratchArena* arena = nullptr;
+    // The expert store whose placements the MoE blocks pass to the backend (null: none).
+    const experts::ExpertStore* experts = nullptr;
 
     void set_layer_kv(int64_t layer);  // fills kv_of_token for one attention layer
 };

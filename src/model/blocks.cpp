@@ -144,6 +144,7 @@ void moe_block(ForwardPass& fp, int64_t il, const MoeWeights& w, const float* x,
     m.k = c.n_expert_used;
     m.out = out;
     m.layer = static_cast<int>(il);
+    m.placement = fp.experts != nullptr ? fp.experts->placement(static_cast<int>(il)) : nullptr;
     if (then != nullptr) {
         m.residual = then->residual;
         m.norm = then->norm;

@@ -1,6 +1,8 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "gguf/gguf.h"
@@ -31,6 +33,26 @@ Model::Model(std::unique_ptr<gguf::File> file, backend::Backend& backend)
 
 Model::~Model() = default;
 
+namespace {
+
+// What the expert statistics file is tied to: the architecture, the shape and a hash of the first
+// router's bytes (two files of one geometry differ there).
+std::string model_identity(const gguf::File& f, const ModelConfig& c) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const auto& t : f.tensors()) {
+        if (!t.name.ends_with(names::kFfnGateInp)) continue;
+        const uint8_t* p = t.data;
+        const size_t n = std::min<size_t>(t.n_bytes, 65536);
+        for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+        break;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return c.arch_name + "-" + std::to_string(c.n_layer) + "x" + std::to_string(c.n_expert) + "-" + buf;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::Backend& backend, const LoadOptions& opts) {
     std::unique_ptr<Model> m(new Model(gguf::File::open(path), backend));
     const gguf::File& f = *m->file_;
@@ -50,7 +72,55 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& path, backend::B
     }
     m->kv_type_ = backend.kv_type(quantised_attention && !float_attention);
     m->config_.tied_output = m->arch_->output().data == m->arch_->token_embd().data;
-    backend.upload_weights(binder.bound(), opts.progress ? opts.progress : backend::Backend::ProgressFn{});
+    const backend::Backend::ProgressFn progress = opts.progress ? opts.progress : backend::Backend::ProgressFn{};
+    // The experts apart from the rest: an expert store keeps them (and the backend gets the rest).
+    std::vector<Weight> dense;
+    std::vector<experts::LayerExperts> layers(static_cast<size_t>(m->config_.n_layer));
+    uint64_t expert_bytes = 0;
+    for (const Weight& w : binder.bound()) {
+        const std::string n = w.name();
+        int layer = -1;
+        if (n.starts_with("blk.")) layer = std::atoi(n.c_str() + 4);
+        Weight* slot = nullptr;
+        if (layer >= 0 && layer < m->config_.n_layer) {
+            experts::LayerExperts& L = layers[static_cast<size_t>(layer)];
+            if (n.ends_with(names::kFfnGateExps)) slot = &L.gate;
+            else if (n.ends_with(names::kFfnUpExps)) slot = &L.up;
+            else if (n.ends_with(names::kFfnDownExps)) slot = &L.down;
+            L.layer = layer;
+        }
+        if (slot != nullptr) {
+            *slot = w;
+            expert_bytes += w.row_bytes * static_cast<uint64_t>(w.rows());
+        } else {
+            dense.push_back(w);
+        }
+    }
+    std::erase_if(layers, [](const experts::LayerExperts& L) { return !L.gate || !L.up || !L.down; });
+    using Mode = LoadOptions::ExpertStoreMode;
+    const uint64_t device_free = backend.has_expert_slots() ? backend.expert_slot_memory(0) : 0;
+    bool use_store = opts.expert_store == Mode::On;
+    if (opts.expert_store == Mode::Auto)
+        use_store = (backend.has_expert_slots() && m->weight_bytes_ > device_free) ||
+                    (opts.store.ram_budget > 0 && opts.store.ram_budget < expert_bytes) || !opts.store.stats_file.empty();
+    if (use_store && layers.empty()) {
+        if (opts.expert_store == Mode::On) throw Error(path.string() + ": the expert store needs a model with expert layers");
+        use_store = false;
+    }
+    if (use_store) {
+        const uint64_t dense_bytes = m->weight_bytes_ - expert_bytes;
+        if (backend.has_expert_slots() && dense_bytes > device_free)
+            throw Error("--vram-budget: the weights other than the experts need " + std::to_string(dense_bytes >> 20) +
+                        " MiB of GPU memory; the budget leaves " + std::to_string(device_free >> 20) +
+                        " MiB. Raise --vram-budget, or run on the CPU (--device cpu)");
+        backend.upload_weights(dense, progress);
+        experts::StoreOptions so = opts.store;
+        if (so.model_id.empty()) so.model_id = model_identity(f, m->config_);
+        if (!so.drop_pages) so.drop_pages = [file = m->file_.get()](const uint8_t* p, size_t n) { file->drop_pages(p, n); };
+        m->store_ = std::make_unique<experts::ExpertStore>(backend, std::move(layers), m->config_.n_layer, so);
+    } else {
+        backend.upload_weights(binder.bound(), progress);
+    }
     if (opts.progress) opts.progress(m->weight_bytes_, m->weight_bytes_);
     return m;
 }
@@ -167,6 +237,8 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
     last_rows_ = 0;
     // A backend that replays recorded forwards may decline one (forward_end false): run it again
     // eagerly. Nothing on the host changes until the forward is done, so a second run is safe.
+    fp.experts = store_.get();
+    if (store_) store_->before_forward();  // between forwards: slots mapped, copies started
     for (bool may_replay : {true, false}) {
         arena_.begin();  // before forward_begin: a grown arena allocates outside a recording
         backend_.forward_begin(n, may_replay);

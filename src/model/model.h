@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "experts/expert_store.h"
 #include "model/config.h"
 #include "model/scratch.h"
 
@@ -106,6 +107,13 @@ struct LoadOptions {
     // moved to bfloat16 rounds its rotary inv_freq buffer too, as the shared hf-tiny fixtures'
     // references were). For comparing against such references only; never for serving.
     bool rope_freqs_bf16 = false;
+    // The expert store (src/experts/, docs/design/expert_store_seat.md). Auto: one is made when
+    // the weights do not fit the backend's device memory, when store.ram_budget is below the
+    // experts' size, or when a statistics file is named; On: always (tests, benchmarks); Off:
+    // never (weights over the budget are then an Error, as before).
+    enum class ExpertStoreMode { Auto, On, Off };
+    ExpertStoreMode expert_store = ExpertStoreMode::Auto;
+    experts::StoreOptions store;
 };
 
 class Model {
@@ -120,6 +128,8 @@ public:
     const gguf::File& file() const { return *file_; }
     backend::Backend& backend() const { return backend_; }
     uint64_t weight_bytes() const { return weight_bytes_; }
+    // The expert store, or null when every expert is resident in the backend's copy.
+    experts::ExpertStore* expert_store() const { return store_.get(); }
     // What the attention layers' caches hold on this backend (Backend::kv_type).
     backend::KvType kv_type() const { return kv_type_; }
 
@@ -147,6 +157,7 @@ private:
 
     std::unique_ptr<gguf::File> file_;
     backend::Backend& backend_;
+    std::unique_ptr<experts::ExpertStore> store_;  // destroyed before the file its views read
     ModelConfig config_;
     std::unique_ptr<Architecture> arch_;
     uint64_t weight_bytes_ = 0;

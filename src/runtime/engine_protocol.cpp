@@ -240,6 +240,12 @@ std::string stats_event(const SchedulerStats& s, const std::string& id) {
                 {"snapshot_capacity", s.snapshot_capacity}}},
               {"kv", {{"blocks", s.kv_blocks}, {"in_use", s.kv_blocks_in_use}, {"block_size", s.block_size}}},
               {"preemptions", s.preemptions}};
+    if (s.has_expert_store) {
+        const experts::StoreStats& e = s.experts;
+        j["experts"] = {{"slots_per_layer", e.slots_per_layer}, {"vram_bytes", e.vram_bytes},     {"pairs_vram", e.pairs_vram},
+                        {"pairs_host", e.pairs_host},           {"pairs_far", e.pairs_far},       {"host_bytes", e.host_bytes},
+                        {"host_busy_seconds", e.host_busy_s},   {"replacements", e.replacements}, {"file_reads", e.file_reads}};
+    }
     if (!id.empty()) j["id"] = id;
     return dump(j);
 }

@@ -540,6 +540,10 @@ SchedulerStats Scheduler::stats() const {
     s.block_size = pool.block_size();
     s.snapshots = mem_->n_snapshots();
     s.snapshot_capacity = mem_->snapshot_capacity();
+    if (const experts::ExpertStore* e = model_.expert_store()) {
+        s.has_expert_store = true;
+        s.experts = e->stats();
+    }
     return s;
 }
 

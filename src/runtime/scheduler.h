@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "experts/expert_store.h"
 #include "kv/kv_memory.h"
 #include "model/model.h"
 #include "runtime/request.h"
@@ -67,6 +68,8 @@ struct SchedulerStats {
     int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
     int32_t snapshots = 0, snapshot_capacity = 0;
     int64_t max_context = 0;
+    bool has_expert_store = false;
+    experts::StoreStats experts;  // the expert store's counters (has_expert_store)
 };
 
 class Scheduler {

@@ -387,6 +387,24 @@ void Server::metrics(httplib::Response& res) {
     }
     if (s.contains("preemptions"))
         gauge("strata_preemptions_total", "Sequences preempted (recomputed later).", s.value("preemptions", 0.0), "counter");
+    if (s.contains("experts")) {
+        const auto& e = s["experts"];
+        gauge("strata_expert_slots_per_layer", "VRAM expert slots per MoE layer.", e.value("slots_per_layer", 0.0));
+        gauge("strata_expert_vram_bytes", "VRAM the expert slots hold.", e.value("vram_bytes", 0.0));
+        gauge("strata_expert_pairs_vram_total", "(token, expert) pairs run from VRAM slots.", e.value("pairs_vram", 0.0),
+              "counter");
+        gauge("strata_expert_pairs_host_total", "(token, expert) pairs run by the host executor.", e.value("pairs_host", 0.0),
+              "counter");
+        gauge("strata_expert_pairs_far_total", "(token, expert) pairs the GPU ran reading the expert from host memory.",
+              e.value("pairs_far", 0.0), "counter");
+        gauge("strata_expert_host_bytes_total", "Expert bytes the host executor read.", e.value("host_bytes", 0.0), "counter");
+        gauge("strata_expert_host_busy_seconds_total", "Time the host executor computed experts.",
+              e.value("host_busy_seconds", 0.0), "counter");
+        gauge("strata_expert_replacements_total", "Experts copied into VRAM slots after the first fill.",
+              e.value("replacements", 0.0), "counter");
+        gauge("strata_expert_file_reads_total", "Experts read back from the file (RAM budget below the experts).",
+              e.value("file_reads", 0.0), "counter");
+    }
     if (s.contains("running")) gauge("strata_engine_running", "Sequences the engine is computing.", s.value("running", 0.0));
     if (s.contains("waiting")) gauge("strata_engine_waiting", "Sequences queued inside the engine.", s.value("waiting", 0.0));
     res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");

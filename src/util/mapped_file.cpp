@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -35,11 +36,23 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
         }
         data_ = static_cast<const uint8_t*>(p);
     }
-    ::close(fd);  // the mapping keeps the file alive
+    fd_ = fd;
 }
 
 MappedFile::~MappedFile() {
     if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void MappedFile::drop_pages(const uint8_t* p, size_t n) const {
+    if (!contains(p) || n == 0) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t hi = std::min(reinterpret_cast<uintptr_t>(p) + n, reinterpret_cast<uintptr_t>(data_) + size_) / page * page;
+    if (hi <= lo) return;
+    (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    (void)::posix_fadvise(fd_, static_cast<off_t>(lo - reinterpret_cast<uintptr_t>(data_)), static_cast<off_t>(hi - lo),
+                          POSIX_FADV_DONTNEED);
 }
 
 }  // namespace strata

@@ -79,5 +79,40 @@ TEST(GenerateCli, BadInputIsAOneLineError) {
     }
 }
 
+// The expert store's flags: the same tokens with the store (and a RAM budget below the experts:
+// the file tier) as without; bad values named.
+TEST(GenerateCli, ExpertStoreFlags) {
+    TempDir dir;
+    const std::string model = (dir / "m.gguf").string();
+    const auto made =
+        run_strata("make-model '" + model + "' --arch qwen3moe --preset tiny --embd 256 --ff-exp 256 --experts 32 --layers 2");
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    const std::string m = "generate -m '" + model + "' --tokens 11,22,33,44 -n 12 --json ";
+    const auto off = run_strata(m + "--experts off");
+    ASSERT_EQ(off.exit_code, 0) << off.err;
+    const std::vector<std::string> flag_sets = {"--experts on", "--ram-budget 4M",
+                                                "--expert-stats '" + (dir / "s.stats").string() + "'"};
+    for (const std::string& flags : flag_sets) {
+        const auto r = run_strata(m + flags);
+        ASSERT_EQ(r.exit_code, 0) << flags << ": " << r.err;
+        EXPECT_EQ(r.out, off.out) << flags;
+        EXPECT_NE(r.err.find("experts: "), std::string::npos) << flags << ": " << r.err;  // the split and the counters
+    }
+    EXPECT_TRUE(std::filesystem::exists(dir / "s.stats"));
+    std::ofstream(dir / "bad.stats") << "not statistics\n";
+    const std::pair<std::string, std::string> cases[] = {
+        {m + "--ram-budget 12Q", "--ram-budget"},
+        {m + "--ram-budget 1K", "is below 16 experts"},
+        {m + "--experts off --ram-budget 1G", "--experts off contradicts"},
+        {m + "--expert-stats '" + (dir / "bad.stats").string() + "'", "--expert-stats"},
+        {m + "--experts sometimes", "--experts"},
+    };
+    for (const auto& [args, expect] : cases) {
+        const auto r = run_strata(args);
+        EXPECT_NE(r.exit_code, 0) << args;
+        EXPECT_NE(r.err.find(expect), std::string::npos) << args << " -> " << r.err;
+    }
+}
+
 }  // namespace
 }  // namespace strata::test

@@ -1,0 +1,142 @@
+// The expert store's device tier on a CUDA backend (backend.h's expert-slot vocabulary; the
+// policy is the store's, src/experts/). Contract:
+// - make() allocates one layer's slot arenas (gate, up and down slices of n_slots experts at a
+//   fixed stride, so the expert kernels address slot s as they address expert s of a whole
+//   tensor) and its device table expert -> slot (all -1), counted in the VRAM budget. The first
+//   make() also allocates the fixed exchange for the host's share of decode-sized calls and,
+//   when asked, registers the host tensors for DMA (one range over every layer's experts).
+// - copy() queues expert e's slices host -> slot on the copy stream after everything queued on
+//   the main stream so far, and returns a fence; reached() polls it. set_table() queues the
+//   table's new contents on the main stream (between forwards).
+// - Uploads for batches grouped on the host (prefill): upload() queues up to kUploadExperts
+//   experts into one of two transient halves on the copy stream, after the main stream has
+//   released that half (release(), recorded after the kernels that read it); the main stream
+//   waits for the copy (wait_upload) before its kernels read the half.
+// - The decode exchange: pinned host rows and device rows of fixed addresses (recorded graphs
+//   keep them), a side stream and two events for the fork/join of the host's share, and one
+//   host-callback job per (layer, tokens). A host share that throws leaves its rows zero and its
+//   message for take_error(), which the backend's forward_end turns into an Error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_vram_pool.cuh"
+
+namespace strata::cuda {
+
+class ExpertSlots {
+public:
+    static constexpr int64_t kMaxPairs = 256;      // the device-indexed MoE path's largest call
+    static constexpr int64_t kUploadExperts = 32;  // experts per transient upload half
+
+    struct Layer {
+        backend::Weight gate, up, down;  // the host tensors
+        int64_t n_slots = 0;
+        uint8_t *gate_slots = nullptr, *up_slots = nullptr, *down_slots = nullptr;
+        int32_t* table = nullptr;  // device [n_expert]
+        DeviceMatrix gate_m() const { return {gate.type, gate_slots, gate.ne[1], gate.ne[0], gate.row_bytes}; }
+        DeviceMatrix up_m() const { return {up.type, up_slots, up.ne[1], up.ne[0], up.row_bytes}; }
+        DeviceMatrix down_m() const { return {down.type, down_slots, down.ne[1], down.ne[0], down.row_bytes}; }
+    };
+
+    // The host's share of one decode-sized MoE call, run by a host callback on the side stream.
+    struct HostJob {
+        backend::HostExperts* host = nullptr;
+        int layer = 0;
+        int64_t n_tokens = 0, k = 0, n_embd = 0;
+        const int32_t* h_pack = nullptr;  // pinned [3][n_pairs]: ids, slots, weights (float bits)
+        const float* h_x = nullptr;       // pinned [n_tokens][n_embd]
+        float* h_out = nullptr;           // pinned [n_tokens][n_embd]
+        std::vector<backend::HostExpertPair> pairs;
+        ExpertSlots* owner = nullptr;
+    };
+
+    ExpertSlots(VramPool& pool, cudaStream_t main);
+    ~ExpertSlots();
+    ExpertSlots(const ExpertSlots&) = delete;
+    ExpertSlots& operator=(const ExpertSlots&) = delete;
+
+    void make(int layer, const backend::Weight& gate, const backend::Weight& up, const backend::Weight& down, int64_t n_slots,
+              bool host_pinned);
+    backend::Fence copy(int layer, int64_t slot, int64_t expert);
+    bool reached(backend::Fence f);
+    void set_table(int layer, const int32_t* slot_of, int64_t n_expert);
+    double rate() const { return rate_; }
+    const Layer& layer(int l) const;
+    bool pinned() const { return registered_ != nullptr; }
+    bool far_ok() {
+        if (!tried_register_) register_host();
+        return registered_dev_ != nullptr;
+    }
+    // The layer's host tensors as the device reads them in place (null when not registered).
+    MoeFar far(int layer) const;
+
+    // Transient uploads (prefill). half: 0 or 1. experts: host expert ids, <= kUploadExperts.
+    void upload(int layer, int half, const int32_t* experts, int64_t n);
+    void wait_upload(int half);  // the main stream waits for half's last upload
+    void release(int half);      // the main stream is done reading half
+    DeviceMatrix upload_gate(int layer, int half) const;
+    DeviceMatrix upload_up(int layer, int half) const;
+    DeviceMatrix upload_down(int layer, int half) const;
+
+    // The decode exchange.
+    int32_t* d_pack() const { return d_pack_; }        // device [3][kMaxPairs]
+    float* d_partial() const { return d_partial_; }    // device [kMaxPairs][n_embd]
+    int32_t* h_pack() const { return h_pack_; }
+    float* h_x() const { return h_x_; }
+    float* h_out() const { return h_out_; }
+    cudaStream_t side() const { return side_; }
+    cudaEvent_t fork() const { return fork_; }
+    cudaEvent_t join() const { return join_; }
+    HostJob* job(int layer, int64_t n_tokens);  // stable address (graphs keep it)
+    static void CUDART_CB run_host_job(void* job);
+    // A host share that failed since the last call (its message), or empty: the forward that ran
+    // it must not return a result computed without it.
+    std::string take_error();
+
+private:
+    void register_host();
+    void ensure_exchange(int64_t n_embd);
+    uint8_t* alloc(size_t bytes, const char* what);
+
+    VramPool& pool_;
+    const cudaStream_t main_;
+    cudaStream_t copy_ = nullptr, side_ = nullptr;
+    cudaEvent_t fork_ = nullptr, join_ = nullptr, main_mark_ = nullptr;
+    std::map<int, Layer> layers_;
+    std::vector<void*> allocations_;
+    bool want_pinned_ = false, tried_register_ = false;
+    void* registered_ = nullptr;
+    uint8_t* registered_dev_ = nullptr;  // the registered range's device address
+    // Fences: a start and an end event per copy, recycled once reached.
+    struct FenceEvents {
+        cudaEvent_t start, end;
+        uint64_t bytes;
+    };
+    std::map<backend::Fence, FenceEvents> fences_;
+    std::vector<FenceEvents> spare_;
+    backend::Fence next_fence_ = 1;
+    double rate_ = 0.0;
+    // Transient halves, sized for the largest layer's expert.
+    size_t half_gate_ = 0, half_up_ = 0, half_down_ = 0;
+    uint8_t* halves_[2] = {nullptr, nullptr};
+    cudaEvent_t uploaded_[2] = {nullptr, nullptr}, released_[2] = {nullptr, nullptr};
+    // The exchange (fixed once made).
+    int64_t exchange_embd_ = 0;
+    int32_t *d_pack_ = nullptr, *h_pack_ = nullptr;
+    float *d_partial_ = nullptr, *h_x_ = nullptr, *h_out_ = nullptr;
+    std::map<std::pair<int, int64_t>, std::unique_ptr<HostJob>> jobs_;
+    std::mutex error_mu_;
+    std::string error_;
+};
+
+}  // namespace strata::cuda
