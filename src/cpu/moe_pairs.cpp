@@ -27,8 +27,9 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
     // pairs of experts_[g].
     order_.resize(static_cast<size_t>(n_pairs));
     std::iota(order_.begin(), order_.end(), 0);
-    std::stable_sort(order_.begin(), order_.end(),
-                     [&](int32_t a, int32_t b) { return pairs[static_cast<size_t>(a)].expert < pairs[static_cast<size_t>(b)].expert; });
+    std::stable_sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
+        return pairs[static_cast<size_t>(a)].expert < pairs[static_cast<size_t>(b)].expert;
+    });
     experts_.clear();
     offsets_.clear();
     token_of_.resize(static_cast<size_t>(n_pairs));

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
-#include <vector>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "util/error.h"
 
@@ -136,7 +136,8 @@ void ExpertSlots::register_host() {
                                            cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterReadOnly);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        std::fprintf(stderr, "experts: the host tier could not be registered for DMA (%s); slot copies go through the driver's staging\n",
+        std::fprintf(stderr,
+                     "experts: the host tier could not be registered for DMA (%s); slot copies go through the driver's staging\n",
                      cudaGetErrorString(e));
         return;
     }
@@ -152,8 +153,8 @@ backend::Fence ExpertSlots::copy(int layer, int64_t slot, int64_t expert) {
     if (!tried_register_) register_host();
     const Layer& L = this->layer(layer);
     if (slot < 0 || slot >= L.n_slots || expert < 0 || expert >= L.gate.ne[2])
-        throw Error("expert slot copy out of range (layer " + std::to_string(layer) + ", slot " + std::to_string(slot) + ", expert " +
-                    std::to_string(expert) + ")");
+        throw Error("expert slot copy out of range (layer " + std::to_string(layer) + ", slot " + std::to_string(slot) +
+                    ", expert " + std::to_string(expert) + ")");
     FenceEvents ev;
     if (!spare_.empty()) {
         ev = spare_.back();

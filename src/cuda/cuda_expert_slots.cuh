@@ -89,8 +89,8 @@ public:
     DeviceMatrix upload_down(int layer, int half) const;
 
     // The decode exchange.
-    int32_t* d_pack() const { return d_pack_; }        // device [3][kMaxPairs]
-    float* d_partial() const { return d_partial_; }    // device [kMaxPairs][n_embd]
+    int32_t* d_pack() const { return d_pack_; }      // device [3][kMaxPairs]
+    float* d_partial() const { return d_partial_; }  // device [kMaxPairs][n_embd]
     int32_t* h_pack() const { return h_pack_; }
     float* h_x() const { return h_x_; }
     float* h_out() const { return h_out_; }

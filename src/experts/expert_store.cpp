@@ -130,7 +130,7 @@ cpu::ExpertMatrices ExpertStore::matrices(const Layer& L, int32_t e) const {
 void ExpertStore::make_slots() {
     slots_made_ = true;
     if (!be_.has_expert_slots()) return;  // no device tier (the CPU backend)
-    uint64_t per_slot = 0;  // one slot in every layer
+    uint64_t per_slot = 0;                // one slot in every layer
     for (const Layer& L : layers_) per_slot += L.expert_bytes;
     const uint64_t mem = be_.expert_slot_memory(o_.vram_headroom);
     int64_t S = std::min<int64_t>(n_expert_, static_cast<int64_t>(mem / per_slot));
@@ -346,7 +346,8 @@ void ExpertStore::run(int layer, const float* x, int64_t n_tokens, std::span<con
         std::lock_guard<std::mutex> g(mu_);
         file_tier_touch(L, pairs);
     }
-    runner_.run(x, n_tokens, L.w.gate.ne[0], pairs, [&](int32_t e) { return matrices(L, e); }, out, pool != nullptr ? pool : &pool_);
+    runner_.run(
+        x, n_tokens, L.w.gate.ne[0], pairs, [&](int32_t e) { return matrices(L, e); }, out, pool != nullptr ? pool : &pool_);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     // Distinct experts of the run (the pairs of one expert are often adjacent only by chance).
     std::vector<int32_t> ex;
@@ -408,8 +409,8 @@ StoreStats ExpertStore::stats() const {
 std::string ExpertStore::describe() const {
     const StoreStats s = stats();
     std::ostringstream o;
-    o << "experts: " << s.n_layers << " layers x " << s.n_expert << " experts, " << mib(s.expert_bytes) << "; VRAM: "
-      << s.slots_per_layer << " slots per layer (" << mib(s.vram_bytes) << ", "
+    o << "experts: " << s.n_layers << " layers x " << s.n_expert << " experts, " << mib(s.expert_bytes)
+      << "; VRAM: " << s.slots_per_layer << " slots per layer (" << mib(s.vram_bytes) << ", "
       << (s.n_expert > 0 ? 100.0 * static_cast<double>(s.slots_per_layer) / static_cast<double>(s.n_expert) : 0.0)
       << " % of the experts); host RAM: ";
     if (file_tier_) o << mib(s.ram_budget) << " budget, the rest read from the file on demand";
@@ -444,7 +445,8 @@ void ExpertStore::read_stats() {
     auto bad = [&](const std::string& why) { return Error("--expert-stats " + name + ": " + why); };
     std::string magic, key, id;
     int version = 0;
-    if (!(f >> magic >> version) || magic != "strata-expert-stats" || version != 1) throw bad("not a statistics file of this version");
+    if (!(f >> magic >> version) || magic != "strata-expert-stats" || version != 1)
+        throw bad("not a statistics file of this version");
     if (!(f >> key) || key != "model") throw bad("no model line");
     std::getline(f, id);
     if (!id.empty() && id.front() == ' ') id.erase(0, 1);

@@ -32,10 +32,10 @@
 namespace strata::experts {
 
 struct StoreOptions {
-    uint64_t ram_budget = 0;           // bytes of host RAM the experts may hold; 0: all of them
-    std::filesystem::path stats_file;  // --expert-stats: read at start if present, written at the end
-    int n_threads = 1;                 // the host executor's threads (the CPU backend lends its own pool)
-    int64_t slots_per_layer = -1;      // VRAM slots per layer; -1: as many as the budget leaves
+    uint64_t ram_budget = 0;                        // bytes of host RAM the experts may hold; 0: all of them
+    std::filesystem::path stats_file;               // --expert-stats: read at start if present, written at the end
+    int n_threads = 1;                              // the host executor's threads (the CPU backend lends its own pool)
+    int64_t slots_per_layer = -1;                   // VRAM slots per layer; -1: as many as the budget leaves
     uint64_t vram_headroom = uint64_t{1536} << 20;  // device memory kept free for later scratch
     bool adapt = true;                              // re-place experts by their hits while serving
     int replan_every = 8;                           // forwards between re-placement plans
@@ -43,8 +43,8 @@ struct StoreOptions {
     // The share of the missing experts a GPU reads in place from host memory in decode (the rest
     // run on the host executor, at the same time); -1: the default (all of them; far_target).
     double far_fraction = -1;
-    std::string model_id;                           // identifies the model in the statistics file
-    std::function<void(const std::string&)> log;    // the split and re-placements; null: stderr
+    std::string model_id;                         // identifies the model in the statistics file
+    std::function<void(const std::string&)> log;  // the split and re-placements; null: stderr
     // Hands an expert's pages back to the kernel (the file tier; the model's gguf::File does it:
     // unmapped and dropped from the page cache). Null: madvise(MADV_PAGEOUT) on the range.
     std::function<void(const uint8_t*, size_t)> drop_pages;
@@ -58,18 +58,18 @@ struct LayerExperts {
 
 struct StoreStats {
     int64_t n_layers = 0, n_expert = 0, slots_per_layer = 0;
-    uint64_t expert_bytes = 0;   // all experts of all layers
-    uint64_t vram_bytes = 0;     // the slots
-    uint64_t ram_budget = 0;     // 0: all experts in RAM
-    bool pinned = false;         // host tier registered for DMA
-    uint64_t pairs_vram = 0;     // (token, expert) pairs run from VRAM
-    uint64_t pairs_host = 0;     // ... by the host executor
-    uint64_t pairs_far = 0;      // ... by the GPU, the expert over the bus (read in place; uploaded in prefill)
-    double far_fraction = 0.0;   // the share of missing experts read in place now
-    uint64_t host_bytes = 0;     // expert bytes the host executor read
-    uint64_t file_reads = 0;     // experts brought back from the file (RAM budget below the experts)
-    double host_busy_s = 0.0;    // wall time of the host executor
-    uint64_t replacements = 0;   // experts copied into slots after the first fill
+    uint64_t expert_bytes = 0;  // all experts of all layers
+    uint64_t vram_bytes = 0;    // the slots
+    uint64_t ram_budget = 0;    // 0: all experts in RAM
+    bool pinned = false;        // host tier registered for DMA
+    uint64_t pairs_vram = 0;    // (token, expert) pairs run from VRAM
+    uint64_t pairs_host = 0;    // ... by the host executor
+    uint64_t pairs_far = 0;     // ... by the GPU, the expert over the bus (read in place; uploaded in prefill)
+    double far_fraction = 0.0;  // the share of missing experts read in place now
+    uint64_t host_bytes = 0;    // expert bytes the host executor read
+    uint64_t file_reads = 0;    // experts brought back from the file (RAM budget below the experts)
+    double host_busy_s = 0.0;   // wall time of the host executor
+    uint64_t replacements = 0;  // experts copied into slots after the first fill
     uint64_t forwards = 0;
     double hit_rate() const {
         const uint64_t n = pairs_vram + pairs_host + pairs_far;
@@ -112,12 +112,12 @@ private:
     };
     struct Layer {
         LayerExperts w;
-        uint64_t expert_bytes = 0;               // gate + up + down of one expert
-        std::vector<int32_t> slot_of;            // [n_expert] -> slot or -1 (what the device has)
-        std::vector<int32_t> expert_in;          // [slots] -> expert or -1 (free or being filled)
-        std::vector<double> score;               // [n_expert] decayed hit counts
-        std::vector<uint8_t> in_ram;             // [n_expert] pages resident (file tier only)
-        std::vector<uint64_t> last_use;          // [n_expert] the run that last used it (file tier)
+        uint64_t expert_bytes = 0;       // gate + up + down of one expert
+        std::vector<int32_t> slot_of;    // [n_expert] -> slot or -1 (what the device has)
+        std::vector<int32_t> expert_in;  // [slots] -> expert or -1 (free or being filled)
+        std::vector<double> score;       // [n_expert] decayed hit counts
+        std::vector<uint8_t> in_ram;     // [n_expert] pages resident (file tier only)
+        std::vector<uint64_t> last_use;  // [n_expert] the run that last used it (file tier)
         std::vector<Pending> pending;
         backend::ExpertPlacement placement;
     };

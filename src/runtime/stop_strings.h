@@ -23,7 +23,9 @@ namespace strata::runtime {
 
 class StopStringMatcher {
 public:
-    static constexpr size_t kMaxStops = 16;
+    // A server's clients may send 16 (serve::RequestLimits); the 17th is the server's own: a
+    // thinking budget's phase stops at "</think>" besides every stop the client asked for.
+    static constexpr size_t kMaxStops = 17;
     static constexpr size_t kMaxStopBytes = 256;
 
     // Throws strata::Error (validate's message) for a bad list. No stops: everything passes through.

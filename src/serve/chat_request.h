@@ -34,7 +34,7 @@ public:
 struct RequestLimits {
     int64_t max_messages = 4096;
     int64_t max_tools = 512;
-    int64_t max_stop = runtime::StopStringMatcher::kMaxStops;
+    int64_t max_stop = 16;  // one less than the engine takes: a thinking budget adds "</think>"
     int64_t max_stop_bytes = runtime::StopStringMatcher::kMaxStopBytes;
     int64_t max_n = 16;
     int64_t max_logit_bias = runtime::SamplingParams::kMaxLogitBias;  // more than the engine's is not allowed

@@ -112,8 +112,8 @@ TEST_P(CudaExpertStore, ForwardsMatchTheReference) {
         last = 0;
     }
     const double bound = 2.0 * std::max(worst[1], worst[2]) + 1e-3;
-    std::printf("%s %s: worst logit-row rel L2 against f32: CPU %.3g, GPU all resident %.3g\n", arch.c_str(), mix.c_str(), worst[1],
-                worst[2]);
+    std::printf("%s %s: worst logit-row rel L2 against f32: CPU %.3g, GPU all resident %.3g\n", arch.c_str(), mix.c_str(),
+                worst[1], worst[2]);
     for (size_t v = 0; v < stores.size(); ++v) {
         const experts::StoreStats st = stores[v]->expert_store()->stats();
         std::printf("  store, %s: %.3g (%.0f %% of pairs from VRAM, %llu read in place, %llu on the host, %llu re-placed)\n",
@@ -147,7 +147,8 @@ TEST_P(CudaExpertStore, ForwardsMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Made, CudaExpertStore,
-                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"), testing::Values("q8_0", "q4_k_m")),
+                         testing::Combine(testing::Values("qwen3moe", "qwen3next", "qwen35moe"),
+                                          testing::Values("q8_0", "q4_k_m")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 }  // namespace

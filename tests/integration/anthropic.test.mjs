@@ -135,6 +135,15 @@ test('thinking with a budget: signed thinking block, then the answer; signatures
     (e) => e instanceof Anthropic.BadRequestError && /signature/.test(e.message));
 });
 
+test('thinking with a budget and the most stop sequences a client may send (the server adds its own stop)', async () => {
+  const stop_sequences = Array.from({ length: 16 }, (_, i) => `zz-never-${i}-zz`);
+  const m = await thinkingClient.messages.create({ model, max_tokens: 1030, thinking: { type: 'enabled', budget_tokens: 1024 }, stop_sequences, messages: hello, temperature: 0 });
+  assert.equal(m.content[0].type, 'thinking');
+  assert.equal(m.stop_reason, 'max_tokens');
+  await assert.rejects(thinkingClient.messages.create({ model, max_tokens: 8, stop_sequences: [...stop_sequences, 'one more'], messages: hello }),
+    (e) => e instanceof Anthropic.BadRequestError && /stop_sequences/.test(e.message));
+});
+
 test('streamed thinking: thinking_delta, then signature_delta before the block stops', async () => {
   const events = [];
   for await (const e of await thinkingClient.messages.create({ model, max_tokens: 1060, stream: true, thinking: { type: 'enabled', budget_tokens: 1024 }, messages: hello, temperature: 0 })) events.push(e);

@@ -4,8 +4,8 @@
 // experts' size (the file tier); the file tier keeps the experts' resident pages within the
 // budget; the statistics file round-trips and refuses another model's; bad budgets are refused
 // naming the flag. And cpu::MoePairs against a plain reference on random data.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -258,7 +258,8 @@ TEST(MoePairs, MatchesPlainReference) {
         for (float& v : x) v = nd(rng);
         std::vector<cpu::ExpertPair> pairs;
         for (int32_t tok = 0; tok < n_tokens; ++tok)
-            for (int j = 0; j < 3; ++j) pairs.push_back({tok, static_cast<int32_t>((tok * 5 + j * 2) % n_expert), 0.2f + 0.1f * j});
+            for (int j = 0; j < 3; ++j)
+                pairs.push_back({tok, static_cast<int32_t>((tok * 5 + j * 2) % n_expert), 0.2f + 0.1f * j});
         auto wm = [&](const Mat& m) { return cpu::WeightMatrix{t, m.q.data(), m.rows, m.cols, 0}; };
         cpu::MoePairs run;
         util::ThreadPool pool(2);
