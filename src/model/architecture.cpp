@@ -3,6 +3,7 @@
 #include "model/architecture.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "gguf/gguf.h"
 #include "model/names.h"
@@ -80,7 +81,11 @@ void check_common_config(const ModelConfig& cfg, const std::string& where, bool 
                   std::to_string(cfg.n_expert));
         check(cfg.n_ff_exp > 0, "expert_feed_forward_length must be positive");
     }
-    check(cfg.rms_eps > 0, "layer_norm_rms_epsilon must be positive");
+    check(cfg.rms_eps > 0 && std::isfinite(cfg.rms_eps), "layer_norm_rms_epsilon must be positive");
+    // RoPE's frequencies are theta^(-2i/n_rot): a base of 0, 1, negative or not finite gives
+    // NaN or constant rotations, and every request would fail or babble after the load.
+    check(cfg.rope_theta > 1.0f && std::isfinite(cfg.rope_theta),
+          "rope.freq_base " + std::to_string(cfg.rope_theta) + " must be a finite number above 1");
 }
 
 Weight WeightBinder::require(const std::string& name, std::vector<int64_t> shape) { return bind(name, shape, true); }

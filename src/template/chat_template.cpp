@@ -15,6 +15,10 @@ ChatTemplate ChatTemplate::from_source(const std::string& source, std::string wh
 ChatTemplate ChatTemplate::from_gguf(const gguf::File& file) {
     const std::optional<std::string> source = file.opt_string("tokenizer.chat_template");
     if (!source) throw Error(file.path().string() + ": the model has no chat template (tokenizer.chat_template)");
+    // An empty template renders every conversation as an empty prompt: refused here, at load,
+    // rather than on every request.
+    if (source->find_first_not_of(" \t\r\n") == std::string::npos)
+        throw Error(file.path().string() + ": the model's chat template (tokenizer.chat_template) is empty");
     ChatTemplate t(*source, file.path().filename().string() + ": tokenizer.chat_template");
     t.set_special_tokens_from(file);
     return t;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -112,6 +114,35 @@ TEST(GenerateCli, ExpertStoreFlags) {
         EXPECT_NE(r.exit_code, 0) << args;
         EXPECT_NE(r.err.find(expect), std::string::npos) << args << " -> " << r.err;
     }
+}
+
+// Models that could not answer any request are refused when they load, not on every request: a
+// RoPE base of 0 and an empty chat template.
+TEST(GenerateCli, ModelsThatCannotAnswerAreRefusedAtLoad) {
+    TempDir dir;
+    const std::string model = (dir / "m.gguf").string();
+    std::ofstream(dir / "empty.jinja") << "  \n";
+    const auto made = run_strata("make-model '" + model + "' --arch qwen3moe --preset tiny --chat-template '" +
+                                 (dir / "empty.jinja").string() + "'");
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    const auto chat = run_strata("generate -m '" + model + "' --prompt hi --chat -n 2");
+    EXPECT_NE(chat.exit_code, 0);
+    EXPECT_NE(chat.err.find("chat template (tokenizer.chat_template) is empty"), std::string::npos) << chat.err;
+    // The f32 after the key "qwen3moe.rope.freq_base" and its type word set to 0.
+    std::string bytes;
+    {
+        std::ifstream in(model, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::string key = "qwen3moe.rope.freq_base";
+    const size_t at = bytes.find(key);
+    ASSERT_NE(at, std::string::npos);
+    const float zero = 0.0f;
+    std::memcpy(&bytes[at + key.size() + 4], &zero, 4);
+    std::ofstream(model, std::ios::binary | std::ios::trunc) << bytes;
+    const auto r = run_strata("generate -m '" + model + "' --tokens 1,2 -n 2");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("rope.freq_base"), std::string::npos) << r.err;
 }
 
 }  // namespace
