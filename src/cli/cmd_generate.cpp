@@ -1,6 +1,6 @@
 // `strata generate -m MODEL (--prompt TEXT | --tokens a,b,c) -n N [--temp T] [--seed S]
 //  [--dump-logits OUT.f32] [--json] [--threads N] [--device cpu|cuda] [--vram-budget SIZE]
-//  [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N]`: one
+//  [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N] [--expert-far F]`: one
 //  sequence, prefill then decode.
 #include <chrono>
 #include <cmath>

@@ -19,6 +19,10 @@ void add_expert_flags(CLI::App* cmd, ExpertFlags* f) {
         ->check(CLI::IsMember({"auto", "on", "off"}));
     cmd->add_option("--expert-slots", f->slots, "VRAM expert slots per layer (default: what the budget leaves)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    cmd->add_option("--expert-far", f->far,
+                    "share of the missing experts the GPU reads in place from host RAM in decode; the rest run on the CPU "
+                    "(default 1)")
+        ->check(CLI::Range(0.0, 1.0));
 }
 
 void apply_expert_flags(const ExpertFlags& f, int threads, model::LoadOptions& lo) {
@@ -35,8 +39,9 @@ void apply_expert_flags(const ExpertFlags& f, int threads, model::LoadOptions& l
     lo.store.stats_file = f.stats_file;
     lo.store.slots_per_layer = f.slots;
     lo.store.n_threads = threads;
-    if (lo.expert_store == Mode::Off && (!f.ram_budget.empty() || !f.stats_file.empty() || f.slots >= 0))
-        throw Error("--experts off contradicts --ram-budget, --expert-stats and --expert-slots");
+    lo.store.far_fraction = f.far;
+    if (lo.expert_store == Mode::Off && (!f.ram_budget.empty() || !f.stats_file.empty() || f.slots >= 0 || f.far >= 0))
+        throw Error("--experts off contradicts --ram-budget, --expert-stats, --expert-slots and --expert-far");
 }
 
 std::vector<std::string> expert_flag_args(const ExpertFlags& f) {
@@ -45,6 +50,7 @@ std::vector<std::string> expert_flag_args(const ExpertFlags& f) {
     if (!f.stats_file.empty()) out.insert(out.end(), {"--expert-stats", f.stats_file});
     if (f.mode != "auto") out.insert(out.end(), {"--experts", f.mode});
     if (f.slots >= 0) out.insert(out.end(), {"--expert-slots", std::to_string(f.slots)});
+    if (f.far >= 0) out.insert(out.end(), {"--expert-far", std::to_string(f.far)});
     return out;
 }
 

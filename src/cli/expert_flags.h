@@ -1,5 +1,5 @@
 // The expert store's flags, shared by generate, engine and serve (serve passes them on to its
-// engine): --ram-budget, --expert-stats, --experts auto|on|off, --expert-slots.
+// engine): --ram-budget, --expert-stats, --experts auto|on|off, --expert-slots, --expert-far.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@ namespace strata::cli {
 struct ExpertFlags {
     std::string ram_budget, stats_file, mode = "auto";
     int64_t slots = -1;
+    double far = -1;  // --expert-far; -1: the store's default
 };
 
 void add_expert_flags(CLI::App* cmd, ExpertFlags* f);

@@ -108,6 +108,7 @@ TEST(GenerateCli, ExpertStoreFlags) {
         {m + "--experts off --ram-budget 1G", "--experts off contradicts"},
         {m + "--expert-stats '" + (dir / "bad.stats").string() + "'", "--expert-stats"},
         {m + "--experts sometimes", "--experts"},
+        {m + "--expert-far 2", "--expert-far"},
     };
     for (const auto& [args, expect] : cases) {
         const auto r = run_strata(args);
