@@ -2,6 +2,7 @@
 // events leave as JSON lines on stdout (docs/protocol.md); logs go to stderr. A reader thread
 // splits stdin into lines; the engine thread parses them and owns the scheduler and all output,
 // so events of one request are always in order. End of input drains the work in flight, then exits 0.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -61,11 +62,18 @@ public:
                      reason == FinishReason::Error ? detail.c_str() : "");
     }
     void line(const std::string& s) {
+        std::lock_guard<std::mutex> lock(stdout_mu());
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fputc('\n', stdout);
     }
     void flush() {
+        std::lock_guard<std::mutex> lock(stdout_mu());
         if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw Error("stdout closed: the client went away");
+    }
+    // The reader thread answers pings while the engine thread writes events: whole lines.
+    static std::mutex& stdout_mu() {
+        static std::mutex mu;
+        return mu;
     }
 
 private:
@@ -86,6 +94,23 @@ struct LineQueue {
     bool eof = false;
 };
 
+// When the engine thread's current step began (steady-clock ns; 0: between steps), for pings.
+std::atomic<int64_t> g_step_started{0};
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// {"op":"ping"} is answered here, on the reader thread, at once: the client's heartbeat sees a
+// stopped process (no answer) and a step that does not end (step_ms grows) apart from a busy one.
+void answer_ping() {
+    const int64_t started = g_step_started.load();
+    const int64_t step_ms = started == 0 ? 0 : (now_ns() - started) / 1000000;
+    std::lock_guard<std::mutex> lock(StdoutSink::stdout_mu());
+    std::fprintf(stdout, "{\"event\":\"pong\",\"step_ms\":%lld}\n", static_cast<long long>(step_ms));
+    std::fflush(stdout);
+}
+
 void read_lines(LineQueue& q) {
     std::string line;
     bool overlong = false;
@@ -97,6 +122,11 @@ void read_lines(LineQueue& q) {
     };
     while ((c = std::getchar()) != EOF) {
         if (c == '\n') {
+            if (!overlong && line == R"({"op":"ping"})") {
+                answer_ping();
+                line.clear();
+                continue;
+            }
             if (overlong) push(std::nullopt);
             else if (!line.empty()) push(std::move(line));
             line.clear();
@@ -195,7 +225,11 @@ int run_engine(EngineArgs& a) {
             sched.cancel_all(FinishReason::Cancelled, "engine shutting down");
             break;
         }
-        if (sched.has_work()) sched.step();
+        if (sched.has_work()) {
+            g_step_started = now_ns();
+            sched.step();
+            g_step_started = 0;
+        }
         sink.flush();
         if (eof && !sched.has_work()) break;
     }

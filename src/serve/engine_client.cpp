@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "util/error.h"
 
@@ -18,6 +19,10 @@ using nlohmann::json;
 namespace {
 
 constexpr auto kMaxBackoff = std::chrono::milliseconds(8000);
+
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 std::string exit_description(int status) {
     if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -49,6 +54,45 @@ EngineClient::~EngineClient() {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (pid_.load() > 0) ::kill(pid_.load(), SIGKILL);
     if (reader_.joinable()) reader_.join();
+    if (watchdog_.joinable()) watchdog_.join();
+}
+
+bool EngineClient::healthy() const {
+    return ready_.load() && steady_ns() - last_heard_ns_.load() < std::chrono::nanoseconds(kStaleAfter).count();
+}
+
+void EngineClient::kill_engine(const std::string& why) {
+    const pid_t pid = pid_.load();
+    if (pid <= 0) return;
+    {
+        std::lock_guard<std::mutex> lock(kill_mu_);
+        kill_reason_ = why;
+    }
+    std::fprintf(stderr, "strata serve: %s: killing it (pid %d)\n", why.c_str(), static_cast<int>(pid));
+    ::kill(pid, SIGKILL);  // also ends a stopped process; the reader then sees the pipe close
+}
+
+// Pings without ever waiting on the client's lock (a writer blocked on a full pipe holds it:
+// the engine is then not reading, which the silence shows).
+void EngineClient::watchdog_loop() {
+    int64_t last_ping = 0;
+    while (!stopping_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (!ready_ || stopping_) continue;
+        const int64_t now = steady_ns();
+        if (now - last_ping >= std::chrono::nanoseconds(kPingEvery).count()) {
+            std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+            if (lock.owns_lock() && ready_) {
+                write_line(R"({"op":"ping"})");
+                last_ping = now;
+            }
+        }
+        const int64_t silent_ms = (now - last_heard_ns_.load()) / 1000000;
+        if (silent_ms >= kDeadAfter.count()) {
+            kill_engine("the engine answered nothing for " + std::to_string(silent_ms / 1000) + " s (stopped or hung)");
+            last_heard_ns_ = now;  // once per silence: the reader restarts it
+        }
+    }
 }
 
 void EngineClient::spawn() {
@@ -83,6 +127,7 @@ void EngineClient::start(std::chrono::milliseconds timeout) {
         spawn();
     }
     reader_ = std::thread([this] { reader_loop(); });
+    watchdog_ = std::thread([this] { watchdog_loop(); });
     std::unique_lock<std::mutex> lock(mu_);
     // The first engine must come up: a bad model is a startup error, not something to retry.
     if (!cv_.wait_for(lock, timeout, [&] { return ready_.load() || restarts_.load() > 0; }) || !ready_.load()) {
@@ -194,6 +239,7 @@ void EngineClient::reader_loop() {
 }
 
 void EngineClient::handle_line(const std::string& line) {
+    last_heard_ns_ = steady_ns();
     json ev;
     try {
         ev = json::parse(line);
@@ -221,6 +267,12 @@ void EngineClient::handle_line(const std::string& line) {
         return;
     }
     if (kind == "bye") return;
+    if (kind == "pong") {
+        const int64_t step_ms = ev.value("step_ms", int64_t{0});
+        if (step_ms > step_timeout_ms_.load())
+            kill_engine("the engine's step has run for " + std::to_string(step_ms / 1000) + " s (hung)");
+        return;
+    }
     const std::string id = ev.value("id", "");
     Handler h;
     bool last = kind == "done" || kind == "error";
@@ -251,6 +303,10 @@ void EngineClient::on_engine_exit() {
         const pid_t pid = pid_.exchange(-1);
         if (pid > 0) ::waitpid(pid, &status, 0);
         why = "the engine " + exit_description(status);
+        {
+            std::lock_guard<std::mutex> k(kill_mu_);
+            if (!kill_reason_.empty()) why = std::exchange(kill_reason_, std::string());
+        }
         if (!stopping_)
             std::fprintf(stderr, "strata serve: %s%s; restarting it\n", why.c_str(), was_ready ? "" : " before it was ready");
         // Streams already under way cannot be resumed: they end with an error. The rest wait.

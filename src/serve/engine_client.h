@@ -51,7 +51,15 @@ public:
     // Asks for a stats event and waits for it (empty object when the engine is down).
     nlohmann::json stats(std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
-    bool healthy() const { return ready_.load(); }
+    // Ready, and heard from within the last kStaleAfter (a stopped or hung engine turns
+    // unhealthy before the heartbeat replaces it).
+    bool healthy() const;
+    // The heartbeat: a ping every kPingEvery; no line from the engine for kDeadAfter (a stopped,
+    // swapped-out or deadlocked process), or a step running longer than step_timeout (a GPU
+    // hang), and the engine is killed: requests with output end with an error event, the others
+    // run again on its replacement.
+    static constexpr std::chrono::milliseconds kPingEvery{1000}, kStaleAfter{4000}, kDeadAfter{10000};
+    void set_step_timeout(std::chrono::milliseconds t) { step_timeout_ms_ = t.count(); }
     int restarts() const { return restarts_.load(); }
     int64_t in_flight() const;
     nlohmann::json ready_info() const;  // the engine's ready event
@@ -67,6 +75,8 @@ private:
     void reader_loop();
     void handle_line(const std::string& line);
     void on_engine_exit();
+    void watchdog_loop();
+    void kill_engine(const std::string& why);
     bool write_line(const std::string& line);  // with mu_ held
 
     std::vector<std::string> argv_;
@@ -80,7 +90,11 @@ private:
     std::atomic<int> restarts_{0};
     std::atomic<pid_t> pid_{-1};
     int to_engine_ = -1, from_engine_ = -1;
-    std::thread reader_;
+    std::thread reader_, watchdog_;
+    std::atomic<int64_t> last_heard_ns_{0};  // steady clock: the last line from the engine
+    std::atomic<int64_t> step_timeout_ms_{120000};
+    std::mutex kill_mu_;
+    std::string kill_reason_;  // why the heartbeat killed the engine (for the requests it fails)
     std::chrono::milliseconds backoff_{250};
 };
 

@@ -73,6 +73,42 @@ test('kill -9 of the engine: the stream in flight gets an error, queued work run
   assert.equal(next.usage.completion_tokens, 4);
 });
 
+test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends with an error, the engine is replaced', async () => {
+  const s = await server({ args: ['--parallel', '2'], logName: 'sigstop' });
+  const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: 'x', maxRetries: 0 });
+  const enginePid = s.enginePid();
+  const long = await client.chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: 'Go on forever.' }], max_tokens: 60000, stream: true, logit_bias: NO_EOS });
+  let chunks = 0;
+  let stoppedAt = 0;
+  const outcome = (async () => {
+    try {
+      for await (const c of long) {
+        chunks += 1;
+        if (chunks === 5) {
+          process.kill(enginePid, 'SIGSTOP');
+          stoppedAt = Date.now();
+        }
+      }
+      return 'ended without error';
+    } catch (e) {
+      return e;
+    }
+  })();
+  await waitFor('the engine to be stopped', async () => stoppedAt > 0, 10000);
+  // Within 10 s the server says it is not serving (before the heartbeat replaces the engine).
+  await waitFor('/health to say 503', async () => (await fetch(`${s.base}/health`)).status === 503, 10000);
+  const err = await outcome;
+  assert.ok(err instanceof OpenAI.APIError, `stream must end with an error, got: ${err}`);
+  assert.match(err.message, /answered nothing/);
+  assert.ok(Date.now() - stoppedAt < 16000, 'the stream ended within 16 s of the stop');
+  const pidNow = () => { try { return s.enginePid(); } catch { return null; } };  // ps fails while there is none
+  await waitFor('a new engine', async () => pidNow() > 0 && pidNow() !== enginePid && (await fetch(`${s.base}/health`)).status === 200, 20000);
+  const next = await client.chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: 'Hello again' }], max_tokens: 4, logit_bias: NO_EOS });
+  assert.equal(next.usage.completion_tokens, 4);
+  assert.equal(await metric(s.base, 'strata_engine_restarts_total'), 1);
+  try { process.kill(enginePid, 'SIGKILL'); } catch { /* already gone */ }
+});
+
 test('a client that disconnects cancels its work at once', async () => {
   const s = await server({ logName: 'disconnect' });
   for (const stream of [true, false]) {
