@@ -25,7 +25,7 @@ namespace strata::cli {
 namespace {
 
 struct GatewayArgs {
-    std::string config_path, upstream, upstream_key, listen, keys_path, store = "default";
+    std::string config_path, upstream, upstream_key, upstream_key_file, listen, keys_path, store = "default";
     std::vector<std::string> api_keys;
     bool debug_endpoints = false, no_long_context = false;
     int lane_wait_s = -1;
@@ -44,6 +44,10 @@ std::string default_store_path() {
 
 int run_gateway(GatewayArgs& a) {
     gateway::GatewayConfig c;
+    if (!a.upstream_key_file.empty()) {
+        if (!a.upstream_key.empty()) throw Error("give either --upstream-key or --upstream-key-file, not both");
+        a.upstream_key = read_secret_lines(a.upstream_key_file, "--upstream-key-file").front();
+    }
     if (!a.config_path.empty()) {
         if (!a.upstream.empty()) throw Error("give either --config or --upstream, not both");
         if (!a.upstream_key.empty())
@@ -112,6 +116,8 @@ void add_gateway_command(CLI::App& app, Runner& run) {
         ->check(CLI::ExistingFile);
     cmd->add_option("--upstream", a->upstream,
                     "quick start: one lane, a running `strata serve` at this http:// URL; every model id goes there");
+    cmd->add_option("--upstream-key-file", a->upstream_key_file,
+                    "a file holding the --upstream-key (its first line; keeps it out of ps)");
     cmd->add_option("--upstream-key", a->upstream_key,
                     "the key the --upstream lane itself expects (its --api-key), sent as x-api-key");
     cmd->add_option("--listen", a->listen, "HOST:PORT to listen on (default 127.0.0.1:8090; 0.0.0.0:PORT to face the network)");

@@ -1,11 +1,13 @@
 // `strata serve -m MODEL [options]`: the HTTP server of one lane over a supervised engine child
 // process (docs/serve.md). Engine options are passed through to `strata engine`.
+#include <openssl/crypto.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -24,11 +26,26 @@ std::string self_exe() {
     return std::string(buf, static_cast<size_t>(n));
 }
 
+std::vector<std::string> read_secret_lines(const std::string& path, const std::string& flag) {
+    std::ifstream in(path);
+    if (!in) throw Error(flag + " " + path + ": cannot read the file");
+    std::vector<std::string> out;
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t b = line.find_first_not_of(" \t\r"), e = line.find_last_not_of(" \t\r");
+        if (b != std::string::npos) out.push_back(line.substr(b, e - b + 1));
+        OPENSSL_cleanse(line.data(), line.size());
+    }
+    if (out.empty()) throw Error(flag + " " + path + ": the file holds no key");
+    return out;
+}
+
 namespace {
 
 struct ServeArgs {
     serve::ServeOptions o;
     std::vector<std::string> keys;
+    std::string key_file;
     std::string device = "cpu", vram_budget;
     ExpertFlags experts;
     int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
@@ -44,7 +61,10 @@ int run_serve(ServeArgs& a) {
     if (!a.vram_budget.empty()) (void)devices::parse_byte_size(a.vram_budget);  // refuse a bad size before starting
     auto& o = a.o;
     o.api_keys = a.keys;
+    if (!a.key_file.empty())
+        for (std::string& k : read_secret_lines(a.key_file, "--api-key-file")) o.api_keys.push_back(std::move(k));
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);
+    ::unsetenv("STRATA_API_KEY");  // the engine child has no use for the clients' key
     o.engine_argv = {self_exe(),
                      "engine",
                      "-m",
@@ -121,6 +141,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
     cmd->add_option("--host", a->o.host, "address to bind (only the gateway should face the network)")->capture_default_str();
     cmd->add_option("--port", a->o.port, "port (0: any free one)")->check(CLI::Range(0, 65535))->capture_default_str();
     cmd->add_option("--api-key", a->keys, "accepted API key (repeatable; Bearer or x-api-key); also STRATA_API_KEY");
+    cmd->add_option("--api-key-file", a->key_file, "accepted API keys, one per line (keeps them out of ps)");
     cmd->add_option("--parallel", a->o.parallel, "requests computed at once")->check(CLI::Range(1, 4096))->capture_default_str();
     cmd->add_option("--queue", a->o.max_queue, "requests that may wait beyond --parallel; more get 429/529")
         ->check(CLI::Range(0, 100000))

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace strata::cli {
 
@@ -48,5 +49,10 @@ void block_stop_signals();
 
 // The running strata binary (to start `strata engine` children); throws strata::Error.
 std::string self_exe();
+
+// Secrets from a file instead of argv (where `ps` shows them): one per line, blank lines and
+// surrounding whitespace ignored. An Error naming `flag` and the file when it cannot be read or
+// holds none.
+std::vector<std::string> read_secret_lines(const std::string& path, const std::string& flag);
 
 }  // namespace strata::cli

@@ -42,12 +42,12 @@ export async function stopAll() {
 }
 
 // Starts `strata serve -m MODEL --port 0 ...`; resolves once it listens.
-export async function startServer({ kind = 'qwen3', args = [], name = 'strata-tiny', logName } = {}) {
+export async function startServer({ kind = 'qwen3', args = [], name = 'strata-tiny', logName, env = {} } = {}) {
   const modelPath = model(kind);
   const log = join(workDir, `${logName ?? name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(log, 'w');
   const child = spawn(strataBin, ['serve', '-m', modelPath, '--port', '0', '--name', name, ...args],
-    { stdio: ['ignore', fd, 'pipe'] });
+    { stdio: ['ignore', fd, 'pipe'], env: { ...process.env, ...env } });
   const handle = { stop: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); } };
   started.add(handle);
   let stderr = '';

@@ -5,6 +5,9 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stopAll, startServer, waitFor, metric } from './harness.mjs';
 
 const servers = [];
@@ -107,6 +110,21 @@ test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends wit
   assert.equal(next.usage.completion_tokens, 4);
   assert.equal(await metric(s.base, 'strata_engine_restarts_total'), 1);
   try { process.kill(enginePid, 'SIGKILL'); } catch { /* already gone */ }
+});
+
+test('keys from --api-key-file: accepted, kept out of the command line; the engine does not inherit STRATA_API_KEY', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'strata-keys-'));
+  const file = join(dir, 'keys');
+  writeFileSync(file, '  sk-file-one  \n\nsk-file-two\n', { mode: 0o600 });
+  const s = await server({ args: ['--api-key-file', file], env: { STRATA_API_KEY: 'sk-from-env' }, logName: 'keyfile' });
+  const models = (key) => fetch(`${s.base}/v1/models`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
+  assert.equal((await models()).status, 401);
+  assert.equal((await models('sk-file-one')).status, 200);
+  assert.equal((await models('sk-file-two')).status, 200);
+  assert.equal((await models('sk-from-env')).status, 401, 'a key file replaces the environment key');
+  assert.ok(!readFileSync(`/proc/${s.child.pid}/cmdline`).toString().includes('sk-file'));
+  assert.ok(!readFileSync(`/proc/${s.enginePid()}/environ`).toString().includes('STRATA_API_KEY='));
+  rmSync(dir, { recursive: true, force: true });
 });
 
 test('a client that disconnects cancels its work at once', async () => {
