@@ -30,6 +30,7 @@
 
 #include "backend/cpu_backend.h"
 #include "bench_util.h"
+#include "cli/expert_flags.h"
 #include "devices/backend_factory.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
@@ -79,9 +80,8 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
     std::string path;
     int pp = 256, tg = 32, reps = 3, threads = 2, batch = 1, depth = -1;
-    std::string device = "cpu", vram_budget, ram_budget, expert_stats, experts_mode = "auto";
-    int64_t expert_slots = -1;
-    double expert_far = -1;
+    std::string device = "cpu", vram_budget;
+    cli::ExpertFlags expert_flags;  // the same flags as generate/engine/serve take
     std::vector<double> far_sweep;  // --expert-far-sweep: decode again at each share
     bool greedy_ids = false;        // -g: decode steps return the greedy token, not the logits row
     for (int i = 1; i < argc; ++i) {
@@ -103,11 +103,11 @@ int main(int argc, char** argv) {
         else if (a == "--device") device = next();
         else if (a == "-g") greedy_ids = true;
         else if (a == "--vram-budget") vram_budget = next();
-        else if (a == "--ram-budget") ram_budget = next();
-        else if (a == "--expert-stats") expert_stats = next();
-        else if (a == "--experts") experts_mode = next();
-        else if (a == "--expert-slots") expert_slots = std::atoll(next());
-        else if (a == "--expert-far") expert_far = std::atof(next());
+        else if (a == "--ram-budget") expert_flags.ram_budget = next();
+        else if (a == "--expert-stats") expert_flags.stats_file = next();
+        else if (a == "--experts") expert_flags.mode = next();
+        else if (a == "--expert-slots") expert_flags.slots = std::atoll(next());
+        else if (a == "--expert-far") expert_flags.far = std::atof(next());
         else if (a == "--expert-far-sweep") {
             std::string list = next();
             for (size_t at = 0; at < list.size();) {
@@ -133,15 +133,7 @@ int main(int argc, char** argv) {
         backend::Backend& be = *backend;
         const bool gpu = device != "cpu";
         model::LoadOptions lo;
-        using Mode = model::LoadOptions::ExpertStoreMode;
-        if (experts_mode != "auto" && experts_mode != "on" && experts_mode != "off")
-            throw Error("--experts must be auto, on or off");
-        lo.expert_store = experts_mode == "on" ? Mode::On : experts_mode == "off" ? Mode::Off : Mode::Auto;
-        if (!ram_budget.empty()) lo.store.ram_budget = devices::parse_byte_size(ram_budget);
-        lo.store.stats_file = expert_stats;
-        lo.store.slots_per_layer = expert_slots;
-        lo.store.n_threads = threads;
-        lo.store.far_fraction = expert_far;
+        cli::apply_expert_flags(expert_flags, threads, lo);
         auto m = model::Model::load(path, be, lo);
         experts::ExpertStore* store = m->expert_store();
         if (!far_sweep.empty() && store == nullptr) throw Error("--expert-far-sweep needs the expert store");

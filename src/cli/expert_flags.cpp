@@ -27,6 +27,8 @@ void add_expert_flags(CLI::App* cmd, ExpertFlags* f) {
 
 void apply_expert_flags(const ExpertFlags& f, int threads, model::LoadOptions& lo) {
     using Mode = model::LoadOptions::ExpertStoreMode;
+    if (f.mode != "auto" && f.mode != "on" && f.mode != "off") throw Error("--experts must be auto, on or off");
+    if (f.far > 1.0) throw Error("--expert-far must be between 0 and 1 (or negative: the default)");
     lo.expert_store = f.mode == "on" ? Mode::On : f.mode == "off" ? Mode::Off : Mode::Auto;
     if (!f.ram_budget.empty()) {
         try {

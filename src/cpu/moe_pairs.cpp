@@ -18,6 +18,7 @@ inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<const ExpertPair> pairs, const ExpertFn& expert,
                    float* out, util::ThreadPool* pool, const KernelSet& ks) {
     std::fill(out, out + n_tokens * n_embd, 0.0f);
+    experts_.clear();
     const auto n_pairs = static_cast<int64_t>(pairs.size());
     if (n_pairs == 0) return;
     for (const ExpertPair& p : pairs)
@@ -30,7 +31,6 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
     std::stable_sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
         return pairs[static_cast<size_t>(a)].expert < pairs[static_cast<size_t>(b)].expert;
     });
-    experts_.clear();
     offsets_.clear();
     token_of_.resize(static_cast<size_t>(n_pairs));
     row_of_.resize(static_cast<size_t>(n_pairs));

@@ -40,6 +40,8 @@ public:
     // expert id the callback refuses or weight types without a CPU kernel.
     void run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<const ExpertPair> pairs, const ExpertFn& expert,
              float* out, util::ThreadPool* pool, const KernelSet& ks = default_kernels());
+    // The distinct experts the last run() used.
+    size_t n_experts() const { return experts_.size(); }
 
 private:
     Activations x_q_, h_q_;

@@ -72,7 +72,6 @@ public:
     void set_table(int layer, const int32_t* slot_of, int64_t n_expert);
     double rate() const { return rate_; }
     const Layer& layer(int l) const;
-    bool pinned() const { return registered_ != nullptr; }
     bool far_ok() {
         if (!tried_register_) register_host();
         return registered_dev_ != nullptr;

@@ -140,23 +140,20 @@ void ExpertStore::make_slots() {
                         mib(per_slot * static_cast<uint64_t>(o_.slots_per_layer)) + " of VRAM; " + mib(mem) + " are left");
         S = std::min<int64_t>(o_.slots_per_layer, n_expert_);
     }
-    pinned_ = !file_tier_;
     for (Layer& L : layers_) {
-        be_.make_expert_slots(L.w.layer, L.w.gate, L.w.up, L.w.down, S, pinned_);
+        be_.make_expert_slots(L.w.layer, L.w.gate, L.w.up, L.w.down, S, !file_tier_);
         L.slot_of.assign(static_cast<size_t>(n_expert_), -1);
         L.expert_in.assign(static_cast<size_t>(S), -1);
         L.placement.slot_of = L.slot_of.data();
     }
     st_.slots_per_layer = S;
     st_.vram_bytes = per_slot * static_cast<uint64_t>(S);
-    st_.pinned = pinned_;
     fill_initial();
     far_ok_ = be_.reads_host_experts();
-    if (far_ok_) {
+    {
         std::lock_guard<std::mutex> g(mu_);
-        const double f = far_target();
-        for (Layer& L : layers_)
-            if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
+        st_.pinned = far_ok_;  // registered (and mapped) for the device
+        reassign_far();
     }
     log(describe());
 }
@@ -253,12 +250,14 @@ void ExpertStore::replan() {
         be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);  // unmapped before their copies start
         for (const auto& [e, slot] : moves) L.pending.push_back({e, slot, be_.copy_to_expert_slot(L.w.layer, slot, e)});
     }
-    // The unmapped experts and the measured speeds: the in-place share again.
-    if (far_ok_) {
-        const double f = far_target();
-        for (Layer& L : layers_)
-            if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
-    }
+    reassign_far();  // the unmapped experts too
+}
+
+void ExpertStore::reassign_far() {
+    if (!far_ok_) return;
+    const double f = far_target();
+    for (Layer& L : layers_)
+        if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
 }
 
 // The share of missing experts to read in place in decode. By default all of them: on the H200
@@ -299,13 +298,11 @@ bool ExpertStore::assign_far(Layer& L, double fraction) {
 void ExpertStore::before_forward() {
     if (!slots_made_) make_slots();
     map_reached();
-    if (far_dirty_ && far_ok_) {
+    if (far_dirty_) {
         std::lock_guard<std::mutex> g(mu_);
-        const double f = far_target();
-        for (Layer& L : layers_)
-            if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
+        reassign_far();
+        far_dirty_ = false;
     }
-    far_dirty_ = false;
     if (o_.adapt && st_.slots_per_layer > 0 && st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 &&
         st_.forwards > 0)
         replan();
@@ -329,7 +326,7 @@ void ExpertStore::file_tier_touch(Layer& L, std::span<const backend::HostExpertP
         L.last_use[e] = run_clock_;
         if (L.in_ram[e]) continue;
         L.in_ram[e] = 1;
-        ram_used_ += L.expert_bytes;
+        L.ram_bytes += L.expert_bytes;
         ++st_.file_reads;
         for (const backend::Weight* w : {&L.w.gate, &L.w.up, &L.w.down})
             advise_pages(w->slice(p.expert), slice_bytes(*w), MADV_WILLNEED);
@@ -349,12 +346,7 @@ void ExpertStore::run(int layer, const float* x, int64_t n_tokens, std::span<con
     runner_.run(
         x, n_tokens, L.w.gate.ne[0], pairs, [&](int32_t e) { return matrices(L, e); }, out, pool != nullptr ? pool : &pool_);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    // Distinct experts of the run (the pairs of one expert are often adjacent only by chance).
-    std::vector<int32_t> ex;
-    ex.reserve(pairs.size());
-    for (const auto& p : pairs) ex.push_back(p.expert);
-    std::sort(ex.begin(), ex.end());
-    const auto n_ex = static_cast<size_t>(std::unique(ex.begin(), ex.end()) - ex.begin());
+    const size_t n_ex = runner_.n_experts();
     std::lock_guard<std::mutex> g(mu_);
     st_.host_busy_s += dt;
     st_.host_bytes += static_cast<uint64_t>(n_ex) * L.expert_bytes;
@@ -370,9 +362,7 @@ void ExpertStore::run(int layer, const float* x, int64_t n_tokens, std::span<con
         // the file (never one this run used).
         const auto share = static_cast<uint64_t>(static_cast<double>(o_.ram_budget) * static_cast<double>(L.expert_bytes) *
                                                  static_cast<double>(n_expert_) / static_cast<double>(expert_bytes_));
-        uint64_t layer_ram = 0;
-        for (uint8_t r : L.in_ram) layer_ram += r != 0 ? L.expert_bytes : 0;
-        while (layer_ram > share) {
+        while (L.ram_bytes > share) {
             int32_t victim = -1;
             for (int32_t e = 0; e < n_expert_; ++e)
                 if (L.in_ram[static_cast<size_t>(e)] && L.last_use[static_cast<size_t>(e)] != run_clock_ &&
@@ -380,8 +370,7 @@ void ExpertStore::run(int layer, const float* x, int64_t n_tokens, std::span<con
                     victim = e;
             if (victim < 0) break;
             L.in_ram[static_cast<size_t>(victim)] = 0;
-            layer_ram -= L.expert_bytes;
-            ram_used_ -= L.expert_bytes;
+            L.ram_bytes -= L.expert_bytes;
             for (const backend::Weight* w : {&L.w.gate, &L.w.up, &L.w.down}) drop(w->slice(victim), slice_bytes(*w));
         }
     }
@@ -469,7 +458,6 @@ void ExpertStore::read_stats() {
             L.score[static_cast<size_t>(e)] = static_cast<double>(v);
         }
     }
-    stats_loaded_ = true;
 }
 
 }  // namespace strata::experts

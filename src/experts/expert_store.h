@@ -117,6 +117,7 @@ private:
         std::vector<int32_t> expert_in;  // [slots] -> expert or -1 (free or being filled)
         std::vector<double> score;       // [n_expert] decayed hit counts
         std::vector<uint8_t> in_ram;     // [n_expert] pages resident (file tier only)
+        uint64_t ram_bytes = 0;          // expert bytes of the in_ram ones
         std::vector<uint64_t> last_use;  // [n_expert] the run that last used it (file tier)
         std::vector<Pending> pending;
         backend::ExpertPlacement placement;
@@ -130,6 +131,7 @@ private:
     void drop(const uint8_t* p, size_t n) const;
     void file_tier_touch(Layer& L, std::span<const backend::HostExpertPair> pairs);
     bool assign_far(Layer& L, double fraction);  // codes of the missing experts; true when changed
+    void reassign_far();                         // assign_far on every layer, tables sent (mu_ held)
     double far_target() const;
     cpu::ExpertMatrices matrices(const Layer& L, int32_t e) const;
 
@@ -138,8 +140,8 @@ private:
     std::vector<Layer> layers_;
     std::vector<int> index_;  // [n_layer_total] -> index into layers_ or -1
     int64_t n_expert_ = 0;
-    uint64_t expert_bytes_ = 0, ram_used_ = 0;
-    bool file_tier_ = false, slots_made_ = false, pinned_ = false, stats_loaded_ = false, far_ok_ = false, far_dirty_ = false;
+    uint64_t expert_bytes_ = 0;
+    bool file_tier_ = false, slots_made_ = false, far_ok_ = false, far_dirty_ = false;
     util::ThreadPool pool_;
     cpu::MoePairs runner_;
     mutable std::mutex mu_;  // stats (run and saw may come from a CUDA callback thread)
