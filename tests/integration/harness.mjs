@@ -2,7 +2,8 @@
 // and starts real `strata serve` processes on free ports. Environment (set by CTest):
 //   STRATA_BIN   the strata binary        STRATA_WORK  a folder for models and logs
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readFileSync, renameSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -141,4 +142,36 @@ export async function startGateway(args, { logName = 'gateway' } = {}) {
 export function tokenCount(text, kind = 'qwen3') {
   const out = execFileSync(strataBin, ['tokenize', '-m', model(kind), '--no-special'], { input: text, maxBuffer: 1 << 28 });
   return JSON.parse(out.toString()).length;
+}
+
+// The targets the client suites (ai_sdk, langchain, opencode) run against: a `strata serve` of
+// each template family (Qwen3's as model `strata-tiny`, Qwen3.5's as `strata-tiny-35`, both with
+// the eos feature so that turns end by themselves) and a `strata gateway` in front of both (one
+// lane each, upstream), which wants `key`. Returns [{ label, kind, model, base, key }] for the
+// four ways in: serve directly and through the gateway, per family.
+export async function startClientTargets(suite) {
+  const key = `sk-${suite}-` + 'k'.repeat(24);
+  const [q3, q35] = await Promise.all([
+    startServer({ kind: 'qwen3', name: 'strata-tiny', logName: `${suite}-qwen3` }),
+    startServer({ kind: 'qwen35-eos', name: 'strata-tiny-35', logName: `${suite}-qwen35` }),
+  ]);
+  const sha = createHash('sha256').update(key).digest('hex');
+  const config = join(workDir, `${suite}-gateway-${process.pid}.toml`);
+  writeFileSync(config, `[server]\nlisten = "127.0.0.1:0"\n\n` +
+    `[[lanes]]\nname = "qwen3"\nupstream = "${q3.base}"\nmodels = ["strata-tiny"]\n\n` +
+    `[[lanes]]\nname = "qwen35"\nupstream = "${q35.base}"\nmodels = ["strata-tiny-35"]\n\n` +
+    `[[keys]]\nname = "${suite}"\nsha256 = "${sha}"\n`);
+  const gw = await startGateway(['--config', config], { logName: `${suite}-gateway` });
+  // The gateway serves a lane once it has asked it what it serves (its window, its template).
+  await waitFor('the gateway to list both lanes', async () => {
+    const r = await fetch(`${gw.base}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    const ids = r.ok ? (await r.json()).data.map((m) => m.id) : [];
+    return ids.includes('strata-tiny') && ids.includes('strata-tiny-35');
+  }, 60000);
+  return [
+    { label: 'serve, Qwen3 template', kind: 'qwen3', model: 'strata-tiny', base: q3.base, key: 'unused', server: q3 },
+    { label: 'serve, Qwen3.5 template', kind: 'qwen35', model: 'strata-tiny-35', base: q35.base, key: 'unused', server: q35 },
+    { label: 'gateway, Qwen3 template', kind: 'qwen3', model: 'strata-tiny', base: gw.base, key, server: gw },
+    { label: 'gateway, Qwen3.5 template', kind: 'qwen35', model: 'strata-tiny-35', base: gw.base, key, server: gw },
+  ];
 }
