@@ -20,13 +20,14 @@ import { stopAll, startServer } from './harness.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const socket = `strata-claude-${process.pid}`;
 const tmux = (...args) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+let session;  // the running test's tmux session
 after(async () => {
   try { tmux('kill-server'); } catch { /* no server left */ }
   await stopAll();
 });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const screen = () => tmux('capture-pane', '-p', '-J', '-t', 'claude');
+const screen = () => tmux('capture-pane', '-p', '-J', '-t', session);
 // Polls `fn(screen)` every 200 ms until it is truthy (returns that) or `ms` pass (throws with the
 // last screen and what was awaited).
 async function until(what, fn, ms) {
@@ -67,9 +68,20 @@ for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: di
   // The pane's shell line: a clean environment, claude, then its exit status on the screen.
   const quote = (s) => `'${s.replaceAll("'", "'\\''")}'`;
   const line = `env -i ${Object.entries(env).map(([k, v]) => `${k}=${quote(v)}`).join(' ')} ${quote(claude)} --model strata-tiny; echo "claude exited with status $?"; sleep 3600`;
-  tmux('new-session', '-d', '-s', 'claude', '-x', '160', '-y', '50', '-c', project, line);
-  const send = (...keys) => tmux('send-keys', '-t', 'claude', ...keys);
-  const type = (text) => { tmux('send-keys', '-t', 'claude', '-l', text); };
+  session = `claude-${kind}`;
+  tmux('new-session', '-d', '-s', session, '-x', '160', '-y', '50', '-c', project, line);
+  try {
+    await driveClaude(server);
+  } finally {
+    tmux('kill-session', '-t', session);
+    await server.stop();
+  }
+});
+
+// Drives the claude session in the pane: dialogs, two turns, a cancelled one, /exit.
+async function driveClaude(server) {
+  const send = (...keys) => tmux('send-keys', '-t', session, ...keys);
+  const type = (text) => { tmux('send-keys', '-t', session, '-l', text); };
 
   // First-run dialogs, answered as they appear, until the prompt is ready.
   const seen = [];
@@ -112,8 +124,8 @@ for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: di
   // request cancelled (Claude Code closed the stream).
   const cancelledBefore = await cancelled(server);
   const paste = Array.from({ length: 400 }, (_, i) => `Line ${i}: the lighthouse keeper counted ${i * 7 % 97} ships.`).join('\n');
-  tmux('set-buffer', '-b', 'paste', paste);
-  tmux('paste-buffer', '-p', '-b', 'paste', '-t', 'claude');
+  execFileSync('tmux', ['-L', socket, 'load-buffer', '-b', 'paste', '-'], { input: paste });
+  tmux('paste-buffer', '-p', '-b', 'paste', '-t', session);
   await until('the paste to land in the prompt', (s) => /Pasted text/.test(s), 30000);
   send('Enter');
   await until('the third turn to start', (s) => busy(s), 60000);
@@ -128,10 +140,8 @@ for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: di
 
   // /exit ends the session with status 0.
   type('/exit');
-  await until('/exit in the prompt', (s) => /❯ \/exit/.test(s), 30000);
+  await until('/exit in the prompt', (s) => /❯\s\/exit/.test(s), 30000);
   send('Enter');
   await until('claude to exit', (s) => /claude exited with status \d+/.test(s), 60000);
   assert.match(screen(), /claude exited with status 0/);
-  tmux('kill-session', '-t', 'claude');
-  await server.stop();
-});
+}
