@@ -113,7 +113,7 @@ async function driveClaude(server) {
     await until(`turn ${n} to be answered`, async (s) => {
       if (/API Error/.test(s)) throw new Error(`turn ${n} failed:\n${s}\nserver log:\n${server.log().slice(-3000)}`);
       return !busy(s) && (await answered(server)) > before;
-    }, 600000);
+    }, 840000);  // as claude_code.test.mjs: the first turn reads ~19K prompt tokens on the CPU
   };
   await turn('Say hello in one word.', 1);
   await turn('Now say goodbye.', 2);
