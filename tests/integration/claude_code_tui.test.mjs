@@ -11,18 +11,21 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stopAll, startServer } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const socket = `strata-claude-${process.pid}`;
-const tmux = (...args) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+// A tmux server of this file's own, its socket in a folder removed at the end.
+const socketDir = mkdtempSync(join(tmpdir(), 'strata-tmux-'));
+const socket = join(socketDir, 'tmux.sock');
+const tmux = (...args) => execFileSync('tmux', ['-S', socket, ...args], { encoding: 'utf8' });
 let session;  // the running test's tmux session
 after(async () => {
   try { tmux('kill-server'); } catch { /* no server left */ }
+  rmSync(socketDir, { recursive: true, force: true });
   await stopAll();
 });
 
@@ -124,7 +127,7 @@ async function driveClaude(server) {
   // request cancelled (Claude Code closed the stream).
   const cancelledBefore = await cancelled(server);
   const paste = Array.from({ length: 400 }, (_, i) => `Line ${i}: the lighthouse keeper counted ${i * 7 % 97} ships.`).join('\n');
-  execFileSync('tmux', ['-L', socket, 'load-buffer', '-b', 'paste', '-'], { input: paste });
+  execFileSync('tmux', ['-S', socket, 'load-buffer', '-b', 'paste', '-'], { input: paste });
   tmux('paste-buffer', '-p', '-b', 'paste', '-t', session);
   await until('the paste to land in the prompt', (s) => /Pasted text/.test(s), 30000);
   send('Enter');
