@@ -12,9 +12,10 @@
 //
 // Writes never block a caller or a lock: commands go into a bounded outgoing queue that a writer
 // thread drains into the engine's stdin (non-blocking; the pipe holds 64 KiB). An engine that does
-// not read (stopped, hung) fills it: submit() then throws EngineBusy at once, stats() answers
-// empty at once, cancels and pings still queue (a few bytes each). The queue belongs to one engine
-// process: it is dropped with it, and what the replacement needs is sent again.
+// not read (stopped, hung) fills it: submit() then throws EngineBusy at once, stats() waits at
+// most its timeout (none once the engine has been silent kStaleAfter), cancels still queue (a few
+// bytes each), pings wait until the queue has drained. The queue belongs to one engine process:
+// it is dropped with it, and what the replacement needs is sent again.
 #pragma once
 
 #include <sys/types.h>
