@@ -230,14 +230,27 @@ std::shared_ptr<Server::Call> Server::begin_call(const httplib::Request& req, co
 }
 
 void Server::run_generations(Call& call, bool start) {
-    call.ticket = admit(call);
+    call.ticket = std::make_shared<Admission::SharedTicket>(admit(call));
+    metrics_.prompt_tokens += static_cast<uint64_t>(call.prepared.prompt_tokens) * call.prepared.choices.size();
+    make_generations(call, start);
+}
+
+void Server::make_generations(Call& call, bool start) {
+    call.group.reset();  // a previous run's requests end first (cancelled, drained)
     call.group = std::make_unique<GenerationGroup>();
     call.choice_usage.assign(call.prepared.choices.size(), Usage{});
+    const std::string again = call.resubmits > 0 ? "~" + std::to_string(call.resubmits) : "";
     for (size_t i = 0; i < call.prepared.choices.size(); ++i)
-        call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i), call.prepared.choices[i],
-                        model_->max_context());
-    metrics_.prompt_tokens += static_cast<uint64_t>(call.prepared.prompt_tokens) * call.prepared.choices.size();
-    if (start) call.group->start();
+        call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i) + again,
+                        call.prepared.choices[i], model_->max_context());
+    if (!start) return;
+    try {
+        call.group->start();
+    } catch (const EngineBusy& e) {
+        ApiError busy(503, e.what());
+        busy.retry_after_s = 1;
+        throw busy;
+    }
 }
 
 void Server::end_stream(Call& call, bool finished) {
@@ -245,7 +258,7 @@ void Server::end_stream(Call& call, bool finished) {
         call.group->cancel();
         metrics_.count_request(call.api == ApiKind::Anthropic ? "anthropic" : "openai", "cancelled");
     }
-    call.ticket = Admission::Ticket();
+    if (call.ticket) call.ticket->release();
 }
 
 void Server::fail_call(const Call& call, httplib::Response& res, const ApiError& e) {
@@ -255,7 +268,7 @@ void Server::fail_call(const Call& call, httplib::Response& res, const ApiError&
         res.status = 499;
         return;
     }
-    metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : "rejected");
+    metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : e.status >= 500 ? "error" : "rejected");
     reply_error(call, res, e);
 }
 

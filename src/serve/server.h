@@ -85,6 +85,9 @@ private:
     std::shared_ptr<Call> begin_call(const httplib::Request& req, const httplib::Response& res, ApiKind api);
     // Admits the call and creates its choices' generations (started unless `start` is false).
     void run_generations(Call& call, bool start);
+    // The call's choices' generations, new (again after the engine died: fresh engine ids), and
+    // started; throws ApiError 503 when the engine is not reading its input.
+    void make_generations(Call& call, bool start);
     // A streamed answer ended (its last chunk written, or the client went away: then its work is
     // cancelled at once); frees its admission slot either way.
     void end_stream(Call& call, bool finished);
@@ -96,8 +99,9 @@ private:
     // (a Failed one has cancelled the rest). It keeps the call's usage and latency metrics.
     enum class Wait { Event, Idle, Gone };
     Wait next_event(Call& call, CallEvent& out);
-    // Whole answers: every event until all choices are done goes to on_event. False when the
-    // client left (answered 499); a failed generation throws ApiError 500.
+    // Whole answers: every event, once all choices are done, goes to on_event. False when the
+    // client left (answered 499); a failed generation throws ApiError 500. Generations lost with
+    // the engine (nothing was sent yet) run again, kMaxResubmits times, then 503.
     bool collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event);
     // Streamed answers: the translator's SSE, then its end (a failed generation ends it with the
     // API's stream error).

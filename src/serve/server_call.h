@@ -19,6 +19,12 @@ namespace strata::serve {
 // How long a route waits for its next generation event before it looks again whether the client
 // is still there.
 constexpr auto kPoll = std::chrono::milliseconds(250);
+// A stream gives its admission slot back when its generation has ended in the engine and at most
+// this much of its output (the Mailbox's estimate of memory) waits for the client to read it.
+constexpr size_t kMaxStreamTailBytes = size_t{1} << 20;
+// A whole (not streamed) answer whose engine died is run again from its start this many times:
+// nothing of it had reached the client.
+constexpr int kMaxResubmits = 2;
 
 struct Server::Call {
     ApiKind api = ApiKind::OpenAI;
@@ -32,8 +38,9 @@ struct Server::Call {
     CompletionRequest completion;
     PreparedChat prepared;
     std::unique_ptr<GenerationGroup> group;
-    Admission::Ticket ticket;
-    std::vector<Usage> choice_usage;  // each choice's, from its Done event (zeros until then)
+    std::shared_ptr<Admission::SharedTicket> ticket;  // released with the call, or earlier (a stream's tail)
+    int resubmits = 0;                                // times a whole answer's generations were run again after the engine died
+    std::vector<Usage> choice_usage;                  // each choice's, from its Done event (zeros until then)
 
     // What both APIs report: the prompt once, the first choice's cached tokens, the completion and
     // reasoning tokens of every choice.
