@@ -4,8 +4,8 @@
 //
 // When the client is looked at: before each wait of up to kPoll and after it, so a client that
 // left stops its work within one poll, whether or not events were coming.
-#include <httplib.h>
 
+#include "net/http.h"
 #include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
@@ -53,7 +53,7 @@ void Server::call_finished(const Call& call, const Usage& usage) {
     metrics_.cached_prompt_tokens += static_cast<uint64_t>(usage.cached_tokens);
 }
 
-bool Server::collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event) {
+bool Server::collect(Call& call, net::Response& res, const std::function<void(const CallEvent&)>& on_event) {
     while (!call.group->finished()) {
         CallEvent e;
         switch (next_event(call, e)) {
@@ -73,7 +73,7 @@ bool Server::collect(Call& call, httplib::Response& res, const std::function<voi
     return true;
 }
 
-void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTranslator translator) {
+void Server::stream(std::shared_ptr<Call> call, net::Response& res, StreamTranslator translator) {
     struct State {
         bool started = false, finished = false;
     };
@@ -82,7 +82,7 @@ void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTr
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, call, st, t = std::move(translator)](size_t, httplib::DataSink& sink) {
+        [this, call, st, t = std::move(translator)](size_t, net::DataSink& sink) {
             SseOut out(sink, st->finished);
             if (!st->started) {
                 st->started = true;
