@@ -381,10 +381,15 @@ struct Server::Impl : ServerImplPoster {
         Request& req = ex.req;
         Response& res = ex.res;
         try {
+            // std::regex matches recursively, a frame or so per character: a path longer than
+            // this (a head limit raised far) could overflow a worker's stack.
+            constexpr size_t kMaxRoutedPath = 16 << 10;
             const std::string method = req.method == "HEAD" ? "GET" : req.method;
             const Route* found = nullptr;
             bool other_method = false;
+            const bool routable = req.path.size() <= kMaxRoutedPath;
             for (const Route& r : routes) {
+                if (!routable) break;
                 std::smatch m;
                 if (!std::regex_match(req.path, m, r.pattern)) continue;
                 if (r.method != method) {
@@ -404,6 +409,9 @@ struct Server::Impl : ServerImplPoster {
                     if (std::regex_match(req.path, r.pattern) && allow.find(r.method) == std::string::npos)
                         allow += (allow.empty() ? "" : ", ") + r.method;
                 res.set_header("Allow", allow);
+            } else if (!routable) {
+                res.status = 414;
+                res.reason = "the request path is longer than " + std::to_string(kMaxRoutedPath) + " bytes";
             } else {
                 res.status = 404;
             }

@@ -217,6 +217,19 @@ TEST(HttpServer, ConnectionsFromOneAddressAreCapped) {
     ::close(b);
 }
 
+TEST(HttpServer, PathsTooLongToRouteAre414) {
+    ServerLimits l = small_limits();
+    l.max_header_bytes = 64 << 10;  // the head may hold it; the router's regexes must not see it
+    TestServer ts(l, echo_routes);
+    const int fd = connect_to(ts.port());
+    send_all(fd,
+             "GET /echo/" + std::string(20000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\nGET /echo/next HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string got = read_until(fd, "echo:next");
+    EXPECT_EQ(got.rfind("HTTP/1.1 414", 0), 0u) << got.substr(0, 100);
+    EXPECT_NE(got.find("echo:next"), std::string::npos);
+    ::close(fd);
+}
+
 TEST(HttpServer, HeadAndExpectContinue) {
     TestServer ts(small_limits(), echo_routes);
     const int fd = connect_to(ts.port());
