@@ -4,10 +4,10 @@
 //
 // When the client is looked at: before each wait of up to kPoll and after it, so a client that
 // left stops its work within one poll, whether or not events were coming.
-#include <httplib.h>
 
 #include <cstdio>
 
+#include "net/http.h"
 #include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
@@ -57,7 +57,7 @@ void Server::call_finished(const Call& call, const Usage& usage) {
 
 // Events are kept until every choice is done, so that a run lost with the engine can start again
 // from nothing: the client has seen none of it.
-bool Server::collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event) {
+bool Server::collect(Call& call, net::Response& res, const std::function<void(const CallEvent&)>& on_event) {
     std::vector<CallEvent> events;
     while (!call.group->finished()) {
         CallEvent e;
@@ -92,7 +92,7 @@ bool Server::collect(Call& call, httplib::Response& res, const std::function<voi
     return true;
 }
 
-void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTranslator translator) {
+void Server::stream(std::shared_ptr<Call> call, net::Response& res, StreamTranslator translator) {
     struct State {
         bool started = false, finished = false;
     };
@@ -104,7 +104,7 @@ void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTr
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, call, st, t = std::move(translator)](size_t, httplib::DataSink& sink) {
+        [this, call, st, t = std::move(translator)](size_t, net::DataSink& sink) {
             SseOut out(sink, st->finished);
             if (!st->started) {
                 st->started = true;

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "serve/connection.h"
 #include "serve/generation.h"
 #include "serve/served_model.h"
 #include "serve/server.h"
@@ -30,10 +29,10 @@ struct Server::Call {
     ApiKind api = ApiKind::OpenAI;
     std::string request_id;
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
-    int64_t created = 0;  // unix seconds
-    int fd = -1;          // the connection's socket, for peer_closed
-    std::string client;   // admission fairness key
-    std::string model;    // echoed to the client
+    int64_t created = 0;           // unix seconds
+    std::function<bool()> closed;  // the connection's: true once the client has gone
+    std::string client;            // admission fairness key
+    std::string model;             // echoed to the client
     ChatRequest chat;
     CompletionRequest completion;
     PreparedChat prepared;
@@ -60,7 +59,7 @@ struct Server::Call {
     std::chrono::steady_clock::time_point last_token;
     int64_t generated = 0;
 
-    bool gone() const { return peer_closed(fd); }
+    bool gone() const { return closed && closed(); }
     // Latency metrics of an event that brought `tokens` tokens (TTFT, inter-token gaps, counts).
     void note_tokens(Metrics& m, int64_t tokens) {
         if (tokens <= 0) return;
@@ -91,12 +90,12 @@ struct CallEvent : GenerationEvent {
 // gone); finish() says the stream's last bytes are written, so it ends after this step.
 class SseOut {
 public:
-    SseOut(httplib::DataSink& sink, bool& finished) : sink_(sink), finished_(finished) {}
+    SseOut(net::DataSink& sink, bool& finished) : sink_(sink), finished_(finished) {}
     bool write(const std::string& text);
     void finish() { finished_ = true; }
 
 private:
-    httplib::DataSink& sink_;
+    net::DataSink& sink_;
     bool& finished_;
 };
 
