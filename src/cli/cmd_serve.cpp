@@ -51,6 +51,7 @@ struct ServeArgs {
     int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
     int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
     bool no_prefix_cache = false;
+    int header_timeout_s = 10, keepalive_timeout_s = 30;
 };
 
 int run_serve(ServeArgs& a) {
@@ -60,6 +61,8 @@ int run_serve(ServeArgs& a) {
     }
     if (!a.vram_budget.empty()) (void)devices::parse_byte_size(a.vram_budget);  // refuse a bad size before starting
     auto& o = a.o;
+    o.head_timeout = std::chrono::seconds(a.header_timeout_s);
+    o.idle_timeout = std::chrono::seconds(a.keepalive_timeout_s);
     o.api_keys = a.keys;
     if (!a.key_file.empty())
         for (std::string& k : read_secret_lines(a.key_file, "--api-key-file")) o.api_keys.push_back(std::move(k));
@@ -149,6 +152,19 @@ void add_serve_command(CLI::App& app, Runner& run) {
     cmd->add_option("--max-body-mib", a->o.max_body_bytes, "largest request body, MiB")
         ->check(CLI::Range(int64_t{1}, int64_t{1024}))
         ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
+    cmd->add_option("--max-connections", a->o.max_connections, "open connections at most (more get 503)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--max-connections-per-peer", a->o.max_connections_per_peer,
+                    "open connections from one address at most (more get 503)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--header-timeout", a->header_timeout_s, "seconds for a request's head to arrive")
+        ->check(CLI::Range(1, 3600))
+        ->capture_default_str();
+    cmd->add_option("--keepalive-timeout", a->keepalive_timeout_s, "seconds an idle keep-alive connection stays open")
+        ->check(CLI::Range(1, 3600))
+        ->capture_default_str();
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     add_expert_flags(cmd, &a->experts);

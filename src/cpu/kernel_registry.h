@@ -41,5 +41,8 @@ extern const KernelTable kAvx512LegacyKernels;
 extern const KernelTable kAvx512KquantKernels;
 extern const KernelTable kAvx512IquantKernels;
 extern const KernelTable kAvx512ActKernels;
+// AVX-512 + VBMI (vec_dot_*_avx512vbmi.cpp): taken over the AVX-512 kernels of the same types
+// when the CPU has VBMI.
+extern const KernelTable kAvx512VbmiKernels;
 
 }  // namespace strata::cpu::detail

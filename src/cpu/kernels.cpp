@@ -99,6 +99,7 @@ KernelSet build(Isa isa) {
     apply(ks, detail::kAvx512LegacyKernels, bf16);
     apply(ks, detail::kAvx512KquantKernels, bf16);
     apply(ks, detail::kAvx512IquantKernels, bf16);
+    if (util::has_avx512_vbmi()) apply(ks, detail::kAvx512VbmiKernels, bf16);
     return ks;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -40,11 +41,18 @@ void advise_pages(const uint8_t* p, size_t n, int advice) {
 constexpr double kDecay = 0.97;
 // A missing expert replaces a resident one only when clearly hotter (no copy churn on noise).
 constexpr double kSwapMargin = 1.5, kSwapFloor = 2.0;
+// The host executor's workers poll this long for the next layer before sleeping: in decode its
+// runs come a layer apart (300-500 us on the seed's geometry), and a futex wake of 15 workers
+// at every layer cost more than its share of the work.
+constexpr int kHostSpinUs = 3000;
+// The fixed cost of the host executor's share of a decode layer: the callback's launch, the
+// hidden row down and the result up (far_target).
+constexpr double kHostJoinS = 50e-6;
 
 }  // namespace
 
 ExpertStore::ExpertStore(backend::Backend& be, std::vector<LayerExperts> layers, int64_t n_layer_total, const StoreOptions& o)
-    : be_(be), o_(o), index_(static_cast<size_t>(n_layer_total), -1), pool_(std::max(1, o.n_threads)) {
+    : be_(be), o_(o), index_(static_cast<size_t>(n_layer_total), -1), pool_(std::max(1, o.n_threads), kHostSpinUs) {
     if (layers.empty()) throw Error("the expert store needs a model with expert layers");
     n_expert_ = layers.front().gate.ne[2];
     uint64_t largest = 0;
@@ -150,6 +158,7 @@ void ExpertStore::make_slots() {
     st_.vram_bytes = per_slot * static_cast<uint64_t>(S);
     fill_initial();
     far_ok_ = be_.reads_host_experts();
+    if (far_ok_ && o_.far_fraction < 0) calibrate_host();
     {
         std::lock_guard<std::mutex> g(mu_);
         st_.pinned = far_ok_;  // registered (and mapped) for the device
@@ -260,15 +269,47 @@ void ExpertStore::reassign_far() {
         if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
 }
 
-// The share of missing experts to read in place in decode. By default all of them: on the H200
-// host (seed-125b, IQ3_XXS experts, 24 GiB, 16 threads) decode ran 33.7 t/s with the host
-// executor taking every miss, 43.5 with half read in place, 50.1 with all (docs/BENCHMARKS.md,
-// "Expert store"): the host executor's kernels for the seed's types read 25-29 GB/s while
-// busy, and its share of a layer adds the callback's round trip to the step. It still runs the
-// misses where the GPU cannot read host memory and its share of prefill (cost model).
+// The share of missing experts to read in place in decode. Given: the share that makes the host
+// executor's part of a layer take as long as the GPU's reads over the bus, the two running at
+// the same time. With m the missing pairs of a decode layer (measured), h the host's time per
+// expert of a decode run (measured), o the host share's fixed cost in a layer (the callback and
+// its copies) and b an expert's bytes over the in-place read rate (the copy engine's measured
+// rate: the GPU's in-place reads reached about as much, 42 GB/s against 41-47):
+//   f m b = o + (1 - f) m h,  so  f = (o / m + h) / (h + b),  in steps of 0.05.
+// Without a measured bus rate, all of them. On the H200 host, seed-125b at 24 GiB with the VBMI
+// IQ3_XXS kernel: 46.1 / 51.7 / 52.6 / 53.0 t/s at f = 1 / 0.8 / 0.7 / 0.6 (docs/BENCHMARKS.md).
 double ExpertStore::far_target() const {
     if (o_.far_fraction >= 0) return std::min(1.0, o_.far_fraction);
-    return 1.0;
+    const double rate = be_.expert_copy_rate();
+    if (rate <= 0 || host_fixed_s_ <= 0 || layers_.empty()) return 1.0;
+    const double b =
+        static_cast<double>(expert_bytes_) / static_cast<double>(n_expert_ * static_cast<int64_t>(layers_.size())) / rate;
+    const double m = std::max(1.0, missing_per_layer_);
+    const double f = (kHostJoinS / m + host_fixed_s_) / (host_fixed_s_ + b);
+    return std::clamp(std::round(20.0 * f) / 20.0, 0.0, 1.0);
+}
+
+// The host executor's time per expert for a decode run, measured before the first forward:
+// one token through 8 experts of the first layer, the median of 5 runs after a warm-up (the
+// experts' pages are resident and registered by now). The runs' moving average replaces it.
+void ExpertStore::calibrate_host() {
+    Layer& L = layers_.front();
+    const int64_t n_embd = L.w.gate.ne[0];
+    const int n = static_cast<int>(std::min<int64_t>(8, n_expert_));
+    std::vector<float> x(static_cast<size_t>(n_embd)), out(static_cast<size_t>(n_embd));
+    for (int64_t i = 0; i < n_embd; ++i) x[static_cast<size_t>(i)] = 0.01f * static_cast<float>((i * 37) % 101 - 50);
+    std::vector<backend::HostExpertPair> pairs;
+    for (int i = 0; i < n; ++i) pairs.push_back({0, static_cast<int32_t>(i * (n_expert_ / n)), 1.0f / static_cast<float>(n)});
+    std::vector<double> t;
+    for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = Clock::now();
+        runner_.run(
+            x.data(), 1, n_embd, pairs, [&](int32_t e) { return matrices(L, e); }, out.data(), &pool_);
+        if (rep > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    std::lock_guard<std::mutex> g(mu_);
+    host_fixed_s_ = t[t.size() / 2] / n;
 }
 
 // The layer's missing experts by score (hottest first), each marked to be read in place (-2 - e)
@@ -303,9 +344,13 @@ void ExpertStore::before_forward() {
         reassign_far();
         far_dirty_ = false;
     }
-    if (o_.adapt && st_.slots_per_layer > 0 && st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 &&
-        st_.forwards > 0)
-        replan();
+    const bool plan_now = st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 && st_.forwards > 0;
+    if (o_.adapt && st_.slots_per_layer > 0 && plan_now) replan();
+    if (far_ok_ && o_.far_fraction < 0 && plan_now) {
+        // The far share follows the host's measured speed (far_target).
+        std::lock_guard<std::mutex> g(mu_);
+        if (std::abs(far_target() - st_.far_fraction) > 0.01) reassign_far();
+    }
     // The cost model the backend reads for prefill's upload-or-host choice.
     const double rate = be_.expert_copy_rate() > 0 ? be_.expert_copy_rate() : 20e9;
     std::lock_guard<std::mutex> g(mu_);
@@ -386,6 +431,11 @@ void ExpertStore::saw(int layer, const int32_t* ids, int64_t n, int64_t n_far, i
     st_.pairs_vram += static_cast<uint64_t>(n - n_far - n_host);
     st_.pairs_far += static_cast<uint64_t>(n_far);
     st_.pairs_host += static_cast<uint64_t>(n_host);
+    // Missing pairs of a decode layer, a moving average (far_target).
+    if (n <= 64) {
+        const auto missing = static_cast<double>(n_far + n_host);
+        missing_per_layer_ = missing_per_layer_ < 0 ? missing : 0.98 * missing_per_layer_ + 0.02 * missing;
+    }
 }
 
 // ---- statistics, the split ----------------------------------------------------------------
@@ -397,6 +447,11 @@ StoreStats ExpertStore::stats() const {
 
 std::string ExpertStore::describe() const {
     const StoreStats s = stats();
+    double host_s = 0;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        host_s = host_fixed_s_;
+    }
     std::ostringstream o;
     o << "experts: " << s.n_layers << " layers x " << s.n_expert << " experts, " << mib(s.expert_bytes)
       << "; VRAM: " << s.slots_per_layer << " slots per layer (" << mib(s.vram_bytes) << ", "
@@ -404,7 +459,12 @@ std::string ExpertStore::describe() const {
       << " % of the experts); host RAM: ";
     if (file_tier_) o << mib(s.ram_budget) << " budget, the rest read from the file on demand";
     else o << "all experts (" << (s.pinned ? "registered for DMA" : "pageable") << ")";
-    if (far_ok_) o << "; decode reads " << static_cast<int>(100.0 * s.far_fraction + 0.5) << " % of the missing experts in place";
+    if (far_ok_) {
+        o << "; decode reads " << static_cast<int>(100.0 * s.far_fraction + 0.5) << " % of the missing experts in place";
+        if (o_.far_fraction < 0)
+            o << " (host " << static_cast<int>(1e6 * host_s + 0.5) << " us an expert, bus "
+              << static_cast<int>(be_.expert_copy_rate() / 1e9 + 0.5) << " GB/s)";
+    }
     o << "; host executor: " << pool_.size() << " threads";
     return o.str();
 }

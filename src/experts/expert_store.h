@@ -41,7 +41,7 @@ struct StoreOptions {
     int replan_every = 8;                           // forwards between re-placement plans
     int max_swaps_per_layer = 2;                    // copies one plan may start per layer
     // The share of the missing experts a GPU reads in place from host memory in decode (the rest
-    // run on the host executor, at the same time); -1: the default (all of them; far_target).
+    // run on the host executor, at the same time); -1: from the measured speeds (far_target).
     double far_fraction = -1;
     std::string model_id;                         // identifies the model in the statistics file
     std::function<void(const std::string&)> log;  // the split and re-placements; null: stderr
@@ -133,6 +133,7 @@ private:
     bool assign_far(Layer& L, double fraction);  // codes of the missing experts; true when changed
     void reassign_far();                         // assign_far on every layer, tables sent (mu_ held)
     double far_target() const;
+    void calibrate_host();
     cpu::ExpertMatrices matrices(const Layer& L, int32_t e) const;
 
     backend::Backend& be_;
@@ -148,6 +149,7 @@ private:
     StoreStats st_;
     uint64_t run_clock_ = 0;
     double host_fixed_s_ = 0.0, host_token_s_ = 0.0;  // measured cost model of the host executor
+    double missing_per_layer_ = -1;                   // missing pairs of a decode layer (average; -1: none seen)
 };
 
 }  // namespace strata::experts

@@ -1,14 +1,12 @@
 #include "gateway/gateway.h"
 
-#include <httplib.h>
-
 #include <cstdio>
 
 #include "gateway/lane.h"
 #include "gateway/upstream_call.h"
 #include "gateway/window_guard.h"
+#include "net/http_server.h"
 #include "serve/api_shapes.h"
-#include "serve/connection.h"
 #include "serve/server_call.h"
 #include "util/error.h"
 
@@ -59,7 +57,7 @@ struct Gateway::Flight {
     std::string id, key, model, lane, path;
     ApiKind api = ApiKind::OpenAI;
     bool stream = false;
-    int fd = -1;
+    std::function<bool()> closed;  // the client's connection: true once it has gone
     std::atomic<FlightState> state{FlightState::Queued};
     std::atomic<int> queue_position{0};
     std::atomic<int64_t> token_events{0}, prompt_tokens{0};
@@ -67,7 +65,7 @@ struct Gateway::Flight {
     bool registered = false, ended = false;  // under flights_mu_
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
     std::string tail;  // the last bytes streamed (to see whether the lane ended the stream)
-    bool gone() const { return serve::peer_closed(fd); }
+    bool gone() const { return closed && closed(); }
     double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count(); }
 };
 
@@ -97,46 +95,48 @@ void Gateway::start() {
 }
 
 int Gateway::bind() {
+    const LimitsConfig& l = config_.limits;
+    net::ServerLimits limits;
+    limits.worker_threads = l.http_threads > 0 ? l.http_threads : 512;
+    limits.max_body_bytes = l.max_body_bytes;
+    limits.max_connections = l.max_connections;
+    limits.max_connections_per_peer = l.max_connections_per_peer;
+    limits.head_timeout = std::chrono::seconds(l.header_timeout_s);
+    limits.body_timeout = std::chrono::seconds(l.body_timeout_s);
+    limits.idle_timeout = std::chrono::seconds(l.keepalive_timeout_s);
+    limits.write_timeout = std::chrono::seconds(l.write_timeout_s);
+    limits.max_header_bytes = static_cast<size_t>(l.max_header_kib) << 10;
+    limits.max_headers = l.max_headers;
+    http_ = std::make_unique<net::Server>(limits);
     if (!config_.tls_cert.empty()) {
-        auto tls = std::make_unique<httplib::SSLServer>(config_.tls_cert.c_str(), config_.tls_key.c_str());
-        if (!tls->is_valid())
+        std::string why;
+        if (!http_->use_tls(config_.tls_cert, config_.tls_key, why))
             throw Error("cannot use TLS certificate '" + config_.tls_cert + "' with key '" + config_.tls_key +
-                        "' (unreadable or not a matching PEM pair)");
-        http_ = std::move(tls);
-    } else {
-        http_ = std::make_unique<httplib::Server>();
+                        "' (unreadable or not a matching PEM pair: " + why + ")");
     }
-    const int threads = config_.limits.http_threads > 0 ? config_.limits.http_threads : 512;
-    http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    http_->set_payload_max_length(static_cast<size_t>(config_.limits.max_body_bytes));
-    http_->set_read_timeout(std::chrono::seconds(60));
-    http_->set_write_timeout(std::chrono::seconds(60));
-    http_->set_keep_alive_timeout(5);  // an idle connection holds a thread; shutdown waits for them
-    http_->set_tcp_nodelay(true);
     route();
-    int port = config_.port;
-    if (port == 0) port = http_->bind_to_any_port(config_.host);
-    else if (!http_->bind_to_port(config_.host, port)) port = -1;
+    const int port = http_->bind(config_.host, config_.port);
     if (port < 0)
         throw Error("cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
                     " (in use, or not an address of this machine)");
-    serve::raise_listen_backlog(port, 1024);
     log_line("listening on " + std::string(config_.tls_cert.empty() ? "http" : "https") + "://" + config_.host + ":" +
-             std::to_string(port) + (limiter_.auth_required() ? "" : " (no API key required)"));
+             std::to_string(port) + (limiter_.auth_required() ? "" : " (no API key required)") + "; at most " +
+             std::to_string(http_->limits().max_connections) + " connections, " +
+             std::to_string(http_->limits().max_connections_per_peer) + " from one address");
     return port;
 }
 
-void Gateway::listen() { http_->listen_after_bind(); }
+void Gateway::listen() { http_->listen(); }
 
 void Gateway::stop() {
     if (http_) http_->stop();
 }
 
-bool Gateway::trusted_peer(const httplib::Request& req) const {
+bool Gateway::trusted_peer(const net::Request& req) const {
     return req.remote_addr == "127.0.0.1" || req.remote_addr == "::1" || req.remote_addr == "::ffff:127.0.0.1";
 }
 
-std::optional<std::string> Gateway::authenticate(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+std::optional<std::string> Gateway::authenticate(const net::Request& req, net::Response& res, ApiKind api) {
     auto name = limiter_.identify(serve::presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization")));
     if (!name) {
         reply_error(res, api, ApiError(401, api == ApiKind::Anthropic ? "invalid x-api-key" : "Incorrect API key provided"), "");
@@ -145,7 +145,7 @@ std::optional<std::string> Gateway::authenticate(const httplib::Request& req, ht
     return name;
 }
 
-void Gateway::reply_error(httplib::Response& res, ApiKind api, const ApiError& e, const std::string& request_id) {
+void Gateway::reply_error(net::Response& res, ApiKind api, const ApiError& e, const std::string& request_id) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     res.set_content(serve::dump_json(serve::api_error_body(api, e, request_id)), "application/json");
@@ -156,13 +156,13 @@ Lane* Gateway::lane_for(const std::string& model) const {
     return any_model_;
 }
 
-std::shared_ptr<Gateway::Flight> Gateway::begin_flight(const httplib::Request& req, ApiKind api, const std::string& key) {
+std::shared_ptr<Gateway::Flight> Gateway::begin_flight(const net::Request& req, ApiKind api, const std::string& key) {
     auto f = std::make_shared<Flight>();
     f->id = "gw_" + serve::random_id(24);
     f->api = api;
     f->key = key;
     f->path = req.path;
-    f->fd = serve::find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    f->closed = req.is_connection_closed;
     return f;
 }
 
@@ -193,46 +193,44 @@ void Gateway::end_flight(const std::shared_ptr<Flight>& f, const std::string& ou
 void Gateway::route() {
     auto& h = *http_;
     auto post = [this](ApiKind api, bool guard) {
-        return [this, api, guard](const httplib::Request& req, httplib::Response& res) { forward(req, res, api, guard); };
+        return [this, api, guard](const net::Request& req, net::Response& res) { forward(req, res, api, guard); };
     };
-    // Keys are checked before a body is read (httplib reads it before the handler runs), so an
+    // Keys are checked before a body is read (the pre-routing handler runs after the head), so an
     // unauthenticated client cannot make the gateway hold max_body_mib per connection.
-    h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (req.path == "/" || req.path == "/health" || req.path == "/api/hello")
-            return httplib::Server::HandlerResponse::Unhandled;
+    h.set_pre_routing_handler([this](const net::Request& req, net::Response& res) {
+        if (req.path == "/" || req.path == "/health" || req.path == "/api/hello") return net::Server::HandlerResponse::Unhandled;
         if ((req.path == "/metrics" || req.path == "/concurrency") && trusted_peer(req))
-            return httplib::Server::HandlerResponse::Unhandled;
+            return net::Server::HandlerResponse::Unhandled;
         if (!limiter_.auth_required() || authenticate(req, res, serve::api_of_path(req.path)))
-            return httplib::Server::HandlerResponse::Unhandled;
-        return httplib::Server::HandlerResponse::Handled;
+            return net::Server::HandlerResponse::Unhandled;
+        return net::Server::HandlerResponse::Handled;
     });
     h.Post("/v1/chat/completions", post(ApiKind::OpenAI, true));
     h.Post("/v1/completions", post(ApiKind::OpenAI, false));
     h.Post("/v1/messages", post(ApiKind::Anthropic, true));
     h.Post("/v1/messages/count_tokens", post(ApiKind::Anthropic, false));
     h.Post("/v1/embeddings", post(ApiKind::OpenAI, false));
-    h.Post("/v1/gateway/assemble", [this](const httplib::Request& req, httplib::Response& res) { assemble_debug(req, res); });
-    h.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
-    h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
-    h.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-    h.Get("/concurrency", [this](const httplib::Request& req, httplib::Response& res) {
+    h.Post("/v1/gateway/assemble", [this](const net::Request& req, net::Response& res) { assemble_debug(req, res); });
+    h.Get("/v1/models", [this](const net::Request& req, net::Response& res) { models(req, res); });
+    h.Get(R"(/v1/models/(.+))", [this](const net::Request& req, net::Response& res) { models(req, res); });
+    h.Get("/health", [this](const net::Request&, net::Response& res) { health(res); });
+    h.Get("/concurrency", [this](const net::Request& req, net::Response& res) {
         if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) concurrency(res);
     });
-    h.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    h.Get("/metrics", [this](const net::Request& req, net::Response& res) {
         if (trusted_peer(req) || authenticate(req, res, ApiKind::OpenAI)) metrics(res);
     });
-    h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
-    h.Get("/", [](const httplib::Request&, httplib::Response& res) {
-        res.set_content(R"({"server":"strata gateway"})", "application/json");
-    });
+    h.Get("/api/hello", [](const net::Request&, net::Response& res) { res.set_content("{}", "application/json"); });
+    h.Get("/",
+          [](const net::Request&, net::Response& res) { res.set_content(R"({"server":"strata gateway"})", "application/json"); });
     serve::install_api_error_handlers(h, config_.limits.max_body_bytes, log_line);
-    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    h.set_logger([](const net::Request& req, const net::Response& res) {
         if (req.path == "/health" || req.path == "/metrics" || req.path == "/concurrency") return;
         log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);
     });
 }
 
-void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKind api, bool guard_window) {
+void Gateway::forward(const net::Request& req, net::Response& res, ApiKind api, bool guard_window) {
     const auto key = authenticate(req, res, api);
     if (!key) return;
     std::shared_ptr<Flight> flight;
@@ -247,7 +245,7 @@ void Gateway::forward(const httplib::Request& req, httplib::Response& res, ApiKi
     }
 }
 
-void Gateway::forward_authenticated(const httplib::Request& req, httplib::Response& res, ApiKind api, bool guard_window,
+void Gateway::forward_authenticated(const net::Request& req, net::Response& res, ApiKind api, bool guard_window,
                                     const std::string& key_name, std::shared_ptr<Flight>& flight_out) {
     const std::optional<std::string> key = key_name;
     const std::string identity = limiter_.auth_required() ? *key : "addr:" + req.remote_addr;
@@ -412,7 +410,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         type,
-        [this, call, flight, api](size_t, httplib::DataSink& sink) {
+        [this, call, flight, api](size_t, net::DataSink& sink) {
             std::string out;
             const bool more = call->take(out, std::chrono::milliseconds(100), true);
             if (!out.empty()) {
@@ -452,7 +450,7 @@ void Gateway::forward_authenticated(const httplib::Request& req, httplib::Respon
         });
 }
 
-void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res) {
+void Gateway::assemble_debug(const net::Request& req, net::Response& res) {
     if (!config_.debug_endpoints || !trusted_peer(req)) {
         reply_error(
             res, ApiKind::OpenAI,
@@ -493,7 +491,7 @@ void Gateway::assemble_debug(const httplib::Request& req, httplib::Response& res
     }
 }
 
-void Gateway::models(const httplib::Request& req, httplib::Response& res) {
+void Gateway::models(const net::Request& req, net::Response& res) {
     if (!authenticate(req, res, ApiKind::OpenAI)) return;
     json data = json::array();
     auto entry = [](const std::string& id, const Lane& lane) {
@@ -533,7 +531,7 @@ void Gateway::models(const httplib::Request& req, httplib::Response& res) {
     res.set_content(serve::dump_json(list), "application/json");
 }
 
-void Gateway::health(httplib::Response& res) {
+void Gateway::health(net::Response& res) {
     json lanes = json::array();
     bool any = false;
     for (const auto& l : lanes_) {
@@ -546,7 +544,7 @@ void Gateway::health(httplib::Response& res) {
     res.set_content(serve::dump_json(json{{"status", any ? "ok" : "no lane available"}, {"lanes", lanes}}), "application/json");
 }
 
-void Gateway::concurrency(httplib::Response& res) {
+void Gateway::concurrency(net::Response& res) {
     json lanes = json::array(), keys = json::array(), requests = json::array();
     for (const auto& l : lanes_) {
         const auto m = l->model();
@@ -583,7 +581,7 @@ void Gateway::concurrency(httplib::Response& res) {
     res.set_content(serve::dump_json(json{{"lanes", lanes}, {"keys", keys}, {"requests", requests}}), "application/json");
 }
 
-void Gateway::metrics(httplib::Response& res) {
+void Gateway::metrics(net::Response& res) {
     std::string extra;
     auto line = [&](const std::string& name, const std::string& help, const std::string& type,
                     const std::vector<std::pair<std::string, double>>& samples) {

@@ -19,11 +19,11 @@
 #include "serve/chat_request.h"
 #include "serve/metrics.h"
 
-namespace httplib {
+namespace strata::net {
 class Server;
 struct Request;
 struct Response;
-}  // namespace httplib
+}  // namespace strata::net
 
 namespace strata::gateway {
 
@@ -49,24 +49,24 @@ private:
     struct Flight;  // one request in flight
     void route();
     // The key's name ("" without keys), or nullopt after answering 401.
-    std::optional<std::string> authenticate(const httplib::Request& req, httplib::Response& res, serve::ApiKind api);
-    bool trusted_peer(const httplib::Request& req) const;  // loopback
+    std::optional<std::string> authenticate(const net::Request& req, net::Response& res, serve::ApiKind api);
+    bool trusted_peer(const net::Request& req) const;  // loopback
     Lane* lane_for(const std::string& model) const;
-    std::shared_ptr<Flight> begin_flight(const httplib::Request& req, serve::ApiKind api, const std::string& key);
+    std::shared_ptr<Flight> begin_flight(const net::Request& req, serve::ApiKind api, const std::string& key);
     void register_flight(const std::shared_ptr<Flight>& f);
     void set_lane(Flight& f, const std::string& lane);
     void end_flight(const std::shared_ptr<Flight>& f, const std::string& outcome);
-    void reply_error(httplib::Response& res, serve::ApiKind api, const serve::ApiError& e, const std::string& request_id);
+    void reply_error(net::Response& res, serve::ApiKind api, const serve::ApiError& e, const std::string& request_id);
 
     // POST routes that go to a lane: chat completions, completions, messages, count_tokens.
-    void forward(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window);
-    void forward_authenticated(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window,
+    void forward(const net::Request& req, net::Response& res, serve::ApiKind api, bool guard_window);
+    void forward_authenticated(const net::Request& req, net::Response& res, serve::ApiKind api, bool guard_window,
                                const std::string& key_name, std::shared_ptr<Flight>& flight_out);
-    void assemble_debug(const httplib::Request& req, httplib::Response& res);
-    void models(const httplib::Request& req, httplib::Response& res);
-    void health(httplib::Response& res);
-    void concurrency(httplib::Response& res);
-    void metrics(httplib::Response& res);
+    void assemble_debug(const net::Request& req, net::Response& res);
+    void models(const net::Request& req, net::Response& res);
+    void health(net::Response& res);
+    void concurrency(net::Response& res);
+    void metrics(net::Response& res);
 
     GatewayConfig config_;
     std::filesystem::path cache_dir_;
@@ -75,7 +75,7 @@ private:
     Lane* any_model_ = nullptr;  // the lane of "*"
     KeyLimiter limiter_;
     std::unique_ptr<WindowGuard> guard_;
-    std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<net::Server> http_;
     serve::Metrics metrics_;
     serve::Histogram assemble_seconds_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
     std::atomic<uint64_t> abridged_bm25_{0}, abridged_hybrid_{0}, thinking_clamped_{0}, lane_retries_{0};

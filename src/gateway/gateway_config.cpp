@@ -147,6 +147,14 @@ GatewayConfig load_gateway_config(const std::string& path) {
         c.limits.max_body_bytes = mib << 20;
         r.get("lane_wait_s", c.limits.lane_wait_s);
         r.get("http_threads", c.limits.http_threads);
+        r.get("max_connections", c.limits.max_connections);
+        r.get("max_connections_per_peer", c.limits.max_connections_per_peer);
+        r.get("header_timeout_s", c.limits.header_timeout_s);
+        r.get("body_timeout_s", c.limits.body_timeout_s);
+        r.get("keepalive_timeout_s", c.limits.keepalive_timeout_s);
+        r.get("write_timeout_s", c.limits.write_timeout_s);
+        r.get("max_header_kib", c.limits.max_header_kib);
+        r.get("max_headers", c.limits.max_headers);
         r.finish();
     }
     if (auto t = root.table("long_context")) {
@@ -226,6 +234,13 @@ void validate(const GatewayConfig& c) {
     if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9)
         throw Error("long_context.recent_fraction must be within 0-0.9");
     if (c.limits.max_concurrency_per_key < 1) throw Error("limits.max_concurrency_per_key must be at least 1");
+    const LimitsConfig& l = c.limits;
+    if (l.max_connections < 1 || l.max_connections_per_peer < 1)
+        throw Error("limits.max_connections and limits.max_connections_per_peer must be at least 1");
+    if (l.header_timeout_s < 1 || l.body_timeout_s < 1 || l.keepalive_timeout_s < 1 || l.write_timeout_s < 1)
+        throw Error("limits.header_timeout_s, body_timeout_s, keepalive_timeout_s and write_timeout_s must be at least 1");
+    if (l.max_header_kib < 1 || l.max_header_kib > 1024 || l.max_headers < 1 || l.max_headers > 10000)
+        throw Error("limits.max_header_kib must be within 1-1024 and limits.max_headers within 1-10000");
 }
 
 }  // namespace strata::gateway

@@ -36,7 +36,17 @@ struct LimitsConfig {
     double requests_per_minute = 0;    // per key; 0: unlimited
     int64_t max_body_bytes = 64ll << 20;
     int lane_wait_s = 30;  // how long a request waits for a dead lane to come back
-    int http_threads = 0;  // connection threads; 0: 512
+    int http_threads = 0;  // handler threads; 0: 512
+    // The HTTP layer (net/http_server.h): connections in total and from one address; seconds for
+    // a request head, a body, an idle keep-alive, and output the client does not read.
+    int max_connections = 4096;
+    int max_connections_per_peer = 256;
+    int header_timeout_s = 10;
+    int body_timeout_s = 60;
+    int keepalive_timeout_s = 30;
+    int write_timeout_s = 60;
+    int max_header_kib = 16;
+    int max_headers = 100;
 };
 
 struct LongContextConfig {

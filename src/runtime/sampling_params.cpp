@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <unordered_map>
 
 #include "runtime/stop_strings.h"
@@ -85,8 +86,15 @@ void read_sampling_knobs(const ojson& body, SamplingParams& out, const SamplingR
             case SamplingKnob::Kind::Real: {
                 double x =
                     fields::need_number(*v, k.name, k.lo, is_temperature(k) ? std::min(k.hi, options.max_temperature) : k.hi);
-                if (k.lo_open && x <= k.lo) {
-                    if (std::isnan(k.at_lo)) fields::fail(k.name, std::string(k.name) + ": must be > " + shortest(k.lo));
+                // The sampler takes 32-bit floats: a value above lo can round to it (1e-308 is 0).
+                const bool at_lo = x <= k.lo || static_cast<float>(x) <= static_cast<float>(k.lo);
+                if (k.lo_open && at_lo) {
+                    if (std::isnan(k.at_lo)) {
+                        if (x <= k.lo) fields::fail(k.name, std::string(k.name) + ": must be > " + shortest(k.lo));
+                        fields::fail(k.name, std::string(k.name) + ": " + shortest(x) +
+                                                 " is too small (the smallest value above " + shortest(k.lo) + " is " +
+                                                 shortest(std::numeric_limits<float>::denorm_min()) + ")");
+                    }
                     x = k.at_lo;
                 }
                 out.*k.real = static_cast<float>(x);

@@ -51,6 +51,10 @@ struct Scheduler::Sequence {
 Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opts)
     : model_(model), tok_(tok), opts_(std::move(opts)) {
     const model::ModelConfig& c = model.config();
+    // Token ids the tokenizer can produce (and the sampler scans) must have rows in the logits.
+    if (c.n_vocab > 0 && tok.n_vocab() > c.n_vocab)
+        throw Error("the tokenizer has " + std::to_string(tok.n_vocab()) + " tokens but the model's vocabulary has " +
+                    std::to_string(c.n_vocab) + ": the file's tokenizer and weights do not match");
     if (opts_.max_running <= 0) throw Error("max running sequences must be positive");
     if (opts_.max_batched_tokens <= 0) throw Error("max batched tokens must be positive");
     opts_.kv.n_slots = opts_.max_running;

@@ -2,7 +2,9 @@
 // --max-running); the rest wait in a bounded queue. Waiters are served round-robin by client (an
 // API key's hash or the peer address), so one client's burst cannot starve another; within a
 // client, first come first served. Only a full queue refuses (the caller answers 429 / 529 with
-// Retry-After).
+// Retry-After). A slot is held from admission until the request's generation has ended in the
+// engine (a stream whose tail is still being written to a slow client gives it back: see
+// SharedTicket), not until its answer is written out.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace strata::serve {
 
@@ -38,6 +41,26 @@ public:
 
     private:
         Admission* a_ = nullptr;
+    };
+
+    // A ticket that whichever of two threads comes first releases: a stream's slot goes when its
+    // generation ends in the engine (on the engine client's reader thread), or when the stream
+    // ends, or with the request.
+    class SharedTicket {
+    public:
+        explicit SharedTicket(Ticket t) : t_(std::move(t)) {}
+        void release() {
+            std::lock_guard<std::mutex> lock(mu_);
+            t_ = Ticket();
+        }
+        bool held() const {
+            std::lock_guard<std::mutex> lock(mu_);
+            return static_cast<bool>(t_);
+        }
+
+    private:
+        mutable std::mutex mu_;
+        Ticket t_;
     };
 
     enum class Outcome { Admitted, QueueFull, Gone };

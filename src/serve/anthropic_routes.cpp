@@ -2,10 +2,10 @@
 // clients check (message_start, content blocks, message_delta with cumulative usage,
 // message_stop; ping while nothing else is sent). docs/api.md has the shapes. Only translation
 // lives here: Server::collect and Server::stream (call_events.cpp) drive the generations.
-#include <httplib.h>
 
 #include <algorithm>
 
+#include "net/http.h"
 #include "serve/api_shapes.h"
 #include "serve/json_scanner.h"
 #include "serve/server_call.h"
@@ -50,7 +50,7 @@ json usage_json(const Usage& u) {
 
 }  // namespace
 
-void Server::answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res) {
+void Server::answer_anthropic(std::shared_ptr<Call> call, net::Response& res) {
     const std::string id = "msg_" + call->request_id.substr(4);
     // max_tokens 0 (cache pre-warming): nothing was started, the answer is empty.
     const bool nothing_to_generate = call->chat.max_tokens == 0;

@@ -1,8 +1,8 @@
 #include "serve/api_shapes.h"
 
-#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+#include "net/http_server.h"
 
 namespace strata::serve {
 
@@ -59,21 +59,22 @@ std::string api_stream_error(ApiKind api, const std::string& message) {
 
 ApiKind api_of_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0 ? ApiKind::Anthropic : ApiKind::OpenAI; }
 
-void install_api_error_handlers(httplib::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log) {
-    auto reply = [](httplib::Response& res, const std::string& path, const ApiError& e) {
+void install_api_error_handlers(net::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log) {
+    auto reply = [](net::Response& res, const std::string& path, const ApiError& e) {
         res.status = e.status;
         res.set_content(dump_json(api_error_body(api_of_path(path), e, "")), "application/json");
     };
-    server.set_error_handler([reply, max_body_bytes](const httplib::Request& req, httplib::Response& res) {
+    server.set_error_handler([reply, max_body_bytes](const net::Request& req, net::Response& res) {
         if (!res.body.empty()) return;
         std::string message;
         if (res.status == 404) message = "no such endpoint: " + req.method + " " + req.path;
         else if (res.status == 413) message = "request body larger than " + std::to_string(max_body_bytes) + " bytes";
         else if (res.status == 405) message = "method not allowed: " + req.method + " " + req.path;
+        else if (!res.reason.empty()) message = res.reason;
         else message = "bad request";
         reply(res, req.path, ApiError(res.status, message));
     });
-    server.set_exception_handler([reply, log](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    server.set_exception_handler([reply, log](const net::Request& req, net::Response& res, std::exception_ptr ep) {
         std::string what = "internal error";
         try {
             if (ep) std::rethrow_exception(ep);

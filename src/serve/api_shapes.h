@@ -10,7 +10,7 @@
 
 #include "serve/chat_request.h"
 
-namespace httplib {
+namespace strata::net {
 class Server;
 }
 
@@ -25,9 +25,10 @@ std::string api_stream_error(ApiKind api, const std::string& message);
 // The API a path belongs to (/v1/messages...: Anthropic; everything else OpenAI's shape).
 ApiKind api_of_path(const std::string& path);
 
-// httplib's error handler (404 / 405 / 413 / other 4xx without a body) and exception handler
-// (500), each answering in the API shape of the path; `log` gets the exception lines.
-void install_api_error_handlers(httplib::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log);
+// The HTTP server's error handler (404 / 405 / 413 / other 4xx and 5xx without a body; the
+// server's own refusals carry their reason) and exception handler (500), each answering in the
+// API shape of the path; `log` gets the exception lines.
+void install_api_error_handlers(net::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log);
 
 // SHA-256 digest (32 raw bytes) and lowercase hex.
 std::string sha256_digest(const std::string& s);

@@ -4,8 +4,10 @@
 //
 // When the client is looked at: before each wait of up to kPoll and after it, so a client that
 // left stops its work within one poll, whether or not events were coming.
-#include <httplib.h>
 
+#include <cstdio>
+
+#include "net/http.h"
 #include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
@@ -53,7 +55,10 @@ void Server::call_finished(const Call& call, const Usage& usage) {
     metrics_.cached_prompt_tokens += static_cast<uint64_t>(usage.cached_tokens);
 }
 
-bool Server::collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event) {
+// Events are kept until every choice is done, so that a run lost with the engine can start again
+// from nothing: the client has seen none of it.
+bool Server::collect(Call& call, net::Response& res, const std::function<void(const CallEvent&)>& on_event) {
+    std::vector<CallEvent> events;
     while (!call.group->finished()) {
         CallEvent e;
         switch (next_event(call, e)) {
@@ -65,24 +70,41 @@ bool Server::collect(Call& call, httplib::Response& res, const std::function<voi
             case Wait::Event: break;
         }
         if (e.kind == GenerationEvent::Kind::Failed) {
-            metrics_.count_request(metrics_api(call.api), "error");
+            if (e.engine_lost && call.resubmits < kMaxResubmits) {
+                ++call.resubmits;
+                std::fprintf(stderr, "serve: %s: %s; running it again (%d of %d)\n", call.request_id.c_str(), e.error.c_str(),
+                             call.resubmits, kMaxResubmits);
+                events.clear();
+                make_generations(call, true);
+                continue;
+            }
+            // Counted by fail_call, by its status.
+            if (e.engine_lost) {
+                ApiError lost(503, "generation failed: " + e.error + " (" + std::to_string(call.resubmits + 1) + " times)");
+                lost.retry_after_s = 1;
+                throw lost;
+            }
             throw ApiError(500, "generation failed: " + e.error);
         }
-        on_event(e);
+        events.push_back(std::move(e));
     }
+    for (const CallEvent& e : events) on_event(e);
     return true;
 }
 
-void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTranslator translator) {
+void Server::stream(std::shared_ptr<Call> call, net::Response& res, StreamTranslator translator) {
     struct State {
         bool started = false, finished = false;
     };
     auto st = std::make_shared<State>();
+    // The slot goes back when the engine's work is done and the tail is small, however slowly
+    // the client reads the rest.
+    if (call->ticket) call->group->release_when_done(kMaxStreamTailBytes, [ticket = call->ticket] { ticket->release(); });
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, call, st, t = std::move(translator)](size_t, httplib::DataSink& sink) {
+        [this, call, st, t = std::move(translator)](size_t, net::DataSink& sink) {
             SseOut out(sink, st->finished);
             if (!st->started) {
                 st->started = true;
@@ -105,6 +127,7 @@ void Server::stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTr
                 sink.done();
                 return true;
             }
+            if (e.last && call->ticket) call->ticket->release();  // a tail over the bound: once it is read
             if (!t.event(e, out)) return false;
             if (st->finished) sink.done();
             return true;

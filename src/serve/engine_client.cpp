@@ -1,7 +1,9 @@
 #include "serve/engine_client.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +33,14 @@ std::string exit_description(int status) {
     return "stopped";
 }
 
+// The done event of a request that ends without (more) engine work.
+json cancelled_event(const std::string& id) {
+    return json{{"event", "done"},
+                {"id", id},
+                {"finish_reason", "cancelled"},
+                {"usage", {{"prompt_tokens", 0}, {"cached_tokens", 0}, {"completion_tokens", 0}}}};
+}
+
 }  // namespace
 
 EngineClient::EngineClient(std::vector<std::string> argv) : argv_(std::move(argv)) {
@@ -43,10 +53,12 @@ EngineClient::~EngineClient() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (to_engine_ >= 0) {
-            write_line(R"({"op":"shutdown"})");
-            ::close(to_engine_);
+            enqueue_line(R"({"op":"shutdown"})", false);  // written now unless the engine is not reading
+            ::close(to_engine_);                          // either way its stdin ends: it exits
             to_engine_ = -1;
+            drop_queue();
         }
+        out_cv_.notify_all();
     }
     // Give the engine a moment to exit cleanly, then make sure it is gone.
     const pid_t pid = pid_.load();
@@ -55,6 +67,7 @@ EngineClient::~EngineClient() {
     if (pid_.load() > 0) ::kill(pid_.load(), SIGKILL);
     if (reader_.joinable()) reader_.join();
     if (watchdog_.joinable()) watchdog_.join();
+    if (writer_.joinable()) writer_.join();
 }
 
 bool EngineClient::healthy() const {
@@ -72,8 +85,8 @@ void EngineClient::kill_engine(const std::string& why) {
     ::kill(pid, SIGKILL);  // also ends a stopped process; the reader then sees the pipe close
 }
 
-// Pings without ever waiting on the client's lock (a writer blocked on a full pipe holds it:
-// the engine is then not reading, which the silence shows).
+// Pings (none while commands wait unread: the engine has something to read, and what it
+// answers, or its silence, says the same).
 void EngineClient::watchdog_loop() {
     int64_t last_ping = 0;
     while (!stopping_) {
@@ -81,11 +94,9 @@ void EngineClient::watchdog_loop() {
         if (!ready_ || stopping_) continue;
         const int64_t now = steady_ns();
         if (now - last_ping >= std::chrono::nanoseconds(kPingEvery).count()) {
-            std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-            if (lock.owns_lock() && ready_) {
-                write_line(R"({"op":"ping"})");
-                last_ping = now;
-            }
+            std::lock_guard<std::mutex> lock(mu_);
+            if (ready_ && out_.empty()) enqueue_line(R"({"op":"ping"})", false);
+            last_ping = now;
         }
         const int64_t silent_ms = (now - last_heard_ns_.load()) / 1000000;
         if (silent_ms >= kDeadAfter.count()) {
@@ -108,6 +119,10 @@ void EngineClient::spawn() {
         // Child: stdin/stdout are the pipes (dup2 clears close-on-exec), stderr is shared.
         ::dup2(in_pipe[0], 0);
         ::dup2(out_pipe[1], 1);
+        // Nothing else of the server's passes on: client sockets the HTTP library opened without
+        // close-on-exec would otherwise stay open in the engine (a closed connection would not
+        // reach its client while the engine lives), and its listening socket with them.
+        ::syscall(SYS_close_range, 3u, ~0u, 0u);
         ::execv(args[0], args.data());
         // Only async-signal-safe calls between fork and exec (the server has threads).
         static const char msg[] = "strata serve: cannot run the engine binary\n";
@@ -116,6 +131,8 @@ void EngineClient::spawn() {
     }
     ::close(in_pipe[0]);
     ::close(out_pipe[1]);
+    // Writes to the engine never block: what the pipe does not take waits in out_ (writer_loop).
+    ::fcntl(in_pipe[1], F_SETFL, ::fcntl(in_pipe[1], F_GETFL) | O_NONBLOCK);
     to_engine_ = in_pipe[1];
     from_engine_ = out_pipe[0];
     pid_ = pid;
@@ -128,6 +145,7 @@ void EngineClient::start(std::chrono::milliseconds timeout) {
     }
     reader_ = std::thread([this] { reader_loop(); });
     watchdog_ = std::thread([this] { watchdog_loop(); });
+    writer_ = std::thread([this] { writer_loop(); });
     std::unique_lock<std::mutex> lock(mu_);
     // The first engine must come up: a bad model is a startup error, not something to retry.
     if (!cv_.wait_for(lock, timeout, [&] { return ready_.load() || restarts_.load() > 0; }) || !ready_.load()) {
@@ -136,20 +154,63 @@ void EngineClient::start(std::chrono::milliseconds timeout) {
     }
 }
 
-bool EngineClient::write_line(const std::string& line) {
+bool EngineClient::enqueue_line(std::string line, bool bounded) {
     if (to_engine_ < 0) return false;
-    std::string buf = line;
-    buf.push_back('\n');
-    size_t off = 0;
-    while (off < buf.size()) {
-        const ssize_t n = ::write(to_engine_, buf.data() + off, buf.size() - off);
+    if (bounded && out_bytes_ > 0 && out_bytes_ + line.size() + 1 > max_queued_bytes_) return false;
+    line.push_back('\n');
+    out_bytes_ += line.size();
+    out_.push_back(std::move(line));
+    flush_locked();
+    if (!out_.empty()) out_cv_.notify_all();
+    return true;
+}
+
+void EngineClient::flush_locked() {
+    while (!out_.empty() && to_engine_ >= 0) {
+        const std::string& head = out_.front();
+        const ssize_t n = ::write(to_engine_, head.data() + out_head_written_, head.size() - out_head_written_);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return false;  // EPIPE: the engine is gone; the reader sees EOF and restarts it
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // the pipe is full: the writer waits for room
+            drop_queue();  // EPIPE: the engine is gone; the reader sees EOF and restarts it
+            return;
         }
-        off += static_cast<size_t>(n);
+        out_head_written_ += static_cast<size_t>(n);
+        out_bytes_ -= static_cast<size_t>(n);
+        if (out_head_written_ == head.size()) {
+            out_.pop_front();
+            out_head_written_ = 0;
+        }
     }
-    return true;
+}
+
+void EngineClient::drop_queue() {
+    out_.clear();
+    out_head_written_ = out_bytes_ = 0;
+}
+
+// Waits for room in the pipe without the lock (poll), then writes under it without blocking.
+// The fd can be closed and reused meanwhile: the poll then only wakes early, and the write goes
+// to whatever to_engine_ is by then.
+void EngineClient::writer_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+        if (out_.empty() || to_engine_ < 0) {
+            out_cv_.wait_for(lock, std::chrono::milliseconds(500));
+            continue;
+        }
+        flush_locked();
+        if (out_.empty()) continue;
+        pollfd p{to_engine_, POLLOUT, 0};
+        lock.unlock();
+        ::poll(&p, 1, 100);
+        lock.lock();
+    }
+}
+
+size_t EngineClient::queued_bytes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return out_bytes_;
 }
 
 void EngineClient::submit(const std::string& id, nlohmann::ordered_json command, Handler handler) {
@@ -157,35 +218,37 @@ void EngineClient::submit(const std::string& id, nlohmann::ordered_json command,
     command["id"] = id;
     std::lock_guard<std::mutex> lock(mu_);
     if (pending_.count(id) != 0) throw Error("request id '" + id + "' is already in flight");
+    std::string line = command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    // Not ready: sent when the (restarted) engine says ready.
+    if (ready_ && !enqueue_line(std::move(line), true))
+        throw EngineBusy("the engine is not reading its input (" + std::to_string(out_bytes_ >> 10) +
+                         " KiB of commands wait unread); retry later");
     Pending& p = pending_[id];
     p.command = std::move(command);
     p.handler = std::move(handler);
-    if (ready_) write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
-    // Not ready: sent when the (restarted) engine says ready.
 }
 
 void EngineClient::cancel(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = pending_.find(id);
     if (it == pending_.end()) return;
+    if (it->second.cancelled) return;
+    it->second.cancelled = true;
     if (ready_) {
-        write_line(json{{"op", "cancel"}, {"id", id}}.dump());
+        enqueue_line(json{{"op", "cancel"}, {"id", id}}.dump(), false);
     } else {
         // Never reached an engine: finish it here.
         Handler h = std::move(it->second.handler);
         pending_.erase(it);
-        h(json{{"event", "done"},
-               {"id", id},
-               {"finish_reason", "cancelled"},
-               {"usage", {{"prompt_tokens", 0}, {"cached_tokens", 0}, {"completion_tokens", 0}}}});
+        h(cancelled_event(id));
     }
 }
 
 json EngineClient::stats(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!ready_) return json::object();
+    // An engine that is silent, or not reading, would not answer within the timeout either.
+    if (!ready_ || !healthy() || !enqueue_line(R"({"op":"stats"})", true)) return json::object();
     const uint64_t want = ++stats_seq_;
-    write_line(R"({"op":"stats"})");
     if (!cv_.wait_for(lock, timeout, [&] { return stats_seen_ >= want || !ready_; }) || stats_seen_ < want) return json::object();
     return last_stats_;
 }
@@ -255,7 +318,7 @@ void EngineClient::handle_line(const std::string& line) {
         backoff_ = std::chrono::milliseconds(250);
         // Requests that never reached an engine (or waited in one that died) go now.
         for (auto& [id, p] : pending_)
-            write_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+            enqueue_line(p.command.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace), false);
         cv_.notify_all();
         return;
     }
@@ -291,11 +354,12 @@ void EngineClient::handle_line(const std::string& line) {
 }
 
 void EngineClient::on_engine_exit() {
-    std::vector<std::pair<std::string, Handler>> failed;
+    std::vector<std::pair<std::string, Handler>> failed, cancelled;
     std::string why;
     {
         std::lock_guard<std::mutex> lock(mu_);
         const bool was_ready = ready_.exchange(false);
+        drop_queue();
         if (to_engine_ >= 0) ::close(to_engine_);
         if (from_engine_ >= 0) ::close(from_engine_);
         to_engine_ = from_engine_ = -1;
@@ -309,9 +373,13 @@ void EngineClient::on_engine_exit() {
         }
         if (!stopping_)
             std::fprintf(stderr, "strata serve: %s%s; restarting it\n", why.c_str(), was_ready ? "" : " before it was ready");
-        // Streams already under way cannot be resumed: they end with an error. The rest wait.
+        // Streams already under way cannot be resumed: they end with an error. Cancelled ones end
+        // as cancelled (the engine that had the cancel is gone). The rest wait.
         for (auto it = pending_.begin(); it != pending_.end();) {
-            if (it->second.got_output || stopping_) {
+            if (it->second.cancelled) {
+                cancelled.emplace_back(it->first, std::move(it->second.handler));
+                it = pending_.erase(it);
+            } else if (it->second.got_output || stopping_) {
                 failed.emplace_back(it->first, std::move(it->second.handler));
                 it = pending_.erase(it);
             } else {
@@ -320,7 +388,9 @@ void EngineClient::on_engine_exit() {
         }
         cv_.notify_all();
     }
-    for (auto& [id, h] : failed) h(json{{"event", "error"}, {"id", id}, {"message", why + " while answering this request"}});
+    for (auto& [id, h] : cancelled) h(cancelled_event(id));
+    for (auto& [id, h] : failed)
+        h(json{{"event", "error"}, {"id", id}, {"message", why + " while answering this request"}, {"engine_lost", true}});
 }
 
 }  // namespace strata::serve

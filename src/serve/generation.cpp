@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "serve/engine_client.h"
 #include "tokenizer/tokenizer.h"
@@ -38,20 +39,73 @@ std::vector<TokenLogprobs> logprobs_of(const json& entries) {
 
 }  // namespace
 
-void Mailbox::push(int slot, json event) {
+// The memory an event takes, roughly: its nodes, strings and keys.
+size_t approx_bytes(const json& j) {
+    size_t n = sizeof(json);
+    if (j.is_string()) n += j.get_ref<const std::string&>().size();
+    else if (j.is_array())
+        for (const auto& e : j) n += approx_bytes(e);
+    else if (j.is_object())
+        for (const auto& [k, v] : j.items()) n += 32 + k.size() + approx_bytes(v);
+    return n;
+}
+
+void Mailbox::push(int slot, json event, bool last_phase) {
+    std::function<void()> release;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        events_.emplace_back(slot, std::move(event));
+        const std::string kind = event.value("event", "");
+        if (kind == "error" || (last_phase && kind == "done")) {
+            if (static_cast<size_t>(slot) >= ended_.size()) ended_.resize(static_cast<size_t>(slot) + 1, 0);
+            ended_[static_cast<size_t>(slot)] = 1;
+        }
+        const size_t bytes = approx_bytes(event);
+        bytes_ += bytes;
+        events_.push_back(Queued{slot, std::move(event), bytes});
+        release = take_release();
     }
     cv_.notify_one();
+    if (release) release();
 }
 
 std::optional<std::pair<int, json>> Mailbox::pop(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
-    auto e = std::move(events_.front());
-    events_.pop_front();
-    return e;
+    std::function<void()> release;
+    std::optional<std::pair<int, json>> out;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (!cv_.wait_until(lock, deadline, [&] { return !events_.empty(); })) return std::nullopt;
+        Queued& q = events_.front();
+        bytes_ -= q.bytes;
+        out.emplace(q.slot, std::move(q.event));
+        events_.pop_front();
+        release = take_release();
+    }
+    if (release) release();
+    return out;
+}
+
+void Mailbox::release_when_done(int choices, size_t max_bytes, std::function<void()> release) {
+    std::function<void()> now;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        choices_ = choices;
+        max_bytes_ = max_bytes;
+        release_ = std::move(release);
+        now = take_release();
+    }
+    if (now) now();
+}
+
+size_t Mailbox::buffered_bytes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bytes_;
+}
+
+std::function<void()> Mailbox::take_release() {
+    if (!release_ || choices_ <= 0 || bytes_ > max_bytes_ || ended_.size() < static_cast<size_t>(choices_)) return {};
+    for (int i = 0; i < choices_; ++i)
+        if (!ended_[static_cast<size_t>(i)]) return {};
+    return std::exchange(release_, std::function<void()>());
 }
 
 Generation::Generation(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id, GenerationSpec spec,
@@ -98,11 +152,13 @@ void Generation::submit_phase(const std::string& prompt_text, const std::vector<
     if (!spec_.response_format.is_null()) cmd["response_format"] = spec_.response_format;
     cmd["prompt"] = std::move(ids);
     phase_id_ = id_ + (phase_ == 2 ? "/answer" : "");
-    engine_done_ = false;
     // The handler holds the mailbox, not this object: events of a request that is being torn
     // down land in a mailbox that still exists.
-    engine_.submit(phase_id_, std::move(cmd),
-                   [mailbox = mailbox_, slot = slot_](const json& event) { mailbox->push(slot, event); });
+    // Phase 1 of a thinking budget is followed by the answer's request (most often): not the last.
+    engine_.submit(phase_id_, std::move(cmd), [mailbox = mailbox_, slot = slot_, last = phase_ != 1](const json& event) {
+        mailbox->push(slot, event, last);
+    });
+    engine_done_ = false;  // after the submit: a refused one (EngineBusy) leaves nothing to wait for
 }
 
 void Generation::cancel() {
@@ -144,6 +200,7 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
         finished_ = true;
         out.kind = GenerationEvent::Kind::Failed;
         out.error = event.value("message", "the engine failed");
+        out.engine_lost = event.value("engine_lost", false);
         return out;
     }
     if (kind != "done") return std::nullopt;
@@ -177,7 +234,14 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
             phase_ = 2;
             const int64_t left = spec_.max_tokens < 0 ? -1 : spec_.max_tokens - usage_.completion_tokens;
             if (left != 0) {
-                submit_phase(spec_.prompt_text + phase1_text_ + close, nullptr, left, false);
+                try {
+                    submit_phase(spec_.prompt_text + phase1_text_ + close, nullptr, left, false);
+                } catch (const EngineBusy& e) {
+                    finished_ = true;
+                    out.kind = GenerationEvent::Kind::Failed;
+                    out.error = e.what();
+                    out.outputs.clear();
+                }
                 return out;
             }
             // Nothing left for the answer: a length stop.
@@ -219,6 +283,10 @@ Generation& GenerationGroup::add(EngineClient& engine, const tokenizer::Tokenize
 
 void GenerationGroup::start() {
     for (auto& g : gens_) g->start();
+}
+
+void GenerationGroup::release_when_done(size_t max_tail_bytes, std::function<void()> release) {
+    mailbox_->release_when_done(static_cast<int>(gens_.size()), max_tail_bytes, std::move(release));
 }
 
 bool GenerationGroup::finished() const {

@@ -13,11 +13,18 @@
 //
 // Threading: the engine client's reader thread pushes events; the HTTP thread pulls them with
 // next(). One Generation per choice; not copyable.
+//
+// The tail of a finished generation: the engine does not wait for a slow client, so what it has
+// produced and the client has not yet taken waits in the Mailbox. Once every choice's last engine
+// request has ended and that tail is at most a bound, the Mailbox says so (release_when_done: the
+// request's admission slot goes back while its stream is still being written).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,19 +83,39 @@ struct GenerationEvent {
     std::string stop_sequence;  // Done with a client stop string
     Usage usage;                // Done
     std::string error;          // Failed: what went wrong (the engine died mid-stream, ...)
+    bool engine_lost = false;   // Failed: the engine died or was replaced (nothing wrong with the request)
 };
 
 // Events of the engine requests of one API request (its choices), in arrival order.
 class Mailbox {
 public:
-    void push(int slot, nlohmann::json event);
+    // `last_phase`: the event belongs to its choice's last engine request (its done or error ends
+    // the choice's work in the engine; an error of any request does).
+    void push(int slot, nlohmann::json event, bool last_phase);
     // The next event and the slot it belongs to; nullopt when none came before the deadline.
     std::optional<std::pair<int, nlohmann::json>> pop(std::chrono::steady_clock::time_point deadline);
+    // Calls `release` once, on whichever thread sees it first, when the last engine request of
+    // each of `choices` has ended and the events not yet popped hold at most `max_bytes` (an
+    // estimate of their memory).
+    void release_when_done(int choices, size_t max_bytes, std::function<void()> release);
+    size_t buffered_bytes();
 
 private:
+    std::function<void()> take_release();  // with mu_ held: the release, when its time has come
+
+    struct Queued {
+        int slot;
+        nlohmann::json event;
+        size_t bytes;
+    };
     std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<std::pair<int, nlohmann::json>> events_;
+    std::deque<Queued> events_;
+    size_t bytes_ = 0;
+    std::vector<char> ended_;  // per choice: its last engine request has ended
+    int choices_ = 0;          // 0: no release armed
+    size_t max_bytes_ = 0;
+    std::function<void()> release_;
 };
 
 class Generation {
@@ -100,7 +127,7 @@ public:
 
     void start();
     // Turns one engine event of this generation into an event for the client (nullopt: nothing
-    // to tell yet).
+    // to tell yet). Throws EngineBusy from start() when the engine's queue is full.
     std::optional<GenerationEvent> handle(const nlohmann::json& event);
     void cancel();                                     // asks the engine to stop (its done event still comes)
     bool engine_idle() const { return engine_done_; }  // no engine request in flight
@@ -140,7 +167,10 @@ public:
     ~GenerationGroup() { cancel(); }
     Generation& add(EngineClient& engine, const tokenizer::Tokenizer& tokenizer, std::string id, GenerationSpec spec,
                     int64_t max_context);
-    void start();
+    void start();  // EngineBusy: the choices already submitted are cancelled with the group
+    // Gives the request's admission slot back early (Mailbox::release_when_done) once every
+    // choice's engine work has ended and at most `max_tail_bytes` wait for the client.
+    void release_when_done(size_t max_tail_bytes, std::function<void()> release);
     // The next client event and the choice it belongs to; nullopt after `timeout` with none.
     std::optional<std::pair<int, GenerationEvent>> next(std::chrono::milliseconds timeout);
     bool finished() const;

@@ -1,10 +1,10 @@
 // OpenAI answers: /v1/chat/completions and /v1/completions, whole or streamed as server-sent
 // events (docs/api.md has the shapes). Only translation lives here: Server::collect and
 // Server::stream (call_events.cpp) drive the generations and hand over CallEvents.
-#include <httplib.h>
 
 #include <algorithm>
 
+#include "net/http.h"
 #include "serve/api_shapes.h"
 #include "serve/server_call.h"
 
@@ -83,7 +83,7 @@ struct ChoiceAnswer {
 
 }  // namespace
 
-void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res) {
+void Server::answer_openai_chat(std::shared_ptr<Call> call, net::Response& res) {
     const std::string id = "chatcmpl-" + call->request_id.substr(4);
     const size_t n = call->prepared.choices.size();
 
@@ -236,7 +236,7 @@ void Server::answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& r
     stream(call, res, std::move(t));
 }
 
-void Server::answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res) {
+void Server::answer_openai_completion(std::shared_ptr<Call> call, net::Response& res) {
     const std::string id = "cmpl-" + call->request_id.substr(4);
     const auto& c = call->completion;
     const size_t n = call->prepared.choices.size();

@@ -1,6 +1,5 @@
 #include "serve/server.h"
 
-#include <httplib.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -11,8 +10,8 @@
 #include <ctime>
 #include <filesystem>
 
+#include "net/http_server.h"
 #include "serve/api_shapes.h"
-#include "serve/connection.h"
 #include "serve/engine_client.h"
 #include "serve/generation.h"
 #include "serve/served_model.h"
@@ -80,28 +79,29 @@ void Server::start() {
 }
 
 int Server::bind() {
-    http_ = std::make_unique<httplib::Server>();
-    const int threads = options_.http_threads > 0 ? options_.http_threads : options_.parallel + options_.max_queue + 16;
-    http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    http_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
-    http_->set_read_timeout(options_.read_timeout);
-    http_->set_write_timeout(options_.write_timeout);
-    http_->set_keep_alive_timeout(30);
-    http_->set_tcp_nodelay(true);  // each SSE chunk goes out when written (Nagle held it for the client's delayed ACK, ~40 ms)
+    net::ServerLimits limits;
+    limits.worker_threads = options_.http_threads > 0 ? options_.http_threads : options_.parallel + options_.max_queue + 16;
+    limits.max_body_bytes = options_.max_body_bytes;
+    limits.max_connections = options_.max_connections;
+    limits.max_connections_per_peer = options_.max_connections_per_peer;
+    limits.head_timeout = options_.head_timeout;
+    limits.body_timeout = options_.read_timeout;
+    limits.idle_timeout = options_.idle_timeout;
+    limits.write_timeout = options_.write_timeout;
+    http_ = std::make_unique<net::Server>(limits);
     route();
-    int port = options_.port;
-    if (port == 0) port = http_->bind_to_any_port(options_.host);
-    else if (!http_->bind_to_port(options_.host, port)) port = -1;
+    const int port = http_->bind(options_.host, options_.port);
     if (port < 0)
         throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                     " (in use, or not an address of this machine)");
-    raise_listen_backlog(port, 1024);  // httplib's is 5: bursts of new connections were dropped
     log_line("listening on http://" + options_.host + ":" + std::to_string(port) +
-             (options_.api_keys.empty() ? " (no API key required)" : ""));
+             (options_.api_keys.empty() ? " (no API key required)" : "") + "; at most " +
+             std::to_string(http_->limits().max_connections) + " connections, " +
+             std::to_string(http_->limits().max_connections_per_peer) + " from one address");
     return port;
 }
 
-void Server::listen() { http_->listen_after_bind(); }
+void Server::listen() { http_->listen(); }
 
 void Server::stop() {
     if (http_) http_->stop();
@@ -120,7 +120,7 @@ bool Server::verify_thinking(const std::string& thinking, const std::string& sig
     return digest_equal(signature, expected);
 }
 
-bool Server::authorized(const httplib::Request& req) const {
+bool Server::authorized(const net::Request& req) const {
     if (options_.api_keys.empty()) return true;
     const std::string key = presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization"));
     if (key.empty()) return false;
@@ -132,14 +132,14 @@ bool Server::authorized(const httplib::Request& req) const {
 
 // The fairness key of a request: the identity a gateway in front names (x-strata-client: a key's
 // name, never its secret), else the presented key's digest, else the peer address.
-std::string Server::client_of(const httplib::Request& req) const {
+std::string Server::client_of(const net::Request& req) const {
     if (const std::string via = req.get_header_value("x-strata-client"); !via.empty() && via.size() <= 256) return "via:" + via;
     const std::string key = presented_key(req.get_header_value("x-api-key"), req.get_header_value("Authorization"));
     if (!key.empty()) return "key:" + hex_of(sha256_digest(key)).substr(0, 16);
     return "addr:" + req.remote_addr;
 }
 
-void Server::reply_error(const Call& call, httplib::Response& res, const ApiError& e) {
+void Server::reply_error(const Call& call, net::Response& res, const ApiError& e) {
     res.status = e.status;
     if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
     res.set_content(dump_json(api_error_body(call.api, e, call.request_id)), "application/json");
@@ -148,7 +148,7 @@ void Server::reply_error(const Call& call, httplib::Response& res, const ApiErro
 void Server::route() {
     auto& h = *http_;
     // Authentication and request ids before any handler; errors in the shape of the path's API.
-    h.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    h.set_pre_routing_handler([this](const net::Request& req, net::Response& res) {
         const bool anthropic = is_anthropic_path(req.path);
         const std::string rid = "req_" + random_id(24);
         res.set_header(anthropic ? "request-id" : "x-request-id", rid);
@@ -159,27 +159,26 @@ void Server::route() {
             call.request_id = rid;
             reply_error(call, res, ApiError(401, anthropic ? "invalid x-api-key" : "Incorrect API key provided"));
             metrics_.count_request(anthropic ? "anthropic" : "openai", "unauthorized");
-            return httplib::Server::HandlerResponse::Handled;
+            return net::Server::HandlerResponse::Handled;
         }
-        return httplib::Server::HandlerResponse::Unhandled;
+        return net::Server::HandlerResponse::Unhandled;
     });
-    h.Post("/v1/chat/completions",
-           [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::OpenAI); });
-    h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
-    h.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::Anthropic); });
-    h.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
-    h.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
+    h.Post("/v1/chat/completions", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::OpenAI); });
+    h.Post("/v1/completions", [this](const net::Request& req, net::Response& res) { completion(req, res); });
+    h.Post("/v1/messages", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::Anthropic); });
+    h.Post("/v1/messages/count_tokens", [this](const net::Request& req, net::Response& res) { count_tokens(req, res); });
+    h.Post("/v1/embeddings", [this](const net::Request&, net::Response& res) {
         Call call;
         reply_error(
             call, res,
             ApiError(400, "this model does not produce embeddings (" + options_.model_name + " is a generative model)", "model"));
     });
-    h.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
-    h.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { models(req, res); });
-    h.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
-    h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { metrics(res); });
+    h.Get("/v1/models", [this](const net::Request& req, net::Response& res) { models(req, res); });
+    h.Get(R"(/v1/models/(.+))", [this](const net::Request& req, net::Response& res) { models(req, res); });
+    h.Get("/health", [this](const net::Request&, net::Response& res) { health(res); });
+    h.Get("/metrics", [this](const net::Request&, net::Response& res) { metrics(res); });
     // The tokenizer and template of this lane for a gateway in front (docs/gateway.md).
-    h.Get("/strata/v1/model-info.gguf", [this](const httplib::Request&, httplib::Response& res) {
+    h.Get("/strata/v1/model-info.gguf", [this](const net::Request&, net::Response& res) {
         if (model_info_gguf_.empty()) {
             Call call;
             reply_error(call, res, ApiError(404, "this lane has no model-info file (see its log)"));
@@ -188,13 +187,12 @@ void Server::route() {
         res.set_content(model_info_gguf_, "application/octet-stream");
     });
     // Claude Code's warm-up probe.
-    h.Get("/api/hello", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    h.Get("/api/hello", [](const net::Request&, net::Response& res) { res.set_content("{}", "application/json"); });
     // Clients probe the root for reachability (Claude Code sends HEAD / at start): answered
     // without a key, saying nothing but what this is.
-    h.Get("/",
-          [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"server":"strata"})", "application/json"); });
+    h.Get("/", [](const net::Request&, net::Response& res) { res.set_content(R"({"server":"strata"})", "application/json"); });
     install_api_error_handlers(h, options_.max_body_bytes, log_line);
-    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    h.set_logger([](const net::Request& req, const net::Response& res) {
         if (req.path == "/health" || req.path == "/metrics") return;
         log_line(req.method + " " + req.path + " " + std::to_string(res.status) + " from " + req.remote_addr);
     });
@@ -219,25 +217,38 @@ Admission::Ticket Server::admit(const Call& call) {
     throw ApiError(499, "client closed the connection");
 }
 
-std::shared_ptr<Server::Call> Server::begin_call(const httplib::Request& req, const httplib::Response& res, ApiKind api) {
+std::shared_ptr<Server::Call> Server::begin_call(const net::Request& req, const net::Response& res, ApiKind api) {
     auto call = std::make_shared<Call>();
     call->api = api;
     call->request_id = res.get_header_value(api == ApiKind::Anthropic ? "request-id" : "x-request-id");
     call->created = static_cast<int64_t>(std::time(nullptr));
-    call->fd = find_connection_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+    call->closed = req.is_connection_closed;
     call->client = client_of(req);
     return call;
 }
 
 void Server::run_generations(Call& call, bool start) {
-    call.ticket = admit(call);
+    call.ticket = std::make_shared<Admission::SharedTicket>(admit(call));
+    metrics_.prompt_tokens += static_cast<uint64_t>(call.prepared.prompt_tokens) * call.prepared.choices.size();
+    make_generations(call, start);
+}
+
+void Server::make_generations(Call& call, bool start) {
+    call.group.reset();  // a previous run's requests end first (cancelled, drained)
     call.group = std::make_unique<GenerationGroup>();
     call.choice_usage.assign(call.prepared.choices.size(), Usage{});
+    const std::string again = call.resubmits > 0 ? "~" + std::to_string(call.resubmits) : "";
     for (size_t i = 0; i < call.prepared.choices.size(); ++i)
-        call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i), call.prepared.choices[i],
-                        model_->max_context());
-    metrics_.prompt_tokens += static_cast<uint64_t>(call.prepared.prompt_tokens) * call.prepared.choices.size();
-    if (start) call.group->start();
+        call.group->add(*engine_, model_->tokenizer(), call.request_id + "/" + std::to_string(i) + again,
+                        call.prepared.choices[i], model_->max_context());
+    if (!start) return;
+    try {
+        call.group->start();
+    } catch (const EngineBusy& e) {
+        ApiError busy(503, e.what());
+        busy.retry_after_s = 1;
+        throw busy;
+    }
 }
 
 void Server::end_stream(Call& call, bool finished) {
@@ -245,21 +256,21 @@ void Server::end_stream(Call& call, bool finished) {
         call.group->cancel();
         metrics_.count_request(call.api == ApiKind::Anthropic ? "anthropic" : "openai", "cancelled");
     }
-    call.ticket = Admission::Ticket();
+    if (call.ticket) call.ticket->release();
 }
 
-void Server::fail_call(const Call& call, httplib::Response& res, const ApiError& e) {
+void Server::fail_call(const Call& call, net::Response& res, const ApiError& e) {
     const char* api_name = call.api == ApiKind::Anthropic ? "anthropic" : "openai";
     if (e.status == 499) {  // the client left while its request waited: nobody to answer
         metrics_.count_request(api_name, "cancelled");
         res.status = 499;
         return;
     }
-    metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : "rejected");
+    metrics_.count_request(api_name, e.status == 429 || e.status == 529 ? "overloaded" : e.status >= 500 ? "error" : "rejected");
     reply_error(call, res, e);
 }
 
-void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind api) {
+void Server::chat(const net::Request& req, net::Response& res, ApiKind api) {
     auto call = begin_call(req, res, api);
     try {
         const ojson body = parse_json_body(req.body);
@@ -284,7 +295,7 @@ void Server::chat(const httplib::Request& req, httplib::Response& res, ApiKind a
     }
 }
 
-void Server::completion(const httplib::Request& req, httplib::Response& res) {
+void Server::completion(const net::Request& req, net::Response& res) {
     auto call = begin_call(req, res, ApiKind::OpenAI);
     try {
         call->completion = parse_openai_completion(parse_json_body(req.body), options_.limits);
@@ -297,7 +308,7 @@ void Server::completion(const httplib::Request& req, httplib::Response& res) {
     }
 }
 
-void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
+void Server::count_tokens(const net::Request& req, net::Response& res) {
     Call call;
     call.api = ApiKind::Anthropic;
     call.request_id = res.get_header_value("request-id");
@@ -314,7 +325,7 @@ void Server::count_tokens(const httplib::Request& req, httplib::Response& res) {
     }
 }
 
-void Server::models(const httplib::Request& req, httplib::Response& res) {
+void Server::models(const net::Request& req, net::Response& res) {
     const json entry = {{"id", options_.model_name},
                         {"object", "model"},
                         {"type", "model"},
@@ -346,7 +357,7 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
                     "application/json");
 }
 
-void Server::health(httplib::Response& res) {
+void Server::health(net::Response& res) {
     const bool up = engine_ && engine_->healthy();
     res.status = up ? 200 : 503;
     if (!up) res.set_header("Retry-After", "1");
@@ -360,7 +371,7 @@ void Server::health(httplib::Response& res) {
         "application/json");
 }
 
-void Server::metrics(httplib::Response& res) {
+void Server::metrics(net::Response& res) {
     std::string extra;
     auto gauge = [&](const std::string& name, const std::string& help, double v, const char* type = "gauge") {
         char buf[64];

@@ -15,12 +15,12 @@
 #include "serve/chat_request.h"
 #include "serve/metrics.h"
 
-namespace httplib {
+namespace strata::net {
 class Server;
 class DataSink;
 struct Request;
 struct Response;
-}  // namespace httplib
+}  // namespace strata::net
 
 namespace strata::serve {
 
@@ -38,9 +38,15 @@ struct ServeOptions {
     std::vector<std::string> api_keys;  // empty: no authentication
     int parallel = 16;                  // requests computed at once (the engine's --max-running)
     int max_queue = 256;                // requests waiting beyond those; more get 429 / 529
-    int http_threads = 0;               // 0: parallel + max_queue + 16
+    int http_threads = 0;               // handler threads; 0: parallel + max_queue + 16
     int64_t max_body_bytes = 32ll << 20;
-    std::chrono::seconds read_timeout{30};
+    // The HTTP layer's caps and deadlines (net/http_server.h): connections in total and from one
+    // address; a request head, a body, an idle keep-alive, output the client does not read.
+    int max_connections = 4096;
+    int max_connections_per_peer = 1024;
+    std::chrono::seconds head_timeout{10};
+    std::chrono::seconds read_timeout{60};  // the body
+    std::chrono::seconds idle_timeout{30};
     std::chrono::seconds write_timeout{60};
     std::vector<std::string> engine_argv;  // the engine command line (binary, "engine", -m, ...)
     RequestLimits limits;
@@ -68,53 +74,57 @@ public:
 private:
     struct Call;  // one HTTP request being answered
     void route();
-    bool authorized(const httplib::Request& req) const;
-    std::string client_of(const httplib::Request& req) const;
-    void reply_error(const Call& call, httplib::Response& res, const ApiError& e);
+    bool authorized(const net::Request& req) const;
+    std::string client_of(const net::Request& req) const;
+    void reply_error(const Call& call, net::Response& res, const ApiError& e);
 
-    void chat(const httplib::Request& req, httplib::Response& res, ApiKind api);
-    void completion(const httplib::Request& req, httplib::Response& res);
-    void count_tokens(const httplib::Request& req, httplib::Response& res);
-    void models(const httplib::Request& req, httplib::Response& res);
-    void health(httplib::Response& res);
-    void metrics(httplib::Response& res);
+    void chat(const net::Request& req, net::Response& res, ApiKind api);
+    void completion(const net::Request& req, net::Response& res);
+    void count_tokens(const net::Request& req, net::Response& res);
+    void models(const net::Request& req, net::Response& res);
+    void health(net::Response& res);
+    void metrics(net::Response& res);
 
     // Waits for a slot; throws ApiError 429/529 when the queue is full, 499 when the client left.
     Admission::Ticket admit(const Call& call);
     // A Call for this HTTP request (ids, connection socket, client key).
-    std::shared_ptr<Call> begin_call(const httplib::Request& req, const httplib::Response& res, ApiKind api);
+    std::shared_ptr<Call> begin_call(const net::Request& req, const net::Response& res, ApiKind api);
     // Admits the call and creates its choices' generations (started unless `start` is false).
     void run_generations(Call& call, bool start);
+    // The call's choices' generations, new (again after the engine died: fresh engine ids), and
+    // started; throws ApiError 503 when the engine is not reading its input.
+    void make_generations(Call& call, bool start);
     // A streamed answer ended (its last chunk written, or the client went away: then its work is
     // cancelled at once); frees its admission slot either way.
     void end_stream(Call& call, bool finished);
     // Answers a request that failed before its answer began, in its API's shape.
-    void fail_call(const Call& call, httplib::Response& res, const ApiError& e);
+    void fail_call(const Call& call, net::Response& res, const ApiError& e);
 
     // The one loop over a call's generations (call_events.cpp). next_event waits up to kPoll for
     // the next event of a choice, watching the client: Gone (its work is cancelled), Idle, or Event
     // (a Failed one has cancelled the rest). It keeps the call's usage and latency metrics.
     enum class Wait { Event, Idle, Gone };
     Wait next_event(Call& call, CallEvent& out);
-    // Whole answers: every event until all choices are done goes to on_event. False when the
-    // client left (answered 499); a failed generation throws ApiError 500.
-    bool collect(Call& call, httplib::Response& res, const std::function<void(const CallEvent&)>& on_event);
+    // Whole answers: every event, once all choices are done, goes to on_event. False when the
+    // client left (answered 499); a failed generation throws ApiError 500. Generations lost with
+    // the engine (nothing was sent yet) run again, kMaxResubmits times, then 503.
+    bool collect(Call& call, net::Response& res, const std::function<void(const CallEvent&)>& on_event);
     // Streamed answers: the translator's SSE, then its end (a failed generation ends it with the
     // API's stream error).
-    void stream(std::shared_ptr<Call> call, httplib::Response& res, StreamTranslator translator);
+    void stream(std::shared_ptr<Call> call, net::Response& res, StreamTranslator translator);
     // A call whose choices are all done: its end-to-end latency and cached prompt tokens.
     void call_finished(const Call& call, const runtime::Usage& usage);
 
     // OpenAI and Anthropic answers, streamed or whole (openai_routes.cpp, anthropic_routes.cpp):
     // translations of CallEvents into each API's shapes.
-    void answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res);
-    void answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res);
-    void answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res);
+    void answer_openai_chat(std::shared_ptr<Call> call, net::Response& res);
+    void answer_openai_completion(std::shared_ptr<Call> call, net::Response& res);
+    void answer_anthropic(std::shared_ptr<Call> call, net::Response& res);
 
     ServeOptions options_;
     std::unique_ptr<ServedModel> model_;
     std::unique_ptr<EngineClient> engine_;
-    std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<net::Server> http_;
     Admission admission_;
     Metrics metrics_;
     std::string thinking_key_;

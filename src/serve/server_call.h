@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "serve/connection.h"
 #include "serve/generation.h"
 #include "serve/served_model.h"
 #include "serve/server.h"
@@ -19,21 +18,28 @@ namespace strata::serve {
 // How long a route waits for its next generation event before it looks again whether the client
 // is still there.
 constexpr auto kPoll = std::chrono::milliseconds(250);
+// A stream gives its admission slot back when its generation has ended in the engine and at most
+// this much of its output (the Mailbox's estimate of memory) waits for the client to read it.
+constexpr size_t kMaxStreamTailBytes = size_t{1} << 20;
+// A whole (not streamed) answer whose engine died is run again from its start this many times:
+// nothing of it had reached the client.
+constexpr int kMaxResubmits = 2;
 
 struct Server::Call {
     ApiKind api = ApiKind::OpenAI;
     std::string request_id;
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
-    int64_t created = 0;  // unix seconds
-    int fd = -1;          // the connection's socket, for peer_closed
-    std::string client;   // admission fairness key
-    std::string model;    // echoed to the client
+    int64_t created = 0;           // unix seconds
+    std::function<bool()> closed;  // the connection's: true once the client has gone
+    std::string client;            // admission fairness key
+    std::string model;             // echoed to the client
     ChatRequest chat;
     CompletionRequest completion;
     PreparedChat prepared;
     std::unique_ptr<GenerationGroup> group;
-    Admission::Ticket ticket;
-    std::vector<Usage> choice_usage;  // each choice's, from its Done event (zeros until then)
+    std::shared_ptr<Admission::SharedTicket> ticket;  // released with the call, or earlier (a stream's tail)
+    int resubmits = 0;                                // times a whole answer's generations were run again after the engine died
+    std::vector<Usage> choice_usage;                  // each choice's, from its Done event (zeros until then)
 
     // What both APIs report: the prompt once, the first choice's cached tokens, the completion and
     // reasoning tokens of every choice.
@@ -53,7 +59,7 @@ struct Server::Call {
     std::chrono::steady_clock::time_point last_token;
     int64_t generated = 0;
 
-    bool gone() const { return peer_closed(fd); }
+    bool gone() const { return closed && closed(); }
     // Latency metrics of an event that brought `tokens` tokens (TTFT, inter-token gaps, counts).
     void note_tokens(Metrics& m, int64_t tokens) {
         if (tokens <= 0) return;
@@ -84,12 +90,12 @@ struct CallEvent : GenerationEvent {
 // gone); finish() says the stream's last bytes are written, so it ends after this step.
 class SseOut {
 public:
-    SseOut(httplib::DataSink& sink, bool& finished) : sink_(sink), finished_(finished) {}
+    SseOut(net::DataSink& sink, bool& finished) : sink_(sink), finished_(finished) {}
     bool write(const std::string& text);
     void finish() { finished_ = true; }
 
 private:
-    httplib::DataSink& sink_;
+    net::DataSink& sink_;
     bool& finished_;
 };
 

@@ -50,6 +50,7 @@ CpuFeatures detect() {
         f.avx512bw = (l7.b >> 30) & 1;
         f.avx512vl = (l7.b >> 31) & 1;
         f.avx512vnni = (l7.c >> 11) & 1;
+        f.avx512vbmi = (l7.c >> 1) & 1;
         if (l7.a >= 1) f.avx512bf16 = (cpuid(7, 1).a >> 5) & 1;
     }
     return f;
@@ -99,6 +100,19 @@ bool has_avx512_bf16() {
     return true;
 #else
     return detected_isa() == Isa::Avx512 && cpu_features().avx512bf16;
+#endif
+}
+
+bool has_avx512_vbmi() {
+#if defined(STRATA_AVX512_EMULATED)
+    return false;
+#else
+    // STRATA_VBMI=0 leaves VBMI out (benches compare the kernels it replaces on the same CPU).
+    static const bool off = [] {
+        const char* env = std::getenv("STRATA_VBMI");
+        return env != nullptr && std::string(env) == "0";
+    }();
+    return detected_isa() == Isa::Avx512 && cpu_features().avx512vbmi && !off;
 #endif
 }
 

@@ -27,6 +27,7 @@ struct CpuFeatures {
     bool avx512dq = false;
     bool avx512vnni = false;
     bool avx512bf16 = false;
+    bool avx512vbmi = false;
     bool os_ymm = false;  // XCR0 has SSE + AVX state enabled
     bool os_zmm = false;  // XCR0 also has opmask + ZMM state enabled
 };
@@ -42,6 +43,9 @@ Isa best_isa();
 bool isa_supported(Isa isa);
 // Whether the Avx512 kernel set may use AVX-512 BF16 (vdpbf16ps).
 bool has_avx512_bf16();
+// Whether the Avx512 kernel set may use AVX-512 VBMI (vpermi2b, vpmultishiftqb): the i-quant
+// grids decoded by byte permutes (vec_dot_iq3xxs_avx512vbmi.cpp). STRATA_VBMI=0 says no.
+bool has_avx512_vbmi();
 
 const char* isa_name(Isa isa);  // "scalar", "avx2", "avx512"
 std::optional<Isa> isa_from_name(std::string_view name);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/kernel_registry.h"
 #include "cpu/kernels.h"
 #include "cpu_test_util.h"
 #include "gguf/gguf.h"
@@ -171,6 +172,59 @@ TEST_P(KernelLevel, ColumnAloneEqualsColumnInATile) {
             const auto alone = run_tile(ks.dot_for(t), n, w, w.size() / rows, rows, {acts[c]});
             EXPECT_EQ(0, std::memcmp(alone[0].data(), batch[c].data(), static_cast<size_t>(rows) * 4))
                 << quant::type_name(t) << " col " << c << " level " << cpu::isa_name(GetParam());
+        }
+    }
+}
+
+// The kernels a CPU feature brings over its level's own (AVX-512 VBMI: IQ3_XXS) and the level's
+// own kernels of those types, each against the scalar reference on quantised and on random
+// blocks at the seed's row lengths (640, 2560) and 1..9 columns: a CPU with the feature still
+// checks the kernel the CPUs without it run, and the kernel set takes the feature's kernel.
+TEST(KernelTables, Avx512KernelsWithAndWithoutVbmiMatchScalar) {
+    STRATA_REQUIRE_ISA(Isa::Avx512);
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const cpu::detail::KernelTable& vbmi = cpu::detail::kAvx512VbmiKernels;
+    const cpu::detail::KernelTable& plain = cpu::detail::kAvx512IquantKernels;
+    ASSERT_GT(vbmi.n_dots, 0u);
+    for (size_t i = 0; i < vbmi.n_dots; ++i) {
+        const Type t = vbmi.dots[i].type;
+        const cpu::DotFn* plain_fn = nullptr;
+        for (size_t k = 0; k < plain.n_dots; ++k)
+            if (plain.dots[k].type == t) plain_fn = &plain.dots[k].fn;
+        ASSERT_NE(plain_fn, nullptr) << quant::type_name(t);
+        std::vector<std::pair<const char*, cpu::DotFn>> fns = {{"avx512", *plain_fn}};
+        if (util::has_avx512_vbmi()) {
+            fns.push_back({"avx512vbmi", vbmi.dots[i].fn});
+            EXPECT_EQ(cpu::kernel_set(Isa::Avx512).dot_for(t), vbmi.dots[i].fn) << quant::type_name(t);
+        } else {
+            EXPECT_EQ(cpu::kernel_set(Isa::Avx512).dot_for(t), *plain_fn) << quant::type_name(t);
+        }
+        const ActFormat f = *cpu::act_format_for(t);
+        for (int64_t n : {int64_t{256}, int64_t{2560}, int64_t{640 * 4}}) {
+            for (bool random_bytes : {false, true}) {
+                const int64_t rows = 4;
+                const auto w = make_weights(t, rows, n, static_cast<uint32_t>(n) + random_bytes, random_bytes);
+                const size_t stride = w.size() / rows;
+                std::vector<std::vector<uint8_t>> acts;
+                std::vector<std::vector<float>> acts_deq;
+                for (int c = 0; c < 9; ++c) {
+                    acts.push_back(quantize_acts(ref, f, random_floats(static_cast<size_t>(n), 700u + static_cast<uint32_t>(c))));
+                    acts_deq.push_back(dequant_acts(f, acts.back().data(), n));
+                }
+                const auto want = run_tile(ref.dot_for(t), n, w, stride, rows, acts);
+                for (const auto& [name, fn] : fns) {
+                    const auto got = run_tile(fn, n, w, stride, rows, acts);
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const auto wd = dequant_weights(t, w.data() + static_cast<size_t>(r) * stride, n);
+                        for (size_t c = 0; c < acts.size(); ++c) {
+                            const double bound = 1e-5 * abs_dot(wd, acts_deq[c]) + 1e-30;
+                            EXPECT_NEAR(got[c][static_cast<size_t>(r)], want[c][static_cast<size_t>(r)], bound)
+                                << name << " " << quant::type_name(t) << " n=" << n << " random " << random_bytes << " row " << r
+                                << " col " << c;
+                        }
+                    }
+                }
+            }
         }
     }
 }

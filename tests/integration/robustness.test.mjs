@@ -1,12 +1,15 @@
 // strata serve under stress: 32 parallel streams each get exactly their own answer; kill -9 of
 // the engine mid-stream ends that stream with an error event while queued work survives the
-// restart; a client that disconnects cancels its work; a full queue answers 429 / 529 with
+// restart; a whole answer whose engine was killed is run again; a stopped engine blocks no
+// request thread (/metrics answers, big submits wait); slow stream readers do not hold admission
+// slots; a client that disconnects cancels its work; a full queue answers 429 / 529 with
 // Retry-After; a suite of bad HTTP input gets clean 4xx answers and leaves the server healthy.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, readdirSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import net from 'node:net';
 import { join } from 'node:path';
 import { stopAll, startServer, waitFor, metric } from './harness.mjs';
 
@@ -112,6 +115,171 @@ test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends wit
   try { process.kill(enginePid, 'SIGKILL'); } catch { /* already gone */ }
 });
 
+test('a stopped engine blocks no request thread: /metrics answers within its bound while ~100 KB of submits and a cancel wait', async () => {
+  const s = await server({ args: ['--parallel', '8'], logName: 'stopped-writes' });
+  const enginePid = s.enginePid();
+  // ~1,800 prompt tokens: ~13 KB a submit; n = 8 makes one request ~100 KB of submits (the
+  // engine's pipe takes 64 KiB) while its prefill stays short.
+  const long = 'lorem ipsum dolor sit amet, consectetur adipiscing elit. '.repeat(180);
+  const running = async () => (await (await fetch(`${s.base}/health`)).json()).running;  // /health asks the engine nothing
+  process.kill(enginePid, 'SIGSTOP');
+  const stoppedAt = Date.now();
+  const submits = [0, 1, 2].map((i) => post(s.base, '/v1/chat/completions', { model: 'm', n: 8, max_tokens: 3, messages: [{ role: 'user', content: `${i} ${long}` }], logit_bias: NO_EOS }));
+  submits.push(post(s.base, '/v1/messages', { model: 'm', max_tokens: 3, messages: [{ role: 'user', content: `3 ${long}` }] }));
+  const ac = new AbortController();
+  const left = fetch(`${s.base}/v1/chat/completions`, { method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `gone ${long}` }], max_tokens: 3 }) }).catch((e) => e);
+  await waitFor('five requests submitted to the stopped engine', async () => (await running()) === 5, 8000);
+  ac.abort();  // its cancel queues behind the submits
+  assert.equal((await left).name, 'AbortError');
+  const t0 = Date.now();
+  const m = await fetch(`${s.base}/metrics`);
+  const took = Date.now() - t0;
+  assert.equal(m.status, 200);
+  assert.match(await m.text(), /strata_requests_running [45]\n/);
+  assert.ok(took < 5000, `/metrics took ${took} ms (it waits for the engine at most 2 s)`);
+  assert.ok(Date.now() - stoppedAt < 9500, 'still before the heartbeat replaces the engine');
+  process.kill(enginePid, 'SIGCONT');
+  for (const [i, r] of (await Promise.all(submits)).entries()) {
+    const body = await r.json();
+    assert.equal(r.status, 200, `request ${i}: ${JSON.stringify(body)}`);
+    if (i < 3) assert.equal(body.usage.completion_tokens, 24);
+    else assert.ok(body.usage.output_tokens > 0);
+  }
+  await waitFor('the cancelled request to end', async () => (await running()) === 0, 10000);
+  assert.equal(await metric(s.base, 'strata_engine_restarts_total'), 0);
+});
+
+test('a whole answer whose engine is killed while it generates is run again: 4 kills, 4 answers', async () => {
+  const s = await server({ kind: 'qwen35', logName: 'kill-whole' });  // no eos: it generates until max_tokens
+  for (let i = 0; i < 4; ++i) {
+    const anthropic = i % 2 === 1;
+    const before = await metric(s.base, 'strata_generation_tokens_total');
+    const pending = anthropic
+      ? post(s.base, '/v1/messages', { model: 'm', max_tokens: 400, messages: [{ role: 'user', content: `kill ${i}` }] })
+      : post(s.base, '/v1/chat/completions', { model: 'm', max_tokens: 400, messages: [{ role: 'user', content: `kill ${i}` }] });
+    await waitFor('tokens of the request', async () => (await metric(s.base, 'strata_generation_tokens_total')) > before, 20000);
+    process.kill(s.enginePid(), 'SIGKILL');
+    const r = await pending;
+    const body = await r.json();
+    assert.equal(r.status, 200, `kill ${i}: ${JSON.stringify(body)}`);
+    assert.equal(anthropic ? body.usage.output_tokens : body.usage.completion_tokens, 400);
+    assert.equal(anthropic ? body.stop_reason : body.choices[0].finish_reason, anthropic ? 'max_tokens' : 'length');
+    assert.equal(await metric(s.base, 'strata_engine_restarts_total'), i + 1);
+  }
+  assert.equal((s.log().match(/running it again \(1 of 2\)/g) ?? []).length, 4);
+});
+
+// A client that reads nothing: the raw socket is paused before the first byte, so the server's
+// writes stop once the socket buffers are full. The long model name (echoed in every chunk)
+// makes the stream far larger than those buffers while the tail the server keeps stays small.
+function pausedStream(port, maxTokens) {
+  const sock = net.connect(port, '127.0.0.1');
+  const body = JSON.stringify({ model: 'm'.repeat(4000), messages: [{ role: 'user', content: 'go on' }], max_tokens: maxTokens, stream: true,
+    stream_options: { include_usage: true }, logit_bias: NO_EOS });
+  sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  sock.pause();
+  return {
+    async readAll() {
+      let got = '';
+      sock.on('data', (d) => { got += d.toString(); });
+      const ended = new Promise((r) => sock.on('end', r));
+      sock.resume();
+      await ended;
+      return got;
+    },
+  };
+}
+
+test('admission is released when generation ends: two stalled stream readers do not hold --parallel 2', async () => {
+  const s = await server({ args: ['--parallel', '2'], logName: 'slow-readers' });
+  const readers = [pausedStream(s.port, 1000), pausedStream(s.port, 1000)];  // ~4 MB of SSE each
+  await waitFor('both generations to end in the engine', async () => (s.log().match(/length: \d+ prompt tokens \(\d+ cached\), 1000 generated/g) ?? []).length === 2, 120000);
+  await waitFor('their slots to be free', async () => (await (await fetch(`${s.base}/health`)).json()).running === 0, 5000);
+  const third = await post(s.base, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'third' }], max_tokens: 4, logit_bias: NO_EOS });
+  assert.equal(third.status, 200);
+  assert.equal((await third.json()).usage.completion_tokens, 4);
+  for (const r of readers) {
+    const text = await r.readAll();
+    assert.ok(text.length > 2_000_000, `the stream is larger than the socket buffers (${text.length} bytes)`);
+    assert.match(text, /"completion_tokens":1000/);
+    assert.ok(text.includes('data: [DONE]'));
+  }
+});
+
+// Descriptors of a process that are not sockets (pipes, files): the client's connection pool
+// moves the socket count, nothing should move these.
+function fileFds(pid) {
+  return readdirSync(`/proc/${pid}/fd`).filter((f) => { try { return !readlinkSync(`/proc/${pid}/fd/${f}`).startsWith('socket:'); } catch { return false; } }).length;
+}
+
+test('soak (reduced): mixed traffic with kill -9 of the engine at random moments: none lost, none hung, descriptors flat', async (t) => {
+  const seconds = Number(process.env.STRATA_SOAK_SECONDS ?? 60);
+  const s = await server({ args: ['--parallel', '8'], logName: 'soak' });
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const counts = { ok: 0, failed: 0, lost: [], hung: 0 };
+  // One request of a random kind; its outcome: answered, told it failed (an error status in the
+  // API's shape, or an error event ending its stream), or lost (anything else).
+  async function one(i) {
+    const anthropic = Math.random() < 0.5, stream = Math.random() < 0.5;
+    const path = anthropic ? '/v1/messages' : '/v1/chat/completions';
+    const body = anthropic
+      ? { model: 'm', max_tokens: 40, stream, messages: [{ role: 'user', content: `soak ${i}` }] }
+      : { model: 'm', max_tokens: 40, stream, messages: [{ role: 'user', content: `soak ${i}` }], logit_bias: NO_EOS };
+    const what = `${anthropic ? 'anthropic' : 'openai'} ${stream ? 'stream' : 'whole'} ${i}`;
+    let r, text;
+    try {
+      r = await fetch(`${s.base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(60000) });
+      text = await r.text();
+    } catch (e) {
+      if (e.name === 'TimeoutError') counts.hung += 1;
+      else counts.lost.push(`${what}: ${e}`);
+      return;
+    }
+    if (r.status !== 200) {
+      const j = JSON.parse(text);
+      if (r.status >= 500 && typeof j.error?.message === 'string') counts.failed += 1;
+      else counts.lost.push(`${what}: ${r.status} ${text.slice(0, 200)}`);
+      return;
+    }
+    if (!stream) {
+      const j = JSON.parse(text);
+      if ((anthropic ? j.usage.output_tokens : j.usage.completion_tokens) > 0) counts.ok += 1;
+      else counts.lost.push(`${what}: ${text.slice(0, 200)}`);
+      return;
+    }
+    if (anthropic ? text.includes('event: error') : text.includes('data: {"error"')) counts.failed += 1;
+    else if (anthropic ? text.includes('event: message_stop') : text.includes('data: [DONE]')) counts.ok += 1;
+    else counts.lost.push(`${what}: a stream that ended without its end or an error: ${text.slice(-200)}`);
+  }
+  let next = 0;
+  const worker = async (until) => { while (Date.now() < until) await one(next++); };
+  // Warm-up with the same concurrency, then the figures the soak must come back to.
+  await Promise.all(Array.from({ length: 6 }, () => worker(Date.now() + 3000)));
+  const fds0 = fileFds(s.child.pid), engineFds0 = fileFds(s.enginePid());
+  const until = Date.now() + seconds * 1000;
+  let kills = 0;
+  const killer = async () => {
+    while (Date.now() < until - 4000) {
+      await sleep(1500 + Math.random() * 3500);
+      try { process.kill(s.enginePid(), 'SIGKILL'); kills += 1; } catch { /* between engines */ }
+    }
+  };
+  await Promise.all([...Array.from({ length: 6 }, () => worker(until)), killer()]);
+  t.diagnostic(`${seconds} s, ${kills} kills: ${counts.ok} answered, ${counts.failed} told they failed, ${counts.lost.length} lost, ${counts.hung} hung`);
+  assert.deepEqual(counts.lost, []);
+  assert.equal(counts.hung, 0);
+  assert.ok(kills >= Math.floor(seconds / 10), `${kills} kills`);
+  assert.ok(counts.ok > counts.failed, `answered ${counts.ok}, told they failed ${counts.failed}`);
+  await waitFor('a ready engine', async () => { try { return s.enginePid() > 0 && (await fetch(`${s.base}/health`)).status === 200; } catch { return false; } }, 30000);
+  assert.equal(fileFds(s.child.pid), fds0, 'the server\'s pipes and files are those it had before');
+  assert.equal(fileFds(s.enginePid()), engineFds0, 'the new engine has what the first had');
+  const ok = await post(s.base, '/v1/chat/completions', { model: 'm', messages: [{ role: 'user', content: 'after the soak' }], max_tokens: 4, logit_bias: NO_EOS });
+  assert.equal(ok.status, 200);
+  const restarts = await metric(s.base, 'strata_engine_restarts_total');
+  assert.ok(restarts > 0 && restarts <= kills, `${restarts} restarts after ${kills} kills (a kill can find the last one not yet reaped)`);
+});
+
 test('keys from --api-key-file: accepted, kept out of the command line; the engine does not inherit STRATA_API_KEY', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'strata-keys-'));
   const file = join(dir, 'keys');
@@ -184,6 +352,10 @@ test('bad input: every case a clean 4xx in the API shape, the server unharmed', 
     ['temperature NaN-like', '/v1/chat/completions', '{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":-1e400}'],
     ['logit_bias value huge', '/v1/chat/completions', chat({ logit_bias: { 5: 1e300 } })],
     ['logit_bias key not an id', '/v1/chat/completions', chat({ logit_bias: { abc: 1 } })],
+    ['logit_bias id past the vocabulary', '/v1/chat/completions', chat({ logit_bias: { 151680: 1 } })],
+    ['logit_bias id past the vocabulary (Anthropic route)', '/v1/messages', { model: 'm', max_tokens: 4, messages: [{ role: 'user', content: 'hi' }], logit_bias: { 151936: 1 } }],
+    ['repetition_penalty 0 as a float', '/v1/chat/completions', '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"repetition_penalty":1e-308}'],
+    ['repetition_penalty 0 as a float (Anthropic route)', '/v1/messages', '{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4,"repetition_penalty":1e-308}'],
     ['deep nesting', '/v1/chat/completions', `{"model":"m","messages":${deep}}`],
     ['deep tool schema', '/v1/messages', `{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"t","input_schema":${deep}}]}`],
     ['invalid UTF-8', '/v1/chat/completions', Buffer.concat([Buffer.from('{"model":"m","messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}]}')])],
@@ -208,6 +380,14 @@ test('bad input: every case a clean 4xx in the API shape, the server unharmed', 
       assert.equal(typeof j.error.message, 'string', what);
     } else {
       assert.equal(typeof j.error.message, 'string', what);
+    }
+  }
+  // Extreme values inside the ranges are answers, not internal errors (top_p 1e-308 is 0 as a
+  // float: the most likely token, as top_p 0).
+  for (const extreme of ['"top_p":1e-308', '"top_p":5e-324', '"temperature":1e-308', '"repetition_penalty":1e-40', '"min_p":1', '"top_k":1048576', '"logit_bias":{"151679":100}']) {
+    for (const path of ['/v1/chat/completions', '/v1/messages']) {
+      const r = await post(s.base, path, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4,${extreme}}`);
+      assert.equal(r.status, 200, `${path} ${extreme}: ${await r.text()}`);
     }
   }
   // An oversized header line and a huge URL: refused by the HTTP layer.

@@ -86,9 +86,11 @@ TEST(SamplingParamsJson, FloatsRoundTripExactly) {
 }
 
 TEST(SamplingParamsJson, ClientAliases) {
-    EXPECT_FLOAT_EQ(read(R"({"top_p": 0})").top_p, 1e-6f);  // 0: the most likely token only
-    EXPECT_EQ(read(R"({"top_k": -1})").top_k, 0);           // -1: off, as in vLLM
-    EXPECT_EQ(read(R"({"top_k": 8.0})").top_k, 8);          // a whole number written as a float
+    EXPECT_FLOAT_EQ(read(R"({"top_p": 0})").top_p, 1e-6f);                         // 0: the most likely token only
+    EXPECT_FLOAT_EQ(read(R"({"top_p": 1e-308})").top_p, 1e-6f);                    // 0 as a float: the same
+    EXPECT_GT(read(R"({"repetition_penalty": 1e-40})").repetition_penalty, 0.0f);  // a denormal float: kept
+    EXPECT_EQ(read(R"({"top_k": -1})").top_k, 0);                                  // -1: off, as in vLLM
+    EXPECT_EQ(read(R"({"top_k": 8.0})").top_k, 8);                                 // a whole number written as a float
     EXPECT_EQ(read(R"({"seed": -42})").seed, static_cast<uint64_t>(-42));
     EXPECT_EQ(read(R"({"stop": "###"})").stop, std::vector<std::string>{"###"});
     EXPECT_EQ(read(R"({"logit_bias": {"5": 1, "05": 2}})").logit_bias,
@@ -104,6 +106,9 @@ TEST(SamplingParamsJson, RangeErrorsNameTheField) {
     EXPECT_TRUE(refused(R"({"top_k": -2})", "top_k", "top_k: -2 is out of range [-1, 1048576]"));
     EXPECT_TRUE(refused(R"({"top_k": 1.5})", "top_k", "top_k: expected an integer, got a number 1.5"));
     EXPECT_TRUE(refused(R"({"repetition_penalty": 0})", "repetition_penalty", "repetition_penalty: must be > 0"));
+    // Above 0 as a double, 0 as the sampler's float: refused here, not by the engine (a 500).
+    EXPECT_TRUE(refused(R"({"repetition_penalty": 1e-308})", "repetition_penalty",
+                        "repetition_penalty: 1e-308 is too small (the smallest value above 0 is 1.4013e-45)"));
     EXPECT_TRUE(
         refused(R"({"repetition_penalty": 11})", "repetition_penalty", "repetition_penalty: 11 is out of range [0.0, 10.0]"));
     EXPECT_TRUE(refused(R"({"presence_penalty": -3})", "presence_penalty", "presence_penalty: -3 is out of range [-2.0, 2.0]"));

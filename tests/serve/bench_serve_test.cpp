@@ -206,7 +206,7 @@ TEST(BenchServe, RunsAgainstARealServerAndTheEngineAlone) {
     ServeProcess serve(model);
     ASSERT_FALSE(serve.url().empty()) << "serve did not start:\n" << serve.log();
 
-    // 64 clients connecting at once: more than cpp-httplib's listen backlog of 5.
+    // 64 clients connecting at once: more than a listen backlog of 5 (cpp-httplib's) would take.
     const auto out = dir / "chat.json";
     auto r = strata::test::run_strata(
         "bench serve --url " + serve.url() + " --concurrency 1,64 --requests 64 --input-tokens 24 --output-tokens 6" +

@@ -1,12 +1,18 @@
 // The engine supervisor against a real `strata engine` child process: routing of concurrent
 // requests, kill -9 mid-stream (an error on that stream, then a restarted engine that serves
-// the next request), requests waiting through a restart, and a model that cannot load.
+// the next request), requests waiting through a restart, and a model that cannot load; an engine
+// that does not read (SIGSTOP): submits, cancels and stats never block, a full queue refuses;
+// cancels across a restart; the engine inherits no descriptor of the server's.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -131,6 +137,116 @@ TEST(EngineClient, CancelEndsARequestWithCancelled) {
     c.cancel("x");
     ASSERT_TRUE(col.wait("x"));
     EXPECT_EQ(col.last("x")["finish_reason"], "cancelled");
+}
+
+// Runs `f` and returns how long it took.
+template <typename F>
+std::chrono::milliseconds timed(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+}
+
+TEST(EngineClient, AnEngineThatDoesNotReadNeverBlocksACallerAndAFullQueueRefuses) {
+    EngineClient c(engine_argv(tiny_gguf()));
+    c.set_max_queued_bytes(128 << 10);
+    c.start();
+    Collector col;
+    const pid_t pid = c.engine_pid();
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    // ~24 KB submits (4,000 tokens, within the engine's context): the pipe (64 KiB) fills at the
+    // third, the queue after a few more.
+    const int n_vocab = c.ready_info()["model"]["n_vocab"].get<int>();
+    json prompt = json::array();
+    for (int i = 0; i < 4000; ++i) prompt.push_back(n_vocab - 1 - i % 100);
+    int accepted = 0, refused = 0;
+    std::vector<std::string> ids;
+    for (int i = 0; i < 16; ++i) {
+        const std::string id = "big" + std::to_string(i);
+        const auto took = timed([&] {
+            try {
+                c.submit(id, json{{"prompt", prompt}, {"max_tokens", 2}}, col.handler(id));
+                ids.push_back(id);
+                ++accepted;
+            } catch (const EngineBusy& e) {
+                ++refused;
+                EXPECT_NE(std::string(e.what()).find("not reading"), std::string::npos) << e.what();
+            }
+        });
+        EXPECT_LT(took, 1000ms) << "submit " << i << " blocked";
+    }
+    EXPECT_GE(accepted, 2);
+    EXPECT_GE(refused, 4);
+    EXPECT_LE(c.queued_bytes(), size_t{128 << 10});
+    // The rest of the client is not held up: stats waits no longer than asked (and is empty),
+    // cancels return at once.
+    json stats;
+    EXPECT_LT(timed([&] { stats = c.stats(1s); }), 3000ms);
+    EXPECT_TRUE(stats.empty());
+    EXPECT_LT(timed([&] {
+                  for (const auto& id : ids) c.cancel(id);
+              }),
+              1000ms);
+    // Running again, the engine reads the backlog: every accepted request ends (cancelled).
+    ASSERT_EQ(::kill(pid, SIGCONT), 0);
+    for (const auto& id : ids) {
+        ASSERT_TRUE(col.wait(id)) << id;
+        EXPECT_EQ(col.last(id)["event"], "done") << col.last(id);
+    }
+    c.submit("after", json{{"prompt", {65, 66}}, {"max_tokens", 3}, {"ignore_eos", true}}, col.handler("after"));
+    ASSERT_TRUE(col.wait("after"));
+    EXPECT_EQ(col.last("after")["usage"]["completion_tokens"], 3);
+    EXPECT_EQ(c.queued_bytes(), 0u);
+    EXPECT_EQ(c.restarts(), 0);
+}
+
+TEST(EngineClient, ARequestCancelledBeforeItsEngineDiedEndsCancelledInsteadOfRunningAgain) {
+    EngineClient c(engine_argv(tiny_gguf()));
+    c.start();
+    Collector col;
+    const pid_t pid = c.engine_pid();
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    c.submit("q", json{{"prompt", {65, 66}}, {"max_tokens", 1000000}, {"ignore_eos", true}}, col.handler("q"));
+    c.cancel("q");  // queued: the stopped engine never reads it
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    ASSERT_TRUE(col.wait("q", 30s));
+    EXPECT_EQ(col.last("q")["event"], "done");
+    EXPECT_EQ(col.last("q")["finish_reason"], "cancelled");
+    // Streams with output get an error that says the engine was lost.
+    c.submit("s", json{{"prompt", {65}}, {"max_tokens", 1000000}, {"ignore_eos", true}}, col.handler("s"));
+    ASSERT_TRUE(col.wait_for_tokens("s"));
+    ASSERT_EQ(::kill(c.engine_pid(), SIGKILL), 0);
+    ASSERT_TRUE(col.wait("s"));
+    EXPECT_EQ(col.last("s")["event"], "error");
+    EXPECT_EQ(col.last("s").value("engine_lost", false), true);
+    EXPECT_EQ(c.in_flight(), 0);
+}
+
+// Descriptors of the engine process other than stdin, stdout, stderr and those it opened itself
+// (its model file, ...): none may be one of the server's (a socket, a pipe end).
+TEST(EngineClient, TheEngineInheritsNoDescriptorOfTheServer) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);  // without close-on-exec, as an accept()ed socket
+    EngineClient c(engine_argv(tiny_gguf()));
+    c.start();
+    const pid_t pid = c.engine_pid();
+    auto socket_inode = [](const std::string& fd_path) {
+        std::error_code ec;
+        return std::filesystem::read_symlink(fd_path, ec).string();
+    };
+    const std::string mine0 = socket_inode("/proc/self/fd/" + std::to_string(sv[0]));
+    const std::string mine1 = socket_inode("/proc/self/fd/" + std::to_string(sv[1]));
+    ASSERT_NE(mine0.find("socket:"), std::string::npos);
+    int sockets = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        const std::string target = socket_inode(e.path().string());
+        EXPECT_NE(target, mine0);
+        EXPECT_NE(target, mine1);
+        if (target.find("socket:") != std::string::npos) ++sockets;
+    }
+    EXPECT_EQ(sockets, 0);
+    ::close(sv[0]);
+    ::close(sv[1]);
 }
 
 TEST(EngineClient, ModelThatCannotLoadFailsStart) {
