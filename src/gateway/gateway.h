@@ -62,6 +62,8 @@ private:
     void forward(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window);
     void forward_authenticated(const httplib::Request& req, httplib::Response& res, serve::ApiKind api, bool guard_window,
                                const std::string& key_name, std::shared_ptr<Flight>& flight_out);
+    // GET / DELETE /v1/responses/{id}, POST .../cancel, GET .../input_items: asked of the lanes.
+    void stored_response(const httplib::Request& req, httplib::Response& res);
     void assemble_debug(const httplib::Request& req, httplib::Response& res);
     void models(const httplib::Request& req, httplib::Response& res);
     void health(httplib::Response& res);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct Response;
 namespace strata::serve {
 
 class EngineClient;
+class ResponseStore;
 class ServedModel;
 class GenerationGroup;
 struct CallEvent;
@@ -42,7 +44,9 @@ struct ServeOptions {
     int64_t max_body_bytes = 32ll << 20;
     std::chrono::seconds read_timeout{30};
     std::chrono::seconds write_timeout{60};
-    std::vector<std::string> engine_argv;  // the engine command line (binary, "engine", -m, ...)
+    int64_t responses_store_max = 1000;           // stored Responses API responses (0: none kept)
+    int64_t responses_store_bytes = 256ll << 20;  // ... and their bytes
+    std::vector<std::string> engine_argv;         // the engine command line (binary, "engine", -m, ...)
     RequestLimits limits;
 };
 
@@ -75,6 +79,16 @@ private:
     void chat(const httplib::Request& req, httplib::Response& res, ApiKind api);
     void completion(const httplib::Request& req, httplib::Response& res);
     void count_tokens(const httplib::Request& req, httplib::Response& res);
+    // The Responses API (responses_routes.cpp): create, and the stored responses' GET, DELETE,
+    // cancel and input_items.
+    void responses(const httplib::Request& req, httplib::Response& res);
+    void response_get(const httplib::Request& req, httplib::Response& res);
+    void response_delete(const httplib::Request& req, httplib::Response& res);
+    void response_cancel(const httplib::Request& req, httplib::Response& res);
+    void response_input_items(const httplib::Request& req, httplib::Response& res);
+    // encrypted_content of a reasoning item: the text, signed (reasoning_from_encrypted checks it).
+    std::string encrypt_reasoning(const std::string& text) const;
+    std::optional<std::string> reasoning_from_encrypted(const std::string& encrypted) const;
     void models(const httplib::Request& req, httplib::Response& res);
     void health(httplib::Response& res);
     void metrics(httplib::Response& res);
@@ -110,11 +124,13 @@ private:
     void answer_openai_chat(std::shared_ptr<Call> call, httplib::Response& res);
     void answer_openai_completion(std::shared_ptr<Call> call, httplib::Response& res);
     void answer_anthropic(std::shared_ptr<Call> call, httplib::Response& res);
+    void answer_responses(std::shared_ptr<Call> call, httplib::Response& res);
 
     ServeOptions options_;
     std::unique_ptr<ServedModel> model_;
     std::unique_ptr<EngineClient> engine_;
     std::unique_ptr<httplib::Server> http_;
+    std::unique_ptr<ResponseStore> responses_;
     Admission admission_;
     Metrics metrics_;
     std::string thinking_key_;

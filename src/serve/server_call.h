@@ -11,6 +11,8 @@
 
 #include "serve/connection.h"
 #include "serve/generation.h"
+#include "serve/responses_request.h"
+#include "serve/responses_store.h"
 #include "serve/served_model.h"
 #include "serve/server.h"
 
@@ -30,6 +32,13 @@ struct Server::Call {
     std::string model;    // echoed to the client
     ChatRequest chat;
     CompletionRequest completion;
+    // Responses API calls (responses_routes.cpp): the request, the items a continuation of this
+    // response starts from (previous ones and this input), its id and its in-flight entry.
+    ResponsesRequest responses;
+    ojson response_context = ojson::array();
+    std::string response_id;
+    std::shared_ptr<ResponseStore::InFlight> flight;
+    std::shared_ptr<void> flight_token;
     PreparedChat prepared;
     std::unique_ptr<GenerationGroup> group;
     Admission::Ticket ticket;
@@ -100,6 +109,8 @@ struct StreamTranslator {
     std::function<bool(SseOut&)> begin;
     std::function<bool(const CallEvent&, SseOut&)> event;
     std::function<bool(SseOut&)> idle = [](SseOut&) { return true; };
+    // A generation failed mid-stream: the SSE that ends the stream (unset: api_stream_error).
+    std::function<std::string(const std::string& message)> failed;
 };
 
 // n random characters from [A-Za-z0-9] (ids of requests, messages, tool calls).
