@@ -358,6 +358,18 @@ for (const name of ['qwen3', 'gateway-qwen3']) {
   });
 }
 
+test('stored responses are bounded: --responses-store keeps the newest', async () => {
+  const s = await startServer({ args: ['--responses-store', '2'], logName: 'responses-bounded' });
+  const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const ids = [];
+  for (let i = 0; i < 3; ++i) ids.push((await client.responses.create({ model, input: `turn ${i}`, max_output_tokens: 2 })).id);
+  await assert.rejects(client.responses.retrieve(ids[0]), (e) => e instanceof OpenAI.NotFoundError);
+  assert.equal((await client.responses.retrieve(ids[1])).id, ids[1]);
+  assert.equal((await client.responses.retrieve(ids[2])).id, ids[2]);
+  await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: ids[0] }), (e) => e instanceof OpenAI.BadRequestError);
+  await s.stop();
+});
+
 test('a generation that fails mid-stream ends with an error event and response.failed', async () => {
   // The engine of a dedicated server is killed while it streams.
   const s = await startServer({ logName: 'responses-fail' });
