@@ -1,5 +1,7 @@
 #include "serve/chat_request.h"
 
+#include "serve/request_fields.h"
+
 #include <stb/stb_image.h>
 
 #include <algorithm>
@@ -8,7 +10,8 @@
 
 namespace strata::serve {
 
-namespace {
+// The field readers shared with the Responses parser (request_fields.h).
+namespace request_fields {
 
 // The field readers are the engine's (runtime/json_fields.h): one wording for both. Their
 // FieldError, and bad()'s, become a 400 naming the field where a body's parse returns
@@ -22,15 +25,6 @@ using runtime::fields::type_name;
 [[noreturn]] void bad(const std::string& param, const std::string& message) { runtime::fields::fail(param, message); }
 
 const ojson* field(const ojson& obj, const char* key) { return runtime::fields::find(obj, key); }
-
-template <class Read>
-auto as_api_errors(Read read) -> decltype(read()) {
-    try {
-        return read();
-    } catch (const runtime::FieldError& e) {
-        throw ApiError(400, e.what(), e.param);
-    }
-}
 
 std::string need_string(const ojson& v, const std::string& param, const RequestLimits& limits) {
     if (!v.is_string()) bad(param, param + ": expected a string, got " + type_name(v));
@@ -172,7 +166,9 @@ std::string openai_content_text(const ojson& content, const std::string& param, 
     return text;
 }
 
-}  // namespace
+}  // namespace request_fields
+
+using namespace request_fields;
 
 static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limits) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");

@@ -48,7 +48,8 @@ struct ToolDef {
 };
 
 enum class ToolChoice { Auto, None, Required, Named };
-enum class ApiKind { OpenAI, Anthropic };
+// Responses: OpenAI's /v1/responses (OpenAI's error shape, its own stream events).
+enum class ApiKind { OpenAI, Anthropic, Responses };
 
 struct ChatRequest {
     ApiKind api = ApiKind::OpenAI;
