@@ -168,6 +168,12 @@ void Server::route() {
     h.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res); });
     h.Post("/v1/messages", [this](const httplib::Request& req, httplib::Response& res) { chat(req, res, ApiKind::Anthropic); });
     h.Post("/v1/messages/count_tokens", [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
+    h.Post("/v1/chat/completions/input_tokens",
+           [this](const httplib::Request& req, httplib::Response& res) { probe(req, res, Probe::InputTokens); });
+    h.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { probe(req, res, Probe::Tokenize); });
+    h.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { probe(req, res, Probe::Detokenize); });
+    h.Post("/apply-template",
+           [this](const httplib::Request& req, httplib::Response& res) { probe(req, res, Probe::ApplyTemplate); });
     h.Post("/v1/embeddings", [this](const httplib::Request&, httplib::Response& res) {
         Call call;
         reply_error(

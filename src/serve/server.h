@@ -75,6 +75,8 @@ private:
     void chat(const httplib::Request& req, httplib::Response& res, ApiKind api);
     void completion(const httplib::Request& req, httplib::Response& res);
     void count_tokens(const httplib::Request& req, httplib::Response& res);
+    enum class Probe { Tokenize, Detokenize, ApplyTemplate, InputTokens };
+    void probe(const httplib::Request& req, httplib::Response& res, Probe what);  // probe_routes.cpp
     void models(const httplib::Request& req, httplib::Response& res);
     void health(httplib::Response& res);
     void metrics(httplib::Response& res);
