@@ -90,7 +90,9 @@ Request parse_submit(const json& j, Scheduler& sched) {
         } else if (type == "xml_tool_call") {
             const json* tools = field(*f, "tools");
             if (tools == nullptr) throw Error("'response_format' of type xml_tool_call needs 'tools'");
-            r.xml_call = XmlCallGrammar::from_tools(*tools);
+            const json* written = field(*f, "name_written");
+            if (written != nullptr && !written->is_boolean()) throw Error("'response_format.name_written' must be a boolean");
+            r.xml_call = XmlCallGrammar::from_tools(*tools, written != nullptr && written->get<bool>());
         } else if (type != "text" && !type.empty()) {
             throw Error("'response_format.type' must be text, json_object, json_schema or xml_tool_call");
         }

@@ -177,9 +177,11 @@ std::shared_ptr<const XmlTextIndex> XmlTextIndex::of(const std::shared_ptr<const
     return t;
 }
 
-std::shared_ptr<const XmlCallGrammar> XmlCallGrammar::from_tools(const nlohmann::ordered_json& tools) {
+std::shared_ptr<const XmlCallGrammar> XmlCallGrammar::from_tools(const nlohmann::ordered_json& tools, bool name_written) {
     if (!tools.is_array() || tools.empty()) throw Error("an XML call needs at least one tool");
+    if (name_written && tools.size() != 1) throw Error("a call whose name is written has one tool");
     auto g = std::shared_ptr<XmlCallGrammar>(new XmlCallGrammar());
+    g->name_written_ = name_written;
     for (const auto& t : tools) {
         if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) throw Error("each tool needs a name");
         Tool tool;
@@ -227,6 +229,11 @@ XmlCallConstraint::XmlCallConstraint(std::shared_ptr<const XmlCallGrammar> gramm
     key_marks_.resize(depth);
     state_.lo = 0;
     state_.hi = static_cast<uint32_t>(grammar_->tools().size());
+    if (grammar_->name_written()) {
+        state_.tool = 0;
+        state_.next = 0;
+        enter_between(state_);
+    }
 }
 
 const XmlCallGrammar::Param& XmlCallConstraint::param_of(const XmlCallState& s) const {

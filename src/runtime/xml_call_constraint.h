@@ -54,13 +54,17 @@ public:
     };
     static constexpr size_t kMaxParams = 64;
 
-    // tools: [{"name", "parameters": JSON schema}], the allowed ones. Throws strata::Error.
-    static std::shared_ptr<const XmlCallGrammar> from_tools(const nlohmann::ordered_json& tools);
+    // tools: [{"name", "parameters": JSON schema}], the allowed ones. name_written: the prompt
+    // already ends with "<function=NAME>\n" of the one tool given (a named choice), so the
+    // output starts at its parameters. Throws strata::Error.
+    static std::shared_ptr<const XmlCallGrammar> from_tools(const nlohmann::ordered_json& tools, bool name_written = false);
+    bool name_written() const { return name_written_; }
 
     const std::vector<Tool>& tools() const { return tools_; }  // sorted by name
 
 private:
     std::vector<Tool> tools_;
+    bool name_written_ = false;
 };
 
 // Where a parse stands (one thread: the form has no ambiguity a byte does not settle).

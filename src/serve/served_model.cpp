@@ -201,7 +201,9 @@ OutputFormat ServedModel::format_for(const ChatRequest& r) const {
 // or where a tool cannot be written in the XML form, its JSON body under the JSON constraint.
 std::string ServedModel::forced_prefix(const ChatRequest& r) const {
     if (!forces_tool(r)) return "";
-    return forced_xml(r) ? "<tool_call>\n<function=" : "<tool_call>\n";
+    if (!forced_xml(r)) return "<tool_call>\n";
+    // A named choice's name is known: written in the prompt, not spent from max_tokens.
+    return r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
 }
 
 bool ServedModel::forced_xml(const ChatRequest& r) const {
@@ -231,7 +233,9 @@ PreparedChat ServedModel::prepare(const ChatRequest& r) const {
         // JSON object {"name": <an allowed tool>, "arguments": <its schema>}.
         spec.forced_prefix = forced_prefix(r);
         spec.forced_suffix = "\n</tool_call>";
-        if (forced_xml(r)) spec.response_format = ojson{{"type", "xml_tool_call"}, {"tools", forced_xml_tools(r)}};
+        if (forced_xml(r))
+            spec.response_format = ojson{
+                {"type", "xml_tool_call"}, {"tools", forced_xml_tools(r)}, {"name_written", r.tool_choice == ToolChoice::Named}};
         else spec.response_format = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
     } else if (!r.response_format.is_null()) {
         if (r.response_format.value("type", "") == "json_schema") {

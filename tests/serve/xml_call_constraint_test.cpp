@@ -213,6 +213,23 @@ TEST(XmlCallConstraint, MaskEqualsReferenceAndCallsReadBackValid) {
     draw_calls(index, one, static_cast<int>(scaled(60)), 12, 1, v.closers);
 }
 
+// A named choice whose "<function=NAME>\n" the prompt already holds: the output starts at the
+// parameters.
+TEST(XmlCallConstraint, NameWritten) {
+    const SmallVocab v = small_vocab();
+    const auto index = std::make_shared<TokenIndex>(v.tokens, std::vector<int32_t>{v.end});
+    const ojson one = ojson::array({test_tools()[1]});
+    EXPECT_THROW(XmlCallGrammar::from_tools(test_tools(), true), Error);
+    XmlCallConstraint c(XmlCallGrammar::from_tools(one, true), index);
+    EXPECT_FALSE(c.would_accept('w'));
+    const std::string rest = "<parameter=unit>\nf\n</parameter>\n<parameter=note>\nok\n</parameter>\n</function>";
+    for (const char ch : rest) {
+        ASSERT_TRUE(c.would_accept(static_cast<uint8_t>(ch))) << rest;
+        c.accept(static_cast<uint8_t>(ch));
+    }
+    EXPECT_TRUE(c.must_end());
+}
+
 TEST(XmlCallConstraint, KnownCallsAndRefusals) {
     const SmallVocab v = small_vocab();
     const auto index = std::make_shared<TokenIndex>(v.tokens, std::vector<int32_t>{v.end});
