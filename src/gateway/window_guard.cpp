@@ -344,6 +344,18 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
     // whole prompt's tokens against the most the lane takes. Clients such as Claude Code read
     // "prompt is too long: N tokens > M maximum" and compact the conversation themselves.
     const int64_t whole = report.counted ? report.prompt_tokens_in : exact_tokens(api, original, *lane.counter, limits_);
+    if (whole <= prompt_room) {
+        // Never counted before (its bytes suggested more tokens than it has): it fits as it is.
+        body = original;
+        if (output > reserve) {
+            set_output(api, body, reserve);
+            report.max_tokens_out = reserve;
+            clamp_thinking(reserve);
+        }
+        report.prompt_tokens_in = report.prompt_tokens_out = whole;
+        report.counted = true;
+        return finish();
+    }
     // (A prompt under the window that still cannot fit beside its answer's room: that room is the maximum.)
     throw serve::prompt_too_long(whole, whole > window - 1 ? window - 1 : prompt_room);
 }
