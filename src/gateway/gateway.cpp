@@ -222,6 +222,9 @@ void Gateway::route() {
     h.Post("/v1/messages", post(ApiKind::Anthropic, true));
     h.Post("/v1/messages/count_tokens", post(ApiKind::Anthropic, false));
     h.Post("/v1/embeddings", post(ApiKind::OpenAI, false));
+    // The probes (docs/api.md): answered by the model's lane, like count_tokens.
+    for (const char* path : {"/v1/chat/completions/input_tokens", "/tokenize", "/detokenize", "/apply-template"})
+        h.Post(path, post(ApiKind::OpenAI, false));
     // The Responses API goes to the model's lane as it is (no window guard: the lane answers a
     // prompt that does not fit with its own 400); stored responses live on the lane that made them.
     h.Post("/v1/responses", post(ApiKind::Responses, false));
@@ -288,6 +291,9 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
     }
     flight->model = body.value("model", "");
     Lane* lane = lane_for(flight->model);
+    // A probe names no model (llama.cpp's shapes have none): with one lane, it is that lane's.
+    const bool probe = req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template";
+    if (!lane && probe && flight->model.empty() && lanes_.size() == 1) lane = lanes_.front().get();
     if (!lane) {
         std::string ids;
         for (const auto& [id, l] : by_model_) ids += (ids.empty() ? "" : ", ") + id;

@@ -558,6 +558,32 @@ static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimit
     if (auto* v = field(body, "stop_sequences")) r.stop = read_stop(*v, "stop_sequences", limits);
     if (auto* v = field(body, "stream")) r.stream = need_bool(*v, "stream");
     if (auto* v = field(body, "metadata")) need_object(*v, "metadata");
+    // Structured output: output_config.format, or the beta's output_format (the SDKs' parse()
+    // and Claude Code's session titles send one of them), constrained as OpenAI's json_schema.
+    const ojson* format = nullptr;
+    std::string format_param;
+    if (auto* oc = field(body, "output_config")) {
+        need_object(*oc, "output_config");
+        if (auto* f = field(*oc, "format"); f && !f->is_null()) {
+            format = f;
+            format_param = "output_config.format";
+        }
+    }
+    if (auto* f = field(body, "output_format"); f && !f->is_null()) {
+        if (format && *format != *f) bad("output_format", "output_format: differs from output_config.format (send one of them)");
+        format = f;
+        format_param = "output_format";
+    }
+    if (format) {
+        need_object(*format, format_param);
+        const std::string type = need_string(format->value("type", ojson()), format_param + ".type", limits);
+        if (type != "json_schema") bad(format_param + ".type", format_param + ".type: \"" + type + "\" is not json_schema");
+        auto* schema = field(*format, "schema");
+        if (!schema) bad(format_param + ".schema", format_param + ".schema: Field required");
+        need_object(*schema, format_param + ".schema");
+        r.response_format = ojson{{"type", "json_schema"}, {"schema", *schema}};
+        r.response_format_param = format_param;
+    }
     return r;
 }
 

@@ -72,6 +72,7 @@ struct ChatRequest {
     runtime::SamplingParams sampling;
     std::vector<std::string> stop;
     ojson response_format;  // engine form: {"type":"json_object"} / {"type":"json_schema","schema":...}; null: none
+    std::string response_format_param = "response_format";  // the field it came from (errors name it)
     bool logprobs = false;
     int top_logprobs = 0;
     int n = 1;

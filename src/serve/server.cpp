@@ -178,6 +178,12 @@ void Server::route() {
            [this](const net::Request& req, net::Response& res) { response_cancel(req, res); });
     h.Get(R"(/v1/responses/([^/]+)/input_items)",
           [this](const net::Request& req, net::Response& res) { response_input_items(req, res); });
+    h.Post("/v1/chat/completions/input_tokens",
+           [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::InputTokens); });
+    h.Post("/tokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Tokenize); });
+    h.Post("/detokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Detokenize); });
+    h.Post("/apply-template",
+           [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::ApplyTemplate); });
     h.Post("/v1/embeddings", [this](const net::Request&, net::Response& res) {
         Call call;
         reply_error(

@@ -85,6 +85,8 @@ private:
     void chat(const net::Request& req, net::Response& res, ApiKind api);
     void completion(const net::Request& req, net::Response& res);
     void count_tokens(const net::Request& req, net::Response& res);
+    enum class Probe { Tokenize, Detokenize, ApplyTemplate, InputTokens };
+    void probe(const net::Request& req, net::Response& res, Probe what);  // probe_routes.cpp
     // The Responses API (responses_routes.cpp): create, and the stored responses' GET, DELETE,
     // cancel and input_items.
     void responses(const net::Request& req, net::Response& res);
