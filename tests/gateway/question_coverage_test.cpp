@@ -88,7 +88,7 @@ struct OneMessage {
     }
     // A fact's sentence, without its surrounding whitespace.
     std::string fact(const RankedChunk& p) const {
-        std::string_view s = chunk(p.chunk).substr(p.begin, p.end - p.begin);
+        std::string_view s = std::string_view(text).substr(p.begin, p.end - p.begin);
         while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.remove_suffix(1);
         while (!s.empty() && (s.front() == '\n' || s.front() == ' ')) s.remove_prefix(1);
         return std::string(s);

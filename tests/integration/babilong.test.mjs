@@ -41,7 +41,9 @@ test('bAbI stories: the generators give what their task asks', { skip: enough ? 
   const a = TASKS.qa1(7);
   assert.ok(a.statements[a.supporting[0]].endsWith(`${a.answer}.`));
   const b = TASKS.qa2(7);
-  assert.ok(b.statements[b.supporting[1]].endsWith(`${b.answer}.`));
+  assert.ok(b.supporting.some((k) => b.statements[k].endsWith(` ${b.answer}.`)));
+  const c = TASKS.qa3(7);
+  assert.ok(c.statements[c.supporting[1]].endsWith(` ${c.answer}.`) && c.question.includes(c.statements[c.supporting[2]].split(' ').at(-1).slice(0, -1)));
 });
 
 test(`every supporting statement reaches the prompt: qa1-qa5 and needles in ~${TOKENS.toLocaleString('en')} tokens of installed text`, { skip: enough ? false : why }, async () => {

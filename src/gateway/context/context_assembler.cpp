@@ -133,8 +133,7 @@ std::vector<Span> merge_spans(const Session& s, const std::vector<RankedChunk>& 
     std::vector<Span> parts;
     for (const RankedChunk& p : picks) {
         const ChunkRecord& r = s.chunk(p.chunk);
-        parts.push_back(p.end > p.begin ? Span{r.message, r.offset + p.begin, r.offset + p.end}
-                                        : Span{r.message, r.offset, r.offset + r.length});
+        parts.push_back(p.end > p.begin ? Span{r.message, p.begin, p.end} : Span{r.message, r.offset, r.offset + r.length});
     }
     std::sort(parts.begin(), parts.end(),
               [](const Span& a, const Span& b) { return a.message != b.message ? a.message < b.message : a.begin < b.begin; });
@@ -440,8 +439,11 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     // Fill the excerpt budget greedily in rank order.
     // A pick's cost: a whole chunk's count, or a fact sentence's estimate (the final count checks).
     auto cost_of = [&](const RankedChunk& r) {
-        return r.end > r.begin ? estimate_tokens(chunk_text(r.chunk).substr(r.begin, r.end - r.begin)) + 1
-                               : static_cast<int64_t>(s.chunk(r.chunk).tokens);
+        return r.end > r.begin
+                   ? estimate_tokens(
+                         std::string_view(conv.messages[s.chunk(r.chunk).message].text).substr(r.begin, r.end - r.begin)) +
+                         1
+                   : static_cast<int64_t>(s.chunk(r.chunk).tokens);
     };
     std::vector<RankedChunk> chosen;  // in rank order: the last ones go first when trimming
     {

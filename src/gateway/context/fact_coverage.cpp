@@ -48,11 +48,21 @@ bool is_word_byte(unsigned char c) {
     return c >= 0x80 || c == '_' || (c >= '0' && c <= '9') || ((c | 32) >= 'a' && (c | 32) <= 'z');
 }
 
-// Calls f(term, capitalised) for the entity-like terms of text: each raw word's terms (terms.h),
-// minus function words and one-letter ASCII words.
+// How a word is written where it occurs: what tells a name ("Mary", "Apple Inc.") from a common
+// noun ("the apple"), and a word from a part of an identifier ("TkMacOSXInitAppleEvents").
+enum Form : uint8_t {
+    kLower = 1,    // a whole word starting in lowercase
+    kCap = 2,      // a whole word starting with a capital, not the first word
+    kInitial = 4,  // the first word, capitalised (a name or just a sentence start)
+    kPart = 8,     // a part of a longer identifier
+};
+
+// Calls f(term, form) for the entity-like terms of text: each raw word's terms (terms.h), minus
+// function words and one-letter ASCII words.
 template <class F>
 void for_each_content_term(std::string_view text, F&& f) {
     size_t i = 0;
+    bool first_word = true;
     while (i < text.size()) {
         while (i < text.size() && !is_word_byte(static_cast<unsigned char>(text[i]))) ++i;
         size_t j = i;
@@ -60,19 +70,39 @@ void for_each_content_term(std::string_view text, F&& f) {
         if (j == i) break;
         const std::string_view raw = text.substr(i, j - i);
         const bool cap = raw[0] >= 'A' && raw[0] <= 'Z';
+        const uint8_t whole = cap ? (first_word ? kInitial : kCap) : kLower;
+        bool first_term = true;
         for_each_term(raw, [&](std::string_view t) {
+            const uint8_t form = first_term ? whole : static_cast<uint8_t>(kPart);
+            first_term = false;
             if (t.size() < 2 && static_cast<unsigned char>(t[0]) < 0x80) return;
             if (function_words().count(t) != 0) return;
-            f(term_hash(t), cap);
+            f(term_hash(t), form);
         });
+        first_word = false;
         i = j;
     }
+}
+
+bool is_name(uint8_t form) { return (form & (kCap | kInitial)) != 0; }
+
+// How well an occurrence written `found` matches an entity asked as a name or not: a common noun
+// asked ("the apple") is matched weakly by a capitalised one ("Apple Inc.") or an identifier's part.
+double form_credit(bool name, uint8_t found) {
+    if (name) return (found & (kCap | kInitial)) ? 1.0 : (found & kLower) ? 0.6 : 0.35;
+    return (found & (kLower | kInitial)) ? 1.0 : 0.35;
 }
 
 struct Sentence {
     uint32_t chunk;
     uint32_t begin, end;          // bytes of the chunk text: what is excerpted
-    std::vector<uint64_t> terms;  // distinct, ascending: what is matched
+    std::vector<uint64_t> terms;  // distinct content terms, ascending: what is matched
+    std::vector<uint8_t> forms;   // how each is written there (Form bits)
+};
+
+struct Entity {
+    double weight = 0;
+    bool name = false;
 };
 
 constexpr size_t kLongSentence = 200;  // bytes: a longer "sentence" with line breaks is split into lines
@@ -146,16 +176,17 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
         std::max(o.min_max_df, static_cast<uint32_t>(o.max_df_share_names * static_cast<double>(n_chunks)));
     const double idf_rare = std::log(1.0 + (static_cast<double>(n_chunks) - 0.5) / 1.5);  // idf of a word in one chunk
 
-    // Hop 0's entities: term -> weight.
-    std::unordered_map<uint64_t, double> entities;
+    // Hop 0's entities.
+    std::unordered_map<uint64_t, Entity> entities;
     std::unordered_set<uint64_t> seen;  // entities of every hop (a later hop does not repeat them)
     for (const QueryPart& p : question)
-        for_each_content_term(p.text, [&](uint64_t t, bool cap) {
+        for_each_content_term(p.text, [&](uint64_t t, uint8_t form) {
+            const bool cap = is_name(form);
             const uint32_t df = index.df(t);
             if (df == 0 || df > (cap ? max_df_name : max_df)) return;
             const double w = p.weight * index.idf(t) * (cap ? 1.5 : 1.0);
-            double& e = entities[t];
-            e = std::max(e, w);
+            Entity& e = entities[t];
+            if (w > e.weight) e = {w, cap};
         });
     out.entities = static_cast<int>(entities.size());
     if (entities.empty()) return out;
@@ -172,8 +203,17 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
             const auto units = fact_units(t, excerpts);
             for (size_t u = 0; u < units.size(); ++u) {
                 const auto [b, e] = units[u];
-                Sentence s{c, excerpts[u].first, excerpts[u].second, {}};
-                for (const TermCount& tc : count_terms(t.substr(b, e - b))) s.terms.push_back(tc.term);
+                Sentence s{c, excerpts[u].first, excerpts[u].second, {}, {}};
+                std::vector<std::pair<uint64_t, uint8_t>> found;
+                for_each_content_term(t.substr(b, e - b), [&](uint64_t term, uint8_t form) { found.emplace_back(term, form); });
+                std::sort(found.begin(), found.end());
+                for (const auto& [term, form] : found) {
+                    if (!s.terms.empty() && s.terms.back() == term) s.forms.back() |= form;
+                    else {
+                        s.terms.push_back(term);
+                        s.forms.push_back(form);
+                    }
+                }
                 sentences.push_back(std::move(s));
             }
             it->second = {first, static_cast<uint32_t>(sentences.size())};
@@ -183,32 +223,40 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
 
     std::unordered_map<uint32_t, double> fact_score;  // sentence -> best score over the hops
     double total = 0;
-    for (const auto& [t, w] : entities) total += w;
+    for (const auto& [t, e] : entities) total += e.weight;
     for (int hop = 0; hop <= o.hops && !entities.empty(); ++hop) {
         // Keep the hop's strongest entities.
         std::vector<std::pair<double, uint64_t>> ranked;
-        for (const auto& [t, w] : entities) ranked.emplace_back(w, t);
+        for (const auto& [t, e] : entities) ranked.emplace_back(e.weight, t);
         std::sort(ranked.begin(), ranked.end(), std::greater<>());
         if (ranked.size() > static_cast<size_t>(o.max_entities)) ranked.resize(static_cast<size_t>(o.max_entities));
-        std::unordered_map<uint64_t, double> weight;
+        std::unordered_map<uint64_t, Entity> weight;
         for (const auto& [w, t] : ranked) {
-            weight[t] = w;
+            weight[t] = entities[t];
             seen.insert(t);
         }
-        // Chunks holding them, then their sentences that do.
+        // Chunks holding them, the strongest entity's first: when the sentence bound is reached,
+        // what is left out are the weakest leads, not the latest chunks.
         std::vector<uint32_t> chunks;
-        for (const auto& [t, w] : weight)
-            for (const Bm25Index::Posting& p : index.postings(t))
-                if (kind[p.chunk] != 0) chunks.push_back(p.chunk);
+        size_t budget = o.max_facts > sentences.size() ? o.max_facts - sentences.size() : 0;
+        std::unordered_set<uint32_t> listed;
+        for (const auto& [w, t] : ranked) {
+            const auto posts = index.postings(t);
+            if (posts.size() > budget) break;
+            for (const Bm25Index::Posting& p : posts)
+                if (kind[p.chunk] != 0 && listed.insert(p.chunk).second) chunks.push_back(p.chunk);
+            budget -= posts.size();
+        }
         std::sort(chunks.begin(), chunks.end());
-        chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
         std::vector<Fact> found;
         for (uint32_t c : chunks) {
             const auto [first, end] = sentences_of(c);
             for (uint32_t s = first; s < end; ++s) {
                 double held = 0;
-                for (uint64_t t : sentences[s].terms)
-                    if (const auto it = weight.find(t); it != weight.end()) held += it->second;
+                const Sentence& f = sentences[s];
+                for (size_t k = 0; k < f.terms.size(); ++k)
+                    if (const auto it = weight.find(f.terms[k]); it != weight.end())
+                        held += it->second.weight * form_credit(it->second.name, f.forms[k]);
                 if (held <= 0) continue;
                 // Hop 0: the share of the question held; later hops: the entity weights held, at
                 // most what the hop's best entity carries.
@@ -218,7 +266,6 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
                 if (n_terms > 16) score /= 1.0 + 0.02 * static_cast<double>(n_terms - 16);
                 found.push_back({s, score});
             }
-            if (sentences.size() > o.max_facts) break;
         }
         for (const Fact& f : found) {
             double& s = fact_score[f.sentence];
@@ -235,10 +282,12 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
             const Sentence& s = sentences[f.sentence];
             const std::string_view t = text(s.chunk).substr(s.begin, s.end - s.begin);
             std::vector<std::pair<uint64_t, bool>> words;
-            for_each_content_term(t, [&](uint64_t term, bool cap) {
-                if (seen.count(term) != 0) return;
+            for_each_content_term(t, [&](uint64_t term, uint8_t form) {
+                const bool cap = is_name(form);
+                if (form == kPart || seen.count(term) != 0) return;
                 const uint32_t df = index.df(term);
-                if (df == 0 || df > (cap ? max_df_name : max_df / 2)) return;
+                // A lead is specific: even a name in more than max_df chunks leads nowhere in particular.
+                if (df == 0 || df > (cap ? max_df : max_df / 2)) return;
                 words.emplace_back(term, cap);
             });
             // A fact's weight is shared among the words it leads to: a short statement ("Daniel
@@ -248,8 +297,8 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
             for (const auto& [term, cap] : words) {
                 const double rarity = std::sqrt(index.idf(term) / idf_rare);
                 const double w = f.score * o.decay * share * rarity * (cap ? 1.0 : 0.5);
-                double& e = entities[term];
-                e = std::max(e, w);
+                Entity& e = entities[term];
+                if (w > e.weight) e = {w, cap};
             }
         }
     }
@@ -296,7 +345,32 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
 
     for (uint32_t s : order) {
         const Sentence& f = sentences[s];
-        if (kind[f.chunk] == 1) out.picks.push_back({f.chunk, 1.0, f.begin, f.end});
+        if (kind[f.chunk] != 1) continue;
+        // As bytes of the message; a sentence cut by a chunk boundary is completed from the
+        // neighbouring chunk (at most kLongSentence bytes either way).
+        const ChunkRecord& r = session.chunk(f.chunk);
+        uint32_t begin = r.offset + f.begin, end = r.offset + f.end;
+        if (f.begin == 0 && f.chunk > 0 && session.chunk(f.chunk - 1).message == r.message) {
+            const std::string_view prev = text(f.chunk - 1);
+            size_t k = prev.size();
+            while (k > 0 && prev.size() - k < kLongSentence && prev[k - 1] != '\n' &&
+                   !((prev[k - 1] == '.' || prev[k - 1] == '!' || prev[k - 1] == '?') && k < prev.size() &&
+                     (prev[k] == ' ' || prev[k] == '\n')))
+                --k;
+            if (k > 0 && prev.size() - k < kLongSentence) begin -= static_cast<uint32_t>(prev.size() - k);
+        }
+        const std::string_view unit = text(f.chunk).substr(f.begin, f.end - f.begin);
+        if (f.end == r.length && !ends_sentence(unit) && f.chunk + 1 < session.n_chunks() &&
+            session.chunk(f.chunk + 1).message == r.message) {
+            const std::string_view next = text(f.chunk + 1);
+            size_t k = 0;
+            while (k < next.size() && k < kLongSentence && next[k] != '\n' &&
+                   !((next[k] == '.' || next[k] == '!' || next[k] == '?') &&
+                     (k + 1 == next.size() || next[k + 1] == ' ' || next[k + 1] == '\n')))
+                ++k;
+            if (k < next.size() && k < kLongSentence) end += static_cast<uint32_t>(k + 1);
+        }
+        out.picks.push_back({f.chunk, 1.0, begin, end});
     }
     return out;
 }

@@ -31,9 +31,10 @@ namespace strata::gateway {
 // CoverageOptions: in retriever.h (RetrievalOptions::coverage).
 
 struct CoveredFacts {
-    std::vector<RankedChunk> picks;  // excerptable facts, best first: each a sentence (begin, end) of its chunk
-    int entities = 0;                // question entities found (0: nothing to cover)
-    int facts = 0;                   // facts in the tier (excerptable or already in the prompt)
+    std::vector<RankedChunk>
+        picks;         // excerptable facts, best first: each its sentence, as bytes [begin, end) of the chunk's message
+    int entities = 0;  // question entities found (0: nothing to cover)
+    int facts = 0;     // facts in the tier (excerptable or already in the prompt)
 };
 
 // kind[c]: 1 = chunk c may be excerpted, 2 = already in the prompt (a source of hops only),

@@ -72,7 +72,7 @@ struct RetrievalOptions {
 struct RankedChunk {
     uint32_t chunk;
     double relevance;             // in (0, 1]
-    uint32_t begin = 0, end = 0;  // a fact's sentence: bytes of the chunk's text; 0, 0: the whole chunk
+    uint32_t begin = 0, end = 0;  // a fact's sentence around the chunk: bytes of its message's text; 0, 0: the whole chunk
 };
 
 // Text of a chunk, read from the request (sessions keep no text).
