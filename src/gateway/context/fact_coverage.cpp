@@ -108,7 +108,8 @@ struct Entity {
 constexpr size_t kLongSentence = 200;  // bytes: a longer "sentence" with line breaks is split into lines
 
 bool ends_sentence(std::string_view line) {
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.remove_suffix(1);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r' || line.back() == '\n'))
+        line.remove_suffix(1);
     if (line.empty()) return true;
     const char c = line.back();
     return c == '.' || c == '!' || c == '?' || c == ':' || c == ';' || static_cast<unsigned char>(c) >= 0x80;
