@@ -165,6 +165,14 @@ void add_serve_command(CLI::App& app, Runner& run) {
     cmd->add_option("--keepalive-timeout", a->keepalive_timeout_s, "seconds an idle keep-alive connection stays open")
         ->check(CLI::Range(1, 3600))
         ->capture_default_str();
+    cmd->add_option("--responses-store", a->o.responses_store_max,
+                    "Responses API responses kept for previous_response_id and GET (store: true; oldest go first; 0: none)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+        ->capture_default_str();
+    cmd->add_option("--responses-store-mib", a->o.responses_store_bytes,
+                    "memory the stored responses may take, MiB (default 256)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+        ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     add_expert_flags(cmd, &a->experts);

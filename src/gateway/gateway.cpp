@@ -1,5 +1,7 @@
 #include "gateway/gateway.h"
 
+#include <httplib.h>
+
 #include <cstdio>
 
 #include "gateway/lane.h"
@@ -39,7 +41,8 @@ const char* state_name(FlightState s) {
 int64_t count_delta_events(const std::string& text) {
     int64_t n = 0;
     for (const char* marker :
-         {"\"delta\":{\"content\"", "\"delta\":{\"reasoning_content\"", "\"arguments\":", "content_block_delta"})
+         {"\"delta\":{\"content\"", "\"delta\":{\"reasoning_content\"", "\"arguments\":", "content_block_delta",
+          "event: response.output_text.delta", "event: response.reasoning_text.delta"})
         for (size_t pos = text.find(marker); pos != std::string::npos; pos = text.find(marker, pos + 1)) ++n;
     if (n == 0 && text.find("\"object\":\"text_completion\"") != std::string::npos)
         for (size_t pos = text.find("data: {"); pos != std::string::npos; pos = text.find("data: {", pos + 1)) ++n;
@@ -49,6 +52,14 @@ int64_t count_delta_events(const std::string& text) {
 bool stream_finished(ApiKind api, const std::string& tail) {
     return api == ApiKind::Anthropic ? tail.find("message_stop") != std::string::npos
                                      : tail.find("data: [DONE]") != std::string::npos;
+}
+
+// Whether a piece of a Responses stream (whole events) holds its terminal event. The tail is not
+// enough: the terminal event carries the whole response object.
+bool responses_stream_ended(const std::string& piece) {
+    for (const char* marker : {"event: response.completed\n", "event: response.incomplete\n", "event: response.failed\n"})
+        if (piece.find(marker) != std::string::npos) return true;
+    return false;
 }
 
 }  // namespace
@@ -62,7 +73,8 @@ struct Gateway::Flight {
     std::atomic<int> queue_position{0};
     std::atomic<int64_t> token_events{0}, prompt_tokens{0};
     std::atomic<bool> abridged{false}, saw_end{false}, first_byte{false};
-    bool registered = false, ended = false;  // under flights_mu_
+    std::atomic<bool> responses_ended{false};  // a Responses stream's terminal event went through
+    bool registered = false, ended = false;    // under flights_mu_
     std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
     std::string tail;  // the last bytes streamed (to see whether the lane ended the stream)
     bool gone() const { return closed && closed(); }
@@ -210,6 +222,17 @@ void Gateway::route() {
     h.Post("/v1/messages", post(ApiKind::Anthropic, true));
     h.Post("/v1/messages/count_tokens", post(ApiKind::Anthropic, false));
     h.Post("/v1/embeddings", post(ApiKind::OpenAI, false));
+    // The probes (docs/api.md): answered by the model's lane, like count_tokens.
+    for (const char* path : {"/v1/chat/completions/input_tokens", "/tokenize", "/detokenize", "/apply-template"})
+        h.Post(path, post(ApiKind::OpenAI, false));
+    // The Responses API goes to the model's lane as it is (no window guard: the lane answers a
+    // prompt that does not fit with its own 400); stored responses live on the lane that made them.
+    h.Post("/v1/responses", post(ApiKind::Responses, false));
+    auto stored = [this](const net::Request& req, net::Response& res) { stored_response(req, res); };
+    h.Get(R"(/v1/responses/([^/]+))", stored);
+    h.Delete(R"(/v1/responses/([^/]+))", stored);
+    h.Post(R"(/v1/responses/([^/]+)/cancel)", stored);
+    h.Get(R"(/v1/responses/([^/]+)/input_items)", stored);
     h.Post("/v1/gateway/assemble", [this](const net::Request& req, net::Response& res) { assemble_debug(req, res); });
     h.Get("/v1/models", [this](const net::Request& req, net::Response& res) { models(req, res); });
     h.Get(R"(/v1/models/(.+))", [this](const net::Request& req, net::Response& res) { models(req, res); });
@@ -268,6 +291,9 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
     }
     flight->model = body.value("model", "");
     Lane* lane = lane_for(flight->model);
+    // A probe names no model (llama.cpp's shapes have none): with one lane, it is that lane's.
+    const bool probe = req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template";
+    if (!lane && probe && flight->model.empty() && lanes_.size() == 1) lane = lanes_.front().get();
     if (!lane) {
         std::string ids;
         for (const auto& [id, l] : by_model_) ids += (ids.empty() ? "" : ", ") + id;
@@ -289,7 +315,7 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
         if (admitted.outcome == KeyLimiter::Outcome::Gone)
             return fail(ApiError(499, "client closed the connection"), "cancelled");
         const bool rate = admitted.outcome == KeyLimiter::Outcome::RateLimited;
-        ApiError e(rate || api == ApiKind::OpenAI ? 429 : 529,
+        ApiError e(rate || api != ApiKind::Anthropic ? 429 : 529,
                    rate ? "rate limit exceeded for this key; retry after " + std::to_string(admitted.retry_after_s) + " s"
                         : (api == ApiKind::Anthropic ? "Overloaded" : "too many requests of this key are waiting; retry later"));
         e.retry_after_s = admitted.retry_after_s;
@@ -336,7 +362,7 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
             flight->prompt_tokens = report.prompt_tokens_out;
         }
         UpstreamCall::Headers headers{{"Content-Type", "application/json"}, {"x-strata-client", identity}};
-        for (const char* h : {"anthropic-version", "anthropic-beta"})
+        for (const char* h : {"anthropic-version", "anthropic-beta", "x-strata-tool-choice"})
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
         flight->state = FlightState::Upstream;
@@ -417,13 +443,14 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
                 if (!flight->first_byte.exchange(true)) metrics_.ttft.observe(flight->seconds());
                 flight->token_events += count_delta_events(out);
                 flight->tail = out.size() > 256 ? out.substr(out.size() - 256) : out;
+                if (api == ApiKind::Responses && responses_stream_ended(out)) flight->responses_ended = true;
                 if (!sink.write(out.data(), out.size())) {
                     call->cancel();
                     return false;
                 }
             }
             if (!more) {
-                if (!stream_finished(api, flight->tail)) {
+                if (api == ApiKind::Responses ? !flight->responses_ended.load() : !stream_finished(api, flight->tail)) {
                     const std::string why = call->broken() ? call->error() : std::string("the stream ended early");
                     log_line("request " + flight->id + ": lane " + flight->lane + " failed mid-stream (" + why + ")");
                     const std::string err =
@@ -448,6 +475,50 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
             end_flight(flight, !success ? "cancelled" : flight->saw_end ? "ok" : "error");
             (void)slot;  // the key's slot is held until the stream ends
         });
+}
+
+void Gateway::stored_response(const net::Request& req, net::Response& res) {
+    const auto key = authenticate(req, res, ApiKind::Responses);
+    if (!key) return;
+    // The identity the lane stored the response under (forward_authenticated sends the same).
+    const std::string identity = limiter_.auth_required() ? *key : "addr:" + req.remote_addr;
+    const std::string id = "gw_" + serve::random_id(24);
+    res.set_header("x-request-id", id);
+    httplib::Headers headers{{"x-strata-client", identity}};
+    // The response lives on the lane that made it: each lane is asked in turn (a response id is
+    // random, so at most one has it); the first answer other than 404 is the answer.
+    bool any_reached = false;
+    for (const auto& lane : lanes_) {
+        if (!lane->healthy()) continue;
+        httplib::Client cli(lane->host(), lane->port());
+        cli.set_connection_timeout(std::chrono::seconds(5));
+        cli.set_read_timeout(std::chrono::seconds(30));
+        httplib::Headers h = headers;
+        if (!lane->config().upstream_key.empty()) h.emplace("x-api-key", lane->config().upstream_key);
+        const std::string target = req.target.empty() ? req.path : req.target;
+        httplib::Result r = req.method == "DELETE" ? cli.Delete(target, h)
+                            : req.method == "POST" ? cli.Post(target, h, req.body, "application/json")
+                                                   : cli.Get(target, h);
+        if (!r) continue;
+        any_reached = true;
+        if (r->status == 404) continue;
+        if (r->status == 401 || r->status == 403)
+            return reply_error(
+                res, ApiKind::Responses,
+                ApiError(502, "the lane '" + lane->name() + "' refused the gateway (HTTP " + std::to_string(r->status) +
+                                  "): give the lane's key as upstream_key in its [[lanes]] entry"),
+                id);
+        res.status = r->status;
+        const std::string type = r->get_header_value("Content-Type");
+        return res.set_content(r->body, type.empty() ? "application/json" : type);
+    }
+    if (!any_reached) {
+        ApiError e(503, "no lane is available to look the response up; retry later");
+        e.retry_after_s = 1;
+        return reply_error(res, ApiKind::Responses, e, id);
+    }
+    reply_error(res, ApiKind::Responses,
+                ApiError(404, "No response found with id '" + req.matches[1].str() + "'.", "response_id"), id);
 }
 
 void Gateway::assemble_debug(const net::Request& req, net::Response& res) {

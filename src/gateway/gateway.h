@@ -62,6 +62,8 @@ private:
     void forward(const net::Request& req, net::Response& res, serve::ApiKind api, bool guard_window);
     void forward_authenticated(const net::Request& req, net::Response& res, serve::ApiKind api, bool guard_window,
                                const std::string& key_name, std::shared_ptr<Flight>& flight_out);
+    // GET / DELETE /v1/responses/{id}, POST .../cancel, GET .../input_items: asked of the lanes.
+    void stored_response(const net::Request& req, net::Response& res);
     void assemble_debug(const net::Request& req, net::Response& res);
     void models(const net::Request& req, net::Response& res);
     void health(net::Response& res);

@@ -303,7 +303,6 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         tools = static_cast<int64_t>(body["tools"].dump().size()) / 3;  // a rough share; the exact count below corrects it
     int64_t budget = prompt_room - tools - 16 * 4 - 64;
     const ojson original = body;
-    int64_t smallest = report.prompt_tokens_in;  // the fewest prompt tokens reached (0: never counted)
     for (int attempt = 0; attempt < 5 && budget > 0; ++attempt) {
         AssembleOptions options;
         options.budget_tokens = budget;
@@ -327,7 +326,6 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         ojson candidate = r.abridged ? rebuild(api, original, flat, r) : original;
         if (output > reserve) set_output(api, candidate, reserve);
         const int64_t n = exact_tokens(api, candidate, *lane.counter, limits_);
-        smallest = smallest > 0 ? std::min(smallest, n) : n;
         if (n <= prompt_room) {
             body = std::move(candidate);
             report.abridged = r.abridged;
@@ -342,15 +340,24 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
         }
         budget -= (n - prompt_room) + 32 + budget / 20;  // the template and joins cost more than counted: shrink and retry
     }
-    // Worded as the lane (and Anthropic's API) word it: clients such as Claude Code match
-    // "prompt is too long" to compact the conversation themselves.
-    const ApiError too_long = serve::prompt_too_long(smallest > 0 ? smallest : prompt_room + 1, prompt_room);
-    throw ApiError(400,
-                   std::string(too_long.what()) +
-                       " (abridged as far as it goes: the system prompt, tools and the latest turn's head and tail stay "
-                       "verbatim; the lane's window is " +
-                       std::to_string(window) + " tokens with room kept for the answer)",
-                   "messages");
+    // Worded exactly as the lane (and Anthropic's API) word it, with the lane's numbers: the
+    // whole prompt's tokens against the most the lane takes. Clients such as Claude Code read
+    // "prompt is too long: N tokens > M maximum" and compact the conversation themselves.
+    const int64_t whole = report.counted ? report.prompt_tokens_in : exact_tokens(api, original, *lane.counter, limits_);
+    if (whole <= prompt_room) {
+        // Never counted before (its bytes suggested more tokens than it has): it fits as it is.
+        body = original;
+        if (output > reserve) {
+            set_output(api, body, reserve);
+            report.max_tokens_out = reserve;
+            clamp_thinking(reserve);
+        }
+        report.prompt_tokens_in = report.prompt_tokens_out = whole;
+        report.counted = true;
+        return finish();
+    }
+    // (A prompt under the window that still cannot fit beside its answer's room: that room is the maximum.)
+    throw serve::prompt_too_long(whole, whole > window - 1 ? window - 1 : prompt_room);
 }
 
 }  // namespace strata::gateway

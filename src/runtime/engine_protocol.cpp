@@ -4,6 +4,7 @@
 
 #include "runtime/json_constraint.h"
 #include "runtime/sampling_params.h"
+#include "runtime/xml_call_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -86,8 +87,14 @@ Request parse_submit(const json& j, Scheduler& sched) {
             const json* schema = field(*f, "schema");
             if (schema == nullptr) throw Error("'response_format' of type json_schema needs 'schema'");
             r.grammar = JsonGrammar::from_ordered_schema(*schema);
+        } else if (type == "xml_tool_call") {
+            const json* tools = field(*f, "tools");
+            if (tools == nullptr) throw Error("'response_format' of type xml_tool_call needs 'tools'");
+            const json* written = field(*f, "name_written");
+            if (written != nullptr && !written->is_boolean()) throw Error("'response_format.name_written' must be a boolean");
+            r.xml_call = XmlCallGrammar::from_tools(*tools, written != nullptr && written->get<bool>());
         } else if (type != "text" && !type.empty()) {
-            throw Error("'response_format.type' must be text, json_object or json_schema");
+            throw Error("'response_format.type' must be text, json_object, json_schema or xml_tool_call");
         }
     }
     return r;
@@ -201,6 +208,10 @@ std::string tokens_event(const tokenizer::Tokenizer& tok, const std::string& id,
         j["logprobs"] = lp;
     }
     return dump(j);
+}
+
+std::string admitted_event(const std::string& id, int64_t cached_tokens) {
+    return dump(json{{"event", "admitted"}, {"id", id}, {"cached_tokens", cached_tokens}});
 }
 
 std::string done_event(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) {

@@ -40,6 +40,7 @@ ParsedLine parse_command(std::string_view line, Scheduler& scheduler);
 std::string ready_event(const Scheduler& s);
 std::string tokens_event(const tokenizer::Tokenizer& tok, const std::string& id, const std::vector<GeneratedToken>& toks,
                          const std::string& text, bool with_logprobs);
+std::string admitted_event(const std::string& id, int64_t cached_tokens);
 std::string done_event(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail);
 std::string error_event(const std::string& id, const std::string& message);
 std::string stats_event(const SchedulerStats& s, const std::string& id);

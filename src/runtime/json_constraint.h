@@ -22,25 +22,26 @@
 
 #include "runtime/json_grammar.h"
 #include "runtime/json_matcher.h"
+#include "runtime/token_constraint.h"
 #include "runtime/token_index.h"
 #include "runtime/token_mask.h"
 
 namespace strata::runtime {
 
-class JsonConstraint {
+class JsonConstraint final : public TokenConstraint {
 public:
     JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenIndex> index);
 
     // Fills mask with the tokens that keep the output a valid prefix of a matching document.
     // End tokens are allowed exactly when the document is complete; after an end token was
     // accepted, only end tokens.
-    void allowed(TokenMask& mask);
+    void allowed(TokenMask& mask) override;
     // Advances by a token; throws strata::Error (and changes nothing) when it is not allowed.
-    void accept(int32_t token);
+    void accept(int32_t token) override;
     // A full document has been produced (the engine may end here).
     bool complete() const { return complete_; }
     // Complete, and nothing but an end token may follow (e.g. the top-level object closed).
-    bool must_end() const { return must_end_; }
+    bool must_end() const override { return must_end_; }
     // An end token has been accepted.
     bool ended() const { return ended_; }
     // The slow reference for one token: feeds its bytes to the recogniser from the current state.

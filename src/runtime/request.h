@@ -13,12 +13,14 @@
 namespace strata::runtime {
 
 class JsonGrammar;
+class XmlCallGrammar;
 
 struct Request {
-    std::string id;                              // unique among the requests in flight
-    std::vector<int32_t> prompt;                 // token ids, at least one
-    SamplingParams sampling;                     // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
-    std::shared_ptr<const JsonGrammar> grammar;  // constrained decoding (null: none)
+    std::string id;                                  // unique among the requests in flight
+    std::vector<int32_t> prompt;                     // token ids, at least one
+    SamplingParams sampling;                         // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
+    std::shared_ptr<const JsonGrammar> grammar;      // constrained decoding (null: none)
+    std::shared_ptr<const XmlCallGrammar> xml_call;  // or a forced XML tool call (xml_call_constraint.h)
 };
 
 // One generated token as reported to the client.
@@ -38,6 +40,12 @@ public:
     // New tokens of one step and the text they made safe to emit (may be empty: held back as a
     // possible stop string or an unfinished UTF-8 character).
     virtual void on_tokens(const std::string& id, const std::vector<GeneratedToken>& tokens, const std::string& text) = 0;
+    // The request was admitted for the first time: its prompt tokens reused from the prefix cache
+    // (the usage's cached_tokens, known before any output).
+    virtual void on_admitted(const std::string& id, int64_t cached_tokens) {
+        (void)id;
+        (void)cached_tokens;
+    }
     // The last event of a request. stop_reason: the stop string or token that ended it, if any.
     virtual void on_done(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) = 0;
 };

@@ -6,6 +6,7 @@
 #include "model/gated_delta_net.h"
 #include "runtime/json_constraint.h"
 #include "runtime/stop_strings.h"
+#include "runtime/xml_call_constraint.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -40,7 +41,7 @@ struct Scheduler::Sequence {
     Sampler sampler;
     tokenizer::StreamDecoder decoder;
     StopStringMatcher stops;
-    std::unique_ptr<JsonConstraint> constraint;
+    std::unique_ptr<TokenConstraint> constraint;
     TokenMask mask;
     bool stop_matched = false;  // the output ended at a stop string: nothing more is emitted
     // This step: tokens [step_begin, step_end) are in the batch; wants a logits row when
@@ -99,6 +100,7 @@ void Scheduler::submit(Request req, EventSink* sink) {
     s->usage.prompt_tokens = s->n_prompt;
     for (int32_t t : s->tokens) s->sampler.accept(t, false);
     if (s->req.grammar) s->constraint = std::make_unique<JsonConstraint>(s->req.grammar, token_index());
+    else if (s->req.xml_call) s->constraint = std::make_unique<XmlCallConstraint>(s->req.xml_call, token_index());
     stats_.prompt_tokens += s->n_prompt;
     waiting_.push_back(s.get());
     by_id_.emplace(s->req.id, std::move(s));
@@ -190,11 +192,13 @@ bool Scheduler::try_admit(Sequence& s) {
     s.state->set_n_past(cached);
     if (!hit.empty()) ++stats_.prefix_hits;
     stats_.reused_tokens += cached;
-    if (!s.ever_admitted) s.usage.cached_tokens = std::min(cached, s.n_prompt);
+    const bool first = !s.ever_admitted;
+    if (first) s.usage.cached_tokens = std::min(cached, s.n_prompt);
     s.ever_admitted = true;
     s.admitted = ++admit_counter_;
     s.phase = Sequence::Phase::Prefill;
     running_.push_back(&s);
+    if (first && s.sink != nullptr) s.sink->on_admitted(s.req.id, s.usage.cached_tokens);
     return true;
 }
 

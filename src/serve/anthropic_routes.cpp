@@ -108,6 +108,7 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, net::Response& res) {
     // a text block, each call a tool_use block; a new kind closes the open block (a thinking
     // block gets its signature_delta first). What one event says goes out in one write.
     struct Stream {
+        bool started = false;  // message_start is out
         int index = -1;        // the open block's index, -1: none
         std::string open;      // "thinking", "text", "tool_use" or ""
         std::string thinking;  // the open thinking block's text (for its signature)
@@ -152,7 +153,12 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, net::Response& res) {
     };
     auto st = std::make_shared<Stream>();
     // The stream's end: the open block closed, the stop reason and the cumulative usage.
-    auto finish = [this, st](const std::string& reason_in, const std::string& stop_sequence, const Usage& usage, SseOut& out) {
+    auto finish = [this, st, nothing_to_generate](const std::string& reason_in, const std::string& stop_sequence,
+                                                  const Usage& usage, SseOut& out) {
+        // A whole answer with nothing in it still has its (empty) text block: so does the stream.
+        if (st->index < 0 && !nothing_to_generate) {
+            st->open_block(*this, "text", {{"type", "text"}, {"text", ""}});
+        }
         st->close_block(*this);
         const char* reason = stop_reason(reason_in, st->tools > 0 && !st->any_cut, !stop_sequence.empty());
         metrics_.count_request("anthropic", reason);
@@ -164,8 +170,15 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, net::Response& res) {
         st->out += sse("message_stop", {{"type", "message_stop"}});
         out.finish();
     };
-    StreamTranslator t;
-    t.begin = [this, call, st, id, nothing_to_generate, finish](SseOut& out) {
+    // message_start carries the prompt's split into uncached and cached tokens, as message_delta
+    // does: it goes out at the engine's admission (the first event, which says the prefix-cache
+    // hit), or, if the engine has not admitted the request within kPingEvery (its memory is
+    // full), without the hit (all input_tokens; message_delta then has the split).
+    auto start = [call, st, id](int64_t cached) {
+        if (st->started) return;
+        st->started = true;
+        Usage u = call->usage();
+        u.cached_tokens = cached;
         st->out += sse("message_start", {{"type", "message_start"},
                                          {"message",
                                           {{"id", id},
@@ -175,20 +188,27 @@ void Server::answer_anthropic(std::shared_ptr<Call> call, net::Response& res) {
                                            {"content", json::array()},
                                            {"stop_reason", nullptr},
                                            {"stop_sequence", nullptr},
-                                           {"usage", usage_json(call->usage())}}}});
+                                           {"usage", usage_json(u)}}}});
+    };
+    StreamTranslator t;
+    t.begin = [this, call, st, nothing_to_generate, finish, start](SseOut& out) {
+        st->last_write = std::chrono::steady_clock::now();
         if (nothing_to_generate) {
+            start(0);
             call_finished(*call, call->usage());
             finish("length", "", call->usage(), out);
         }
         return st->flush(out);
     };
     // Keep the connection visibly alive during a long prefill or a long silence.
-    t.idle = [st](SseOut& out) {
+    t.idle = [st, start](SseOut& out) {
         if (std::chrono::steady_clock::now() - st->last_write < kPingEvery) return true;
-        st->out += sse("ping", {{"type", "ping"}});
+        if (!st->started) start(0);
+        else st->out += sse("ping", {{"type", "ping"}});
         return st->flush(out);
     };
-    t.event = [this, st, finish](const CallEvent& e, SseOut& out) {
+    t.event = [this, st, finish, start](const CallEvent& e, SseOut& out) {
+        start(e.cached_tokens.value_or(e.kind == GenerationEvent::Kind::Done ? e.total.cached_tokens : 0));
         for (const auto& o : e.outputs) {
             switch (o.kind) {
                 case OutputEvent::Kind::Reasoning:

@@ -52,12 +52,26 @@ std::string api_stream_error(ApiKind api, const std::string& message) {
     if (api == ApiKind::Anthropic)
         return "event: error\ndata: " +
                dump_json(json{{"type", "error"}, {"error", {{"type", "api_error"}, {"message", message}}}}) + "\n\n";
+    if (api == ApiKind::Responses)
+        // The spec's error event (code, message, param), with the error object the SDKs raise on.
+        return "event: error\ndata: " +
+               dump_json(json{
+                   {"type", "error"},
+                   {"code", "server_error"},
+                   {"message", message},
+                   {"param", nullptr},
+                   {"error", {{"type", "server_error"}, {"code", "server_error"}, {"message", message}, {"param", nullptr}}}}) +
+               "\n\n";
     return "data: " +
            dump_json(json{{"error", {{"message", message}, {"type", "server_error"}, {"param", nullptr}, {"code", nullptr}}}}) +
            "\n\ndata: [DONE]\n\n";
 }
 
-ApiKind api_of_path(const std::string& path) { return path.rfind("/v1/messages", 0) == 0 ? ApiKind::Anthropic : ApiKind::OpenAI; }
+ApiKind api_of_path(const std::string& path) {
+    if (path.rfind("/v1/messages", 0) == 0) return ApiKind::Anthropic;
+    if (path.rfind("/v1/responses", 0) == 0) return ApiKind::Responses;
+    return ApiKind::OpenAI;
+}
 
 void install_api_error_handlers(net::Server& server, int64_t max_body_bytes, std::function<void(const std::string&)> log) {
     auto reply = [](net::Response& res, const std::string& path, const ApiError& e) {

@@ -20,9 +20,11 @@ namespace strata::serve {
 // Anthropic: {"type":"error","error":{type,message},"request_id"}).
 nlohmann::json api_error_body(ApiKind api, const ApiError& e, const std::string& request_id);
 // The SSE text that ends a stream that failed after it started: OpenAI an error chunk then
-// [DONE] (the SDKs raise APIError on it); Anthropic an `error` event.
+// [DONE] (the SDKs raise APIError on it); Anthropic an `error` event; Responses an `error`
+// event (without a sequence_number: the gateway writes it too, not knowing the lane's count).
 std::string api_stream_error(ApiKind api, const std::string& message);
-// The API a path belongs to (/v1/messages...: Anthropic; everything else OpenAI's shape).
+// The API a path belongs to (/v1/messages...: Anthropic; /v1/responses...: Responses; everything
+// else OpenAI's; Responses errors are in OpenAI's shape).
 ApiKind api_of_path(const std::string& path);
 
 // The HTTP server's error handler (404 / 405 / 413 / other 4xx and 5xx without a body; the

@@ -122,7 +122,8 @@ void Server::stream(std::shared_ptr<Call> call, net::Response& res, StreamTransl
             }
             if (e.kind == GenerationEvent::Kind::Failed) {
                 metrics_.count_request(metrics_api(call->api), "error");
-                out.write(api_stream_error(call->api, "generation failed: " + e.error));
+                const std::string message = "generation failed: " + e.error;
+                out.write(t.failed ? t.failed(message) : api_stream_error(call->api, message));
                 st->finished = true;
                 sink.done();
                 return true;

@@ -1,5 +1,7 @@
 #include "serve/chat_request.h"
 
+#include "serve/request_fields.h"
+
 #include <stb/stb_image.h>
 
 #include <algorithm>
@@ -8,7 +10,8 @@
 
 namespace strata::serve {
 
-namespace {
+// The field readers shared with the Responses parser (request_fields.h).
+namespace request_fields {
 
 // The field readers are the engine's (runtime/json_fields.h): one wording for both. Their
 // FieldError, and bad()'s, become a 400 naming the field where a body's parse returns
@@ -22,15 +25,6 @@ using runtime::fields::type_name;
 [[noreturn]] void bad(const std::string& param, const std::string& message) { runtime::fields::fail(param, message); }
 
 const ojson* field(const ojson& obj, const char* key) { return runtime::fields::find(obj, key); }
-
-template <class Read>
-auto as_api_errors(Read read) -> decltype(read()) {
-    try {
-        return read();
-    } catch (const runtime::FieldError& e) {
-        throw ApiError(400, e.what(), e.param);
-    }
-}
 
 std::string need_string(const ojson& v, const std::string& param, const RequestLimits& limits) {
     if (!v.is_string()) bad(param, param + ": expected a string, got " + type_name(v));
@@ -172,7 +166,9 @@ std::string openai_content_text(const ojson& content, const std::string& param, 
     return text;
 }
 
-}  // namespace
+}  // namespace request_fields
+
+using namespace request_fields;
 
 static ChatRequest read_openai_chat(const ojson& body, const RequestLimits& limits) {
     if (!body.is_object()) bad("", "the request body must be a JSON object");
@@ -562,6 +558,32 @@ static ChatRequest read_anthropic_messages(const ojson& body, const RequestLimit
     if (auto* v = field(body, "stop_sequences")) r.stop = read_stop(*v, "stop_sequences", limits);
     if (auto* v = field(body, "stream")) r.stream = need_bool(*v, "stream");
     if (auto* v = field(body, "metadata")) need_object(*v, "metadata");
+    // Structured output: output_config.format, or the beta's output_format (the SDKs' parse()
+    // and Claude Code's session titles send one of them), constrained as OpenAI's json_schema.
+    const ojson* format = nullptr;
+    std::string format_param;
+    if (auto* oc = field(body, "output_config")) {
+        need_object(*oc, "output_config");
+        if (auto* f = field(*oc, "format"); f && !f->is_null()) {
+            format = f;
+            format_param = "output_config.format";
+        }
+    }
+    if (auto* f = field(body, "output_format"); f && !f->is_null()) {
+        if (format && *format != *f) bad("output_format", "output_format: differs from output_config.format (send one of them)");
+        format = f;
+        format_param = "output_format";
+    }
+    if (format) {
+        need_object(*format, format_param);
+        const std::string type = need_string(format->value("type", ojson()), format_param + ".type", limits);
+        if (type != "json_schema") bad(format_param + ".type", format_param + ".type: \"" + type + "\" is not json_schema");
+        auto* schema = field(*format, "schema");
+        if (!schema) bad(format_param + ".schema", format_param + ".schema: Field required");
+        need_object(*schema, format_param + ".schema");
+        r.response_format = ojson{{"type", "json_schema"}, {"schema", *schema}};
+        r.response_format_param = format_param;
+    }
     return r;
 }
 

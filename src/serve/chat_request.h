@@ -48,7 +48,8 @@ struct ToolDef {
 };
 
 enum class ToolChoice { Auto, None, Required, Named };
-enum class ApiKind { OpenAI, Anthropic };
+// Responses: OpenAI's /v1/responses (OpenAI's error shape, its own stream events).
+enum class ApiKind { OpenAI, Anthropic, Responses };
 
 struct ChatRequest {
     ApiKind api = ApiKind::OpenAI;
@@ -71,6 +72,7 @@ struct ChatRequest {
     runtime::SamplingParams sampling;
     std::vector<std::string> stop;
     ojson response_format;  // engine form: {"type":"json_object"} / {"type":"json_schema","schema":...}; null: none
+    std::string response_format_param = "response_format";  // the field it came from (errors name it)
     bool logprobs = false;
     int top_logprobs = 0;
     int n = 1;

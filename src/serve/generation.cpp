@@ -195,6 +195,14 @@ std::optional<GenerationEvent> Generation::handle(const json& event) {
         if (event.contains("logprobs")) out.logprobs = logprobs_of(event["logprobs"]);
         return out;
     }
+    if (kind == "admitted") {
+        // The prefix-cache hit, known before any output (Anthropic's message_start reports it).
+        if (phase_ == 2) return std::nullopt;
+        usage_.cached_tokens = event.value("cached_tokens", int64_t{0});
+        out.kind = GenerationEvent::Kind::Output;
+        out.cached_tokens = usage_.cached_tokens;
+        return out;
+    }
     if (kind == "error") {
         engine_done_ = true;
         finished_ = true;

@@ -78,6 +78,9 @@ struct GenerationEvent {
     // that only releases held-back text); nullopt otherwise.
     std::optional<std::vector<TokenLogprobs>> logprobs;
     int64_t tokens = 0;  // Output: tokens these events came from
+    // Output: the engine admitted the request, reusing this many prompt tokens from the prefix
+    // cache (the event carries nothing else); nullopt on other events.
+    std::optional<int64_t> cached_tokens;
     // Done: "stop", "length", "cancelled", "context" (max_tokens was cut by the context window)
     std::string finish_reason;
     std::string stop_sequence;  // Done with a client stop string

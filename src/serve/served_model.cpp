@@ -3,6 +3,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "runtime/json_grammar.h"
+#include "runtime/xml_call_constraint.h"
 #include "template/jinja_error.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -82,6 +83,23 @@ ojson one_leading_system(const ojson& messages) {
     return out;
 }
 
+// The allowed tools of a forced call, as the engine's xml_tool_call constraint takes them; null
+// when one cannot be written in the XML call form (XmlCallGrammar::from_tools says why): the call
+// then takes the JSON body instead.
+ojson forced_xml_tools(const ChatRequest& r) {
+    ojson tools = ojson::array();
+    for (const auto& t : r.tools) {
+        if (r.tool_choice == ToolChoice::Named && t.name != r.tool_name) continue;
+        tools.push_back(ojson{{"name", t.name}, {"parameters", t.parameters}});
+    }
+    try {
+        runtime::XmlCallGrammar::from_tools(tools);
+    } catch (const Error&) {
+        return nullptr;
+    }
+    return tools;
+}
+
 }  // namespace
 
 ApiError prompt_too_long(int64_t tokens, int64_t maximum) {
@@ -131,6 +149,26 @@ bool ServedModel::forces_tool(const ChatRequest& r) const {
     return (r.tool_choice == ToolChoice::Required || r.tool_choice == ToolChoice::Named) && !r.tools.empty();
 }
 
+// The XML call format writes a name as <function=NAME> (and parameters as <parameter=NAME>): a
+// name with '<', '>', a line break or whitespace at its ends cannot be written there and read back.
+void ServedModel::check_tool_names(const ChatRequest& r) const {
+    if (format_ != OutputFormat::Qwen3CoderXml) return;
+    for (size_t i = 0; i < r.tools.size(); ++i) {
+        const std::string& name = r.tools[i].name;
+        const bool bad_char = name.find_first_of("<>\r\n") != std::string::npos;
+        const bool bad_edge = name.front() == ' ' || name.front() == '\t' || name.back() == ' ' || name.back() == '\t';
+        if (bad_char || bad_edge) {
+            const std::string param = r.api == ApiKind::Anthropic ? "tools." + std::to_string(i) + ".name"
+                                                                  : "tools[" + std::to_string(i) + "].function.name";
+            throw ApiError(400,
+                           param +
+                               ": this model writes tool calls as <function=NAME>, where a name with '<', '>', a line "
+                               "break or surrounding whitespace cannot be written; rename the tool",
+                           param);
+        }
+    }
+}
+
 std::string ServedModel::render(const ChatRequest& r, bool thinking_off) const {
     ojson vars{{"messages", one_leading_system(r.messages)}, {"add_generation_prompt", true}};
     if (!r.tools.empty() && r.tool_choice != ToolChoice::None) vars["tools"] = tool_list(r.tools);
@@ -146,43 +184,67 @@ std::string ServedModel::render(const ChatRequest& r, bool thinking_off) const {
 }
 
 int64_t ServedModel::count_tokens(const ChatRequest& r) const {
-    const bool thinking_off = forces_tool(r) || !r.response_format.is_null();
-    return static_cast<int64_t>(tokenizer_->encode(render(r, thinking_off), true).size());
+    return static_cast<int64_t>(tokenizer_->encode(prompt_text(r), true).size());
 }
+
+bool ServedModel::thinking_off(const ChatRequest& r) const {
+    // A constrained output starts at the first token: no room for a reasoning block first.
+    return forces_tool(r) || !r.response_format.is_null() || (r.thinking.has_value() && !*r.thinking);
+}
+
+OutputFormat ServedModel::format_for(const ChatRequest& r) const {
+    return forces_tool(r) && format_ == OutputFormat::Plain ? OutputFormat::Qwen3Hermes : format_;
+}
+
+// The opening of a forced call, which the prompt ends with: in the template's XML form the model
+// writes the rest of <function=NAME>... under the engine's XML call constraint; in Qwen3's form,
+// or where a tool cannot be written in the XML form, its JSON body under the JSON constraint.
+std::string ServedModel::forced_prefix(const ChatRequest& r) const {
+    if (!forces_tool(r)) return "";
+    if (!forced_xml(r)) return "<tool_call>\n";
+    // A named choice's name is known: written in the prompt, not spent from max_tokens.
+    return r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
+}
+
+bool ServedModel::forced_xml(const ChatRequest& r) const {
+    return forces_tool(r) && format_ == OutputFormat::Qwen3CoderXml && !forced_xml_tools(r).is_null();
+}
+
+std::string ServedModel::prompt_text(const ChatRequest& r) const { return render(r, thinking_off(r)) + forced_prefix(r); }
 
 PreparedChat ServedModel::prepare(const ChatRequest& r) const {
     if (r.has_images) throw ApiError(400, "this model does not accept images", "messages");
+    check_tool_names(r);
     const bool forced = forces_tool(r);
-    // A constrained output starts at the first token: no room for a reasoning block first.
-    const bool thinking_off = forced || !r.response_format.is_null() || (r.thinking.has_value() && !*r.thinking);
+    const bool no_thinking = thinking_off(r);
 
     GenerationSpec spec;
-    spec.prompt_text = render(r, thinking_off);
-    spec.format = format_;
-    if (forced && format_ == OutputFormat::Plain) spec.format = OutputFormat::Qwen3Hermes;
-    spec.parser.parse_thinking = template_thinking_ && !thinking_off;
+    spec.prompt_text = prompt_text(r);
+    spec.format = format_for(r);
+    spec.parser.parse_thinking = template_thinking_ && !no_thinking;
     spec.parser.parse_tools = (!r.tools.empty() && r.tool_choice != ToolChoice::None) || forced;
     spec.parser.starts_in_thinking = spec.parser.parse_thinking && prompt_opens_thinking(spec.prompt_text);
     for (const auto& t : r.tools) spec.parser.tools.push_back(ToolSpec{t.name, t.parameters});
     if (spec.parser.parse_thinking && r.thinking_budget) spec.thinking_budget = r.thinking_budget;
 
     if (forced) {
-        if (spec.format == OutputFormat::Qwen3Hermes) {
-            spec.forced_prefix = "<tool_call>\n";
-            spec.forced_suffix = "\n</tool_call>";
-            spec.response_format = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
-        } else {
-            // XML calls: the name is forced by the opening; the parameters are the model's own.
-            spec.forced_prefix =
-                r.tool_choice == ToolChoice::Named ? "<tool_call>\n<function=" + r.tool_name + ">\n" : "<tool_call>\n<function=";
-        }
-        spec.prompt_text += spec.forced_prefix;
+        // The body under the engine's constraint (the parser reads either body whatever the
+        // template's format), closed by the server when the call is complete: the XML form, or the
+        // JSON object {"name": <an allowed tool>, "arguments": <its schema>}.
+        spec.forced_prefix = forced_prefix(r);
+        spec.forced_suffix = "\n</tool_call>";
+        if (forced_xml(r))
+            spec.response_format = ojson{
+                {"type", "xml_tool_call"}, {"tools", forced_xml_tools(r)}, {"name_written", r.tool_choice == ToolChoice::Named}};
+        else spec.response_format = ojson{{"type", "json_schema"}, {"schema", forced_call_schema(r)}};
     } else if (!r.response_format.is_null()) {
         if (r.response_format.value("type", "") == "json_schema") {
             try {
                 runtime::JsonGrammar::from_ordered_schema(r.response_format["schema"]);
             } catch (const Error& e) {
-                throw ApiError(400, std::string("response_format.json_schema.schema: ") + e.what(), "response_format");
+                const std::string field = r.response_format_param == "response_format" ? "response_format.json_schema.schema"
+                                                                                       : r.response_format_param + ".schema";
+                throw ApiError(400, field + ": " + e.what(), r.response_format_param);
             }
         }
         spec.response_format = r.response_format;

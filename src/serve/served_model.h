@@ -45,7 +45,10 @@ public:
     // The model's metadata (tokenizer, chat template, architecture keys) as a GGUF file without
     // tensors: what a gateway loads to count tokens exactly as this lane does.
     std::string metadata_gguf() const;
-    // Prompt tokens of a request, as a generation would count them (count_tokens).
+    // The prompt a generation of this request starts from: the rendered conversation plus the
+    // opening of a forced call (what /apply-template shows).
+    std::string prompt_text(const ChatRequest& request) const;
+    // Prompt tokens of a request, as a generation would count them (count_tokens, input_tokens).
     int64_t count_tokens(const ChatRequest& request) const;
     // Everything the engine needs for each choice. Throws ApiError: images (no vision tower), a
     // template that rejects the conversation, a prompt too long for the context, a schema the
@@ -57,6 +60,12 @@ public:
 
 private:
     bool forces_tool(const ChatRequest& r) const;
+    bool thinking_off(const ChatRequest& r) const;
+    OutputFormat format_for(const ChatRequest& r) const;
+    std::string forced_prefix(const ChatRequest& r) const;
+    bool forced_xml(const ChatRequest& r) const;  // a forced call in the XML form
+    // Throws ApiError 400 for a tool name the template's call format cannot carry.
+    void check_tool_names(const ChatRequest& r) const;
     // `n` choices of one spec (seeds seed, seed + 1, ...).
     static PreparedChat fan_out(GenerationSpec spec, int n);
     std::string name_, architecture_;

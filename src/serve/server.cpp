@@ -14,6 +14,7 @@
 #include "serve/api_shapes.h"
 #include "serve/engine_client.h"
 #include "serve/generation.h"
+#include "serve/responses_store.h"
 #include "serve/served_model.h"
 #include "serve/server_call.h"
 #include "tokenizer/tokenizer.h"
@@ -45,6 +46,7 @@ std::string random_id(size_t n) {
 
 Server::Server(ServeOptions options)
     : options_(std::move(options)),
+      responses_(std::make_unique<ResponseStore>(options_.responses_store_max, options_.responses_store_bytes)),
       admission_(options_.parallel, options_.max_queue),
       started_(std::chrono::steady_clock::now()) {
     // Keys are kept only as SHA-256 digests; a presented key is hashed and compared in constant time.
@@ -163,10 +165,25 @@ void Server::route() {
         }
         return net::Server::HandlerResponse::Unhandled;
     });
-    h.Post("/v1/chat/completions", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::OpenAI); });
+    h.Post("/v1/chat/completions",
+           [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::OpenAI); });
     h.Post("/v1/completions", [this](const net::Request& req, net::Response& res) { completion(req, res); });
     h.Post("/v1/messages", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::Anthropic); });
     h.Post("/v1/messages/count_tokens", [this](const net::Request& req, net::Response& res) { count_tokens(req, res); });
+    h.Post("/v1/responses", [this](const net::Request& req, net::Response& res) { responses(req, res); });
+    h.Get(R"(/v1/responses/([^/]+))", [this](const net::Request& req, net::Response& res) { response_get(req, res); });
+    h.Delete(R"(/v1/responses/([^/]+))",
+             [this](const net::Request& req, net::Response& res) { response_delete(req, res); });
+    h.Post(R"(/v1/responses/([^/]+)/cancel)",
+           [this](const net::Request& req, net::Response& res) { response_cancel(req, res); });
+    h.Get(R"(/v1/responses/([^/]+)/input_items)",
+          [this](const net::Request& req, net::Response& res) { response_input_items(req, res); });
+    h.Post("/v1/chat/completions/input_tokens",
+           [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::InputTokens); });
+    h.Post("/tokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Tokenize); });
+    h.Post("/detokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Detokenize); });
+    h.Post("/apply-template",
+           [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::ApplyTemplate); });
     h.Post("/v1/embeddings", [this](const net::Request&, net::Response& res) {
         Call call;
         reply_error(

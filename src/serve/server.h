@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct Response;
 namespace strata::serve {
 
 class EngineClient;
+class ResponseStore;
 class ServedModel;
 class GenerationGroup;
 struct CallEvent;
@@ -48,7 +50,9 @@ struct ServeOptions {
     std::chrono::seconds read_timeout{60};  // the body
     std::chrono::seconds idle_timeout{30};
     std::chrono::seconds write_timeout{60};
-    std::vector<std::string> engine_argv;  // the engine command line (binary, "engine", -m, ...)
+    int64_t responses_store_max = 1000;           // stored Responses API responses (0: none kept)
+    int64_t responses_store_bytes = 256ll << 20;  // ... and their bytes
+    std::vector<std::string> engine_argv;         // the engine command line (binary, "engine", -m, ...)
     RequestLimits limits;
 };
 
@@ -81,6 +85,18 @@ private:
     void chat(const net::Request& req, net::Response& res, ApiKind api);
     void completion(const net::Request& req, net::Response& res);
     void count_tokens(const net::Request& req, net::Response& res);
+    enum class Probe { Tokenize, Detokenize, ApplyTemplate, InputTokens };
+    void probe(const net::Request& req, net::Response& res, Probe what);  // probe_routes.cpp
+    // The Responses API (responses_routes.cpp): create, and the stored responses' GET, DELETE,
+    // cancel and input_items.
+    void responses(const net::Request& req, net::Response& res);
+    void response_get(const net::Request& req, net::Response& res);
+    void response_delete(const net::Request& req, net::Response& res);
+    void response_cancel(const net::Request& req, net::Response& res);
+    void response_input_items(const net::Request& req, net::Response& res);
+    // encrypted_content of a reasoning item: the text, signed (reasoning_from_encrypted checks it).
+    std::string encrypt_reasoning(const std::string& text) const;
+    std::optional<std::string> reasoning_from_encrypted(const std::string& encrypted) const;
     void models(const net::Request& req, net::Response& res);
     void health(net::Response& res);
     void metrics(net::Response& res);
@@ -120,11 +136,13 @@ private:
     void answer_openai_chat(std::shared_ptr<Call> call, net::Response& res);
     void answer_openai_completion(std::shared_ptr<Call> call, net::Response& res);
     void answer_anthropic(std::shared_ptr<Call> call, net::Response& res);
+    void answer_responses(std::shared_ptr<Call> call, net::Response& res);
 
     ServeOptions options_;
     std::unique_ptr<ServedModel> model_;
     std::unique_ptr<EngineClient> engine_;
     std::unique_ptr<net::Server> http_;
+    std::unique_ptr<ResponseStore> responses_;
     Admission admission_;
     Metrics metrics_;
     std::string thinking_key_;

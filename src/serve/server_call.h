@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "serve/generation.h"
+#include "serve/responses_request.h"
+#include "serve/responses_store.h"
 #include "serve/served_model.h"
 #include "serve/server.h"
 
@@ -35,6 +37,13 @@ struct Server::Call {
     std::string model;             // echoed to the client
     ChatRequest chat;
     CompletionRequest completion;
+    // Responses API calls (responses_routes.cpp): the request, the items a continuation of this
+    // response starts from (previous ones and this input), its id and its in-flight entry.
+    ResponsesRequest responses;
+    ojson response_context = ojson::array();
+    std::string response_id;
+    std::shared_ptr<ResponseStore::InFlight> flight;
+    std::shared_ptr<void> flight_token;
     PreparedChat prepared;
     std::unique_ptr<GenerationGroup> group;
     std::shared_ptr<Admission::SharedTicket> ticket;  // released with the call, or earlier (a stream's tail)
@@ -106,6 +115,8 @@ struct StreamTranslator {
     std::function<bool(SseOut&)> begin;
     std::function<bool(const CallEvent&, SseOut&)> event;
     std::function<bool(SseOut&)> idle = [](SseOut&) { return true; };
+    // A generation failed mid-stream: the SSE that ends the stream (unset: api_stream_error).
+    std::function<std::string(const std::string& message)> failed;
 };
 
 // n random characters from [A-Za-z0-9] (ids of requests, messages, tool calls).

@@ -253,12 +253,12 @@ test('authentication: x-api-key or Bearer; 401 in Anthropic shape', async (t) =>
 // whose input is the arguments so far (closed into an object), stop_reason "max_tokens", no
 // markup in any text, and the stream (raw events and the SDK's helper) equal to the whole answer.
 // Qwen3 (Hermes): the forced call's JSON constraint writes the call. Qwen3.5 (XML): the prompt
-// opens the named call, and the bias makes the random model write newlines, so the call is cut
-// before its first parameter.
+// opens the named call and the XML call constraint writes its parameters; four tokens cut it at
+// its first one. (tests/integration/tool_calls.test.mjs cuts calls at every max_tokens.)
 test('a tool call cut by max_tokens stays a tool_use with stop_reason max_tokens, whole and streamed (Hermes and XML)', async () => {
   const cases = [
     ['qwen3', client, { tool_choice: { type: 'tool', name: 'get_weather' }, max_tokens: 32, temperature: 0 }],
-    ['qwen35', thinkingClient, { tool_choice: { type: 'tool', name: 'get_weather' }, max_tokens: 4, temperature: 0, logit_bias: { 198: 100 } }],
+    ['qwen35', thinkingClient, { tool_choice: { type: 'tool', name: 'get_weather' }, max_tokens: 4, temperature: 0 }],
   ];
   for (const [kind, c, extra] of cases) {
     const body = { model, tools, messages: [{ role: 'user', content: 'Weather in Rio?' }], ...extra };
@@ -269,7 +269,7 @@ test('a tool call cut by max_tokens stays a tool_use with stop_reason max_tokens
     assert.equal(uses[0].name, 'get_weather');
     assert.equal(typeof uses[0].input, 'object');
     if (kind === 'qwen3') assert.ok(Object.keys(uses[0].input).length >= 1, JSON.stringify(uses[0].input));
-    else assert.deepEqual(uses[0].input, {});
+    else assert.ok(Object.keys(uses[0].input).every((k) => k === 'city') && (uses[0].input.city ?? '').length <= 4, JSON.stringify(uses[0].input));
     for (const b of whole.content) if (b.type === 'text') assert.ok(!b.text.includes('<'), `${kind}: markup in the text: ${b.text}`);
 
     // Raw events: one tool_use block, its deltas parse to the whole answer's input.

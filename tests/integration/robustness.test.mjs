@@ -370,6 +370,17 @@ test('bad input: every case a clean 4xx in the API shape, the server unharmed', 
     ['unknown endpoint', '/v1/nothing', {}],
     ['count_tokens without messages', '/v1/messages/count_tokens', { model: 'm' }],
     ['legacy prompt of bad ids', '/v1/completions', { model: 'm', prompt: [1, 2, 999999999] }],
+    ['responses: invalid JSON', '/v1/responses', '{"model": "m", "input": ['],
+    ['responses: deep nesting', '/v1/responses', `{"model":"m","input":${deep}}`],
+    ['responses: deep call arguments', '/v1/responses', { model: 'm', input: [{ type: 'function_call', call_id: 'c', name: 'f', arguments: deep }] }],
+    ['responses: invalid UTF-8', '/v1/responses', Buffer.concat([Buffer.from('{"model":"m","input":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')])],
+    ['responses: thousands of items', '/v1/responses', { model: 'm', input: Array.from({ length: 5000 }, () => ({ role: 'user', content: 'x' })) }],
+    ['responses: 10 MB string (too long for the context)', '/v1/responses', { model: 'm', input: 'lorem ipsum '.repeat(900000) }],
+    ['responses: max_output_tokens huge', '/v1/responses', '{"model":"m","input":"hi","max_output_tokens":1e300}'],
+    ['responses: too many tools', '/v1/responses', { model: 'm', input: 'x', tools: Array.from({ length: 1000 }, (_, i) => ({ type: 'function', name: `f${i}` })) }],
+    ['responses: unknown item type', '/v1/responses', { model: 'm', input: [{ type: 'hologram' }] }],
+    ['responses: content parts of the wrong type', '/v1/responses', { model: 'm', input: [{ role: 'user', content: [{ type: 'input_text', text: 5 }] }] }],
+    ['responses: a cancel of nothing', '/v1/responses/resp_none/cancel', {}],
   ];
   for (const [what, path, body] of cases) {
     const r = await post(s.base, path, body);

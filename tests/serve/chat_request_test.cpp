@@ -1182,3 +1182,31 @@ TEST(ImageInfo, RejectsCorruptAndOversizedImages) {
 
 }  // namespace
 }  // namespace strata::serve
+
+namespace strata::serve {
+namespace {
+
+// Anthropic structured output: output_config.format and the beta's output_format become the
+// engine's json_schema constraint, as OpenAI's response_format does.
+TEST(AnthropicParse, StructuredOutputFormats) {
+    const char* schema = R"({"type": "object", "properties": {"t": {"type": "string"}}, "required": ["t"]})";
+    for (const std::string& field :
+         {std::string(R"({"output_config": {"effort": "low", "format": {"type": "json_schema", "schema": )") + schema + "}}}",
+          std::string(R"({"output_format": {"type": "json_schema", "schema": )") + schema + "}}"}) {
+        const ChatRequest r = anthropic(field);
+        EXPECT_EQ(r.response_format, (ojson{{"type", "json_schema"}, {"schema", ojson::parse(schema)}})) << field;
+    }
+    EXPECT_EQ(anthropic(R"({"output_config": {"effort": "low"}})").response_format, ojson());
+    EXPECT_EQ(anthropic(R"({"output_config": {"format": null}})").response_format, ojson());
+    expect_errors(
+        {{R"({"output_config": 3})", "output_config"},
+         {R"({"output_config": {"format": {"type": "text"}}})", "output_config.format.type"},
+         {R"({"output_config": {"format": {"type": "json_schema"}}})", "output_config.format.schema"},
+         {R"({"output_format": {"type": "json_schema", "schema": []}})", "output_format.schema"},
+         {R"({"output_format": {"type": "json_schema", "schema": {}}, "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}})",
+          "output_format"}},
+        [](const std::string& f) { anthropic(f); });
+}
+
+}  // namespace
+}  // namespace strata::serve

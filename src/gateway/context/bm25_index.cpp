@@ -23,6 +23,11 @@ uint32_t Bm25Index::df(uint64_t term) const {
     return it == postings_.end() ? 0 : static_cast<uint32_t>(it->second.size());
 }
 
+std::span<const Bm25Index::Posting> Bm25Index::postings(uint64_t term) const {
+    const auto it = postings_.find(term);
+    return it == postings_.end() ? std::span<const Posting>{} : std::span<const Posting>(it->second);
+}
+
 double Bm25Index::idf(uint64_t term) const {
     const double n = static_cast<double>(length_.size()), d = df(term);
     return std::log(1.0 + (n - d + 0.5) / (d + 0.5));

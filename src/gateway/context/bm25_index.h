@@ -36,6 +36,7 @@ public:
 
     uint32_t n_chunks() const { return static_cast<uint32_t>(length_.size()); }
     uint32_t df(uint64_t term) const;
+    std::span<const Posting> postings(uint64_t term) const;  // ascending chunk ids; empty if absent
     double idf(uint64_t term) const;
     double average_length() const { return length_.empty() ? 1.0 : static_cast<double>(total_length_) / length_.size(); }
     uint32_t length(uint32_t chunk) const { return length_[chunk]; }

@@ -7,7 +7,9 @@
 #include <mutex>
 #include <thread>
 
+#include "gateway/context/chunker.h"
 #include "gateway/context/hash.h"
+#include "gateway/context/question.h"
 #include "gateway/context/session.h"
 #include "gateway/context/session_store.h"
 
@@ -19,10 +21,12 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 constexpr uint64_t kScopeSeed = 0x73636f7065ull;
-constexpr int64_t kNoteReserve = 96;      // tokens kept free for the abridged notes and joins
-constexpr int64_t kLabelCost = 16;        // "[earlier turn 37, assistant]" and its blank lines
-constexpr int64_t kJoinCost = 4;          // "[…]" between two excerpts of one message
-constexpr size_t kQueryTailBytes = 2000;  // a huge message's question sits in its last paragraphs
+constexpr int64_t kNoteReserve = 96;        // tokens kept free for the abridged notes and joins
+constexpr int64_t kLabelCost = 16;          // "[earlier turn 37, assistant]" and its blank lines
+constexpr int64_t kJoinCost = 4;            // "[…]" between two excerpts of one message
+constexpr size_t kQueryTailBytes = 2000;    // no question found: the message's last paragraphs
+constexpr size_t kMaterialTailBytes = 400;  // the material just before a found question, at a low weight
+constexpr double kMaterialWeight = 0.15;
 constexpr size_t kExtraQueryBytes = 600;  // the turn's last message, when it is not the user's
 
 // Runs f(i) for i in [0, n) on up to `threads` threads; rethrows the first exception.
@@ -80,6 +84,35 @@ void add_query_parts(std::string_view text, size_t max_bytes, double weight, std
     }
 }
 
+// The query of the latest user message: the question find_question() separates from pasted
+// material — its sentences that ask ('?') at full weight, instruction sentences around them at
+// half — and, at a low weight, the material's last few hundred bytes, so a paste's tail never
+// outweighs the question. No question found: the message's tail paragraphs as before.
+void add_question_parts(std::string_view text, std::vector<QueryPart>& out) {
+    const FoundQuestion found = find_question(text);
+    if (found.spans.empty()) {
+        add_query_parts(text, kQueryTailBytes, 1.0, out);
+        return;
+    }
+    for (const QuestionSpan& span : found.spans) {
+        const std::string_view q = text.substr(span.begin, span.end - span.begin);
+        std::vector<std::pair<std::string_view, bool>> sentences;  // text, asks
+        bool any_asks = false;
+        for (const auto& [b, e] : split_sentences(q)) {
+            const std::string_view sentence = trim(q.substr(b, e - b));
+            if (sentence.empty()) continue;
+            const bool asks =
+                sentence.back() == '?' || (sentence.size() >= 3 && sentence.substr(sentence.size() - 3) == "\xEF\xBC\x9F");
+            any_asks = any_asks || asks;
+            sentences.emplace_back(sentence, asks);
+        }
+        for (const auto& [sentence, asks] : sentences)
+            out.push_back({sentence, any_asks && !asks ? span.weight * 0.5 : span.weight, true});
+    }
+    if (!found.whole && found.material_end > 0)
+        add_query_parts(text.substr(0, found.material_end), kMaterialTailBytes, kMaterialWeight, out);
+}
+
 std::string thousands(int64_t v) {
     std::string s = std::to_string(v), out;
     for (size_t i = 0; i < s.size(); ++i) {
@@ -94,13 +127,21 @@ struct Span {
     uint32_t message, begin, end;
 };
 
-std::vector<Span> merge_spans(const Session& s, const std::vector<uint32_t>& sorted_chunks) {
+// Excerpts (whole chunks, or a fact's sentence inside one) as spans of their messages, in
+// original order, overlapping and touching ones joined.
+std::vector<Span> merge_spans(const Session& s, const std::vector<RankedChunk>& picks) {
+    std::vector<Span> parts;
+    for (const RankedChunk& p : picks) {
+        const ChunkRecord& r = s.chunk(p.chunk);
+        parts.push_back(p.end > p.begin ? Span{r.message, p.begin, p.end} : Span{r.message, r.offset, r.offset + r.length});
+    }
+    std::sort(parts.begin(), parts.end(),
+              [](const Span& a, const Span& b) { return a.message != b.message ? a.message < b.message : a.begin < b.begin; });
     std::vector<Span> spans;
-    for (uint32_t c : sorted_chunks) {
-        const ChunkRecord& r = s.chunk(c);
-        if (!spans.empty() && spans.back().message == r.message && spans.back().end == r.offset)
-            spans.back().end = r.offset + r.length;
-        else spans.push_back({r.message, r.offset, r.offset + r.length});
+    for (const Span& p : parts) {
+        if (!spans.empty() && spans.back().message == p.message && p.begin <= spans.back().end)
+            spans.back().end = std::max(spans.back().end, p.end);
+        else spans.push_back(p);
     }
     return spans;
 }
@@ -378,10 +419,10 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     result.first_verbatim = first_verbatim;
     result.split_message = split;
 
-    // Retrieval: the query is the latest user turn (its tail, where the question after a paste sits).
+    // Retrieval: the query is the latest user turn's question (found inside a paste, question.h).
     t = Clock::now();
     std::vector<QueryPart> query;
-    add_query_parts(conv.messages[last_turn].text, kQueryTailBytes, 1.0, query);
+    add_question_parts(conv.messages[last_turn].text, query);
     if (n - 1 != last_turn) add_query_parts(conv.messages[n - 1].text, kExtraQueryBytes, 0.5, query);
     auto chunk_text = [&](uint32_t c) {
         const ChunkRecord& r = s.chunk(c);
@@ -396,17 +437,25 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     st.retrieval = ranked.mode;
 
     // Fill the excerpt budget greedily in rank order.
-    std::vector<uint32_t> chosen;  // in rank order: the last ones go first when trimming
+    // A pick's cost: a whole chunk's count, or a fact sentence's estimate (the final count checks).
+    auto cost_of = [&](const RankedChunk& r) {
+        return r.end > r.begin
+                   ? estimate_tokens(
+                         std::string_view(conv.messages[s.chunk(r.chunk).message].text).substr(r.begin, r.end - r.begin)) +
+                         1
+                   : static_cast<int64_t>(s.chunk(r.chunk).tokens);
+    };
+    std::vector<RankedChunk> chosen;  // in rank order: the last ones go first when trimming
     {
         std::vector<bool> labelled(n, false);
         int64_t used = 0;
         for (const RankedChunk& r : ranked.ranked) {
             const ChunkRecord& c = s.chunk(r.chunk);
-            const int64_t cost = c.tokens + (labelled[c.message] ? kJoinCost : kLabelCost);
+            const int64_t cost = cost_of(r) + (labelled[c.message] ? kJoinCost : kLabelCost);
             if (used + cost > excerpt_budget) continue;
             used += cost;
             labelled[c.message] = true;
-            chosen.push_back(r.chunk);
+            chosen.push_back(r);
         }
     }
     st.ms_retrieve = ms_since(t);
@@ -416,11 +465,9 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
         for (size_t i = 0; i < first_verbatim; ++i) v += approx(i);
         return v;
     }();
-    auto render = [&](const std::vector<uint32_t>& picks) {
-        std::vector<uint32_t> sorted = picks;
-        std::sort(sorted.begin(), sorted.end());
-        std::vector<uint32_t> history, middle;
-        for (uint32_t c : sorted) (split && s.chunk(c).message == *split ? middle : history).push_back(c);
+    auto render = [&](const std::vector<RankedChunk>& picks) {
+        std::vector<RankedChunk> history, middle;
+        for (const RankedChunk& r : picks) (split && s.chunk(r.chunk).message == *split ? middle : history).push_back(r);
         std::string block;
         if (first_verbatim > 0) {
             block = "[Earlier conversation abridged by the gateway: the first " +
@@ -496,7 +543,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
             continue;
         }
         while (over > 0 && !chosen.empty()) {
-            over -= s.chunk(chosen.back()).tokens + kJoinCost;
+            over -= cost_of(chosen.back()) + kJoinCost;
             chosen.pop_back();
         }
     }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "gateway/context/chunker.h"
+#include "gateway/context/fact_coverage.h"
 #include "gateway/context/session.h"
 
 namespace strata::gateway {
@@ -128,10 +129,36 @@ double cosine(const Profile& a, const Profile& b) {
     return s;
 }
 
-}  // namespace
+// MMR: greedy, keeping each candidate's highest similarity to the picked ones.
+void mmr_into(const Session& session, const std::vector<RankedChunk>& ranked, double lambda, std::vector<RankedChunk>& out) {
+    std::unordered_map<uint64_t, double> idf_cache;
+    std::vector<Profile> profiles;
+    profiles.reserve(ranked.size());
+    for (const RankedChunk& r : ranked) profiles.push_back(profile_of(session, r.chunk, idf_cache));
+    std::vector<double> max_sim(ranked.size(), 0.0);
+    std::vector<bool> taken(ranked.size(), false);
+    out.reserve(ranked.size());
+    for (size_t step = 0; step < ranked.size(); ++step) {
+        size_t best = ranked.size();
+        double best_score = -1e300;
+        for (size_t i = 0; i < ranked.size(); ++i) {
+            if (taken[i]) continue;
+            const double s = lambda * ranked[i].relevance - (1.0 - lambda) * max_sim[i];
+            if (s > best_score) {
+                best_score = s;
+                best = i;
+            }
+        }
+        taken[best] = true;
+        out.push_back(ranked[best]);
+        for (size_t i = 0; i < ranked.size(); ++i)
+            if (!taken[i]) max_sim[i] = std::max(max_sim[i], cosine(profiles[i], profiles[best]));
+    }
+}
 
-RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
-                         std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
+// BM25 rounds 1 and 2, the reranker, MMR: the general context.
+RetrievalOutput rank_general(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
+                             std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
     RetrievalOutput out;
     out.mode = "bm25";
     const Bm25Index& index = session.index();
@@ -207,30 +234,29 @@ RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candi
         }
     }
 
-    // MMR: greedy, keeping each candidate's highest similarity to the picked ones.
-    std::unordered_map<uint64_t, double> idf_cache;
-    std::vector<Profile> profiles;
-    profiles.reserve(ranked.size());
-    for (const RankedChunk& r : ranked) profiles.push_back(profile_of(session, r.chunk, idf_cache));
-    std::vector<double> max_sim(ranked.size(), 0.0);
-    std::vector<bool> taken(ranked.size(), false);
-    out.ranked.reserve(ranked.size());
-    for (size_t step = 0; step < ranked.size(); ++step) {
-        size_t best = ranked.size();
-        double best_score = -1e300;
-        for (size_t i = 0; i < ranked.size(); ++i) {
-            if (taken[i]) continue;
-            const double s = o.mmr_lambda * ranked[i].relevance - (1.0 - o.mmr_lambda) * max_sim[i];
-            if (s > best_score) {
-                best_score = s;
-                best = i;
-            }
-        }
-        taken[best] = true;
-        out.ranked.push_back(ranked[best]);
-        for (size_t i = 0; i < ranked.size(); ++i)
-            if (!taken[i]) max_sim[i] = std::max(max_sim[i], cosine(profiles[i], profiles[best]));
-    }
+    mmr_into(session, ranked, o.mmr_lambda, out.ranked);
+    return out;
+}
+
+}  // namespace
+
+RetrievalOutput retrieve(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
+                         std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
+    RetrievalOutput general = rank_general(session, candidates, visible, query, pool, text, o);
+    std::vector<QueryPart> question;
+    for (const QueryPart& p : query)
+        if (p.question) question.push_back(p);
+    if (question.empty()) return general;
+    std::vector<uint8_t> kind(session.n_chunks(), 0);
+    for (uint32_t c : visible) kind[c] = 2;
+    for (uint32_t c : candidates) kind[c] = 1;
+    const CoveredFacts facts = cover_facts(session, kind, question, text, o.coverage);
+    if (facts.picks.empty()) return general;
+    RetrievalOutput out;
+    out.mode = general.mode;
+    out.facts = static_cast<int>(facts.picks.size());
+    out.ranked = facts.picks;
+    out.ranked.insert(out.ranked.end(), general.ranked.begin(), general.ranked.end());
     return out;
 }
 

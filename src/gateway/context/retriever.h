@@ -1,4 +1,6 @@
 // Ranks a session's chunks for a query, BM25 only for now ("bm25" mode):
+//   facts    first, the chunks holding facts about the entities the question names and those
+//            they lead to (fact_coverage.h), when the query has question parts;
 //   round 1  BM25 of the query's terms;
 //   round 2  multi-hop expansion: for each of the best round-1 hits, the sentence in it that
 //            matched the query best lends its rarer terms to a new query ("the key to the red
@@ -39,6 +41,21 @@ public:
     virtual std::vector<double> score(std::string_view query, std::span<const std::string_view> passages) = 0;
 };
 
+// Limits and weights of fact coverage (fact_coverage.h).
+struct CoverageOptions {
+    int hops = 2;                      // entity hops after the question's own
+    int max_entities = 24;             // per hop
+    int max_sources = 48;              // facts per hop whose words lead on
+    double max_df_share = 0.02;        // an entity is in at most this share of the chunks …
+    double max_df_share_names = 0.08;  // … a capitalised one (a name) in at most this share …
+    uint32_t min_max_df = 12;          // … or this many, whichever is more
+    double decay = 0.6;                // a hop's entities weigh this much of their fact's score
+    double tier_share = 0.1;           // facts below this share of the best are left to BM25
+    double mmr_lambda = 0.8;           // over facts
+    size_t max_facts = 4000;           // facts scored in all
+    size_t max_mmr = 400;              // facts ordered by MMR; the rest by score
+};
+
 struct RetrievalOptions {
     Bm25Params bm25;
     int expansion_hits = 8;         // round-1 hits that each expand the query (0: one round)
@@ -49,19 +66,23 @@ struct RetrievalOptions {
     int max_pool = 400;
     std::shared_ptr<Embedder> embedder;  // unused until dense retrieval lands
     std::shared_ptr<Reranker> reranker;  // reranks the pool when set
+    CoverageOptions coverage;
 };
 
 struct RankedChunk {
     uint32_t chunk;
-    double relevance;  // in (0, 1]
+    double relevance;             // in (0, 1]
+    uint32_t begin = 0, end = 0;  // a fact's sentence around the chunk: bytes of its message's text; 0, 0: the whole chunk
 };
 
 // Text of a chunk, read from the request (sessions keep no text).
 using ChunkTextFn = std::function<std::string_view(uint32_t chunk)>;
 
 struct RetrievalOutput {
-    std::vector<RankedChunk> ranked;  // MMR order; only chunks that share a term with the query
+    std::vector<RankedChunk> ranked;  // the facts' sentences first (fact_coverage.h), then chunks in MMR order; only chunks that
+                                      // share a term with the query
     std::string mode;                 // "bm25" or "bm25+rerank"
+    int facts = 0;                    // entries at the head of `ranked` that are facts about the question's entities
 };
 
 // Parts of the query with their weights (the question's paragraph counts more than the text
@@ -69,6 +90,7 @@ struct RetrievalOutput {
 struct QueryPart {
     std::string_view text;
     double weight = 1.0;
+    bool question = false;  // the question itself (find_question): its entities are covered first (fact_coverage.h)
 };
 
 // candidates: chunk ids that may be excerpted; visible: chunks the prompt keeps verbatim anyway
