@@ -3,9 +3,6 @@
 // loop and structured output, and LangChain's ChatOpenAI with `useResponsesApi: true`, on a
 // Qwen3-template and a Qwen3.5-template model, directly and through the gateway. The same
 // checks as ai_sdk.test.mjs and langchain.test.mjs make on chat completions.
-//
-// NOT registered in tests/CMakeLists.txt: it fails (404) until /v1/responses exists (issue #29,
-// item 2). Run it by hand: tests/integration/run ai_sdk_responses. Register it with that route.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateText, streamText, generateObject, tool, stepCountIs } from 'ai';
