@@ -146,6 +146,9 @@ GatewayConfig load_gateway_config(const std::string& path) {
         r.get("max_body_mib", mib);
         c.limits.max_body_bytes = mib << 20;
         r.get("lane_wait_s", c.limits.lane_wait_s);
+        r.get("lane_dead_s", c.limits.lane_dead_s);
+        r.get("upstream_first_byte_s", c.limits.upstream_first_byte_s);
+        r.get("upstream_idle_s", c.limits.upstream_idle_s);
         r.get("http_threads", c.limits.http_threads);
         r.finish();
     }
@@ -157,6 +160,9 @@ GatewayConfig load_gateway_config(const std::string& path) {
         int64_t mib = c.long_context.store_max_bytes >> 20;
         r.get("store_max_mib", mib);
         c.long_context.store_max_bytes = mib << 20;
+        int64_t cache_mib = c.long_context.cache_max_bytes >> 20;
+        r.get("cache_max_mib", cache_mib);
+        c.long_context.cache_max_bytes = cache_mib << 20;
         r.get("default_output_tokens", c.long_context.default_output_tokens);
         r.finish();
     }
@@ -226,6 +232,9 @@ void validate(const GatewayConfig& c) {
     if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9)
         throw Error("long_context.recent_fraction must be within 0-0.9");
     if (c.limits.max_concurrency_per_key < 1) throw Error("limits.max_concurrency_per_key must be at least 1");
+    if (c.limits.lane_dead_s < 2) throw Error("limits.lane_dead_s must be at least 2 (a /health probe may take a second)");
+    if (c.limits.upstream_first_byte_s < 1 || c.limits.upstream_idle_s < 1)
+        throw Error("limits.upstream_first_byte_s and limits.upstream_idle_s must be at least 1");
 }
 
 }  // namespace strata::gateway

@@ -36,6 +36,15 @@ struct LimitsConfig {
     double requests_per_minute = 0;    // per key; 0: unlimited
     int64_t max_body_bytes = 64ll << 20;
     int lane_wait_s = 30;  // how long a request waits for a dead lane to come back
+    // A lane that answered /health and then answers nothing (not even a 503) for this long is
+    // dead: its calls in flight end, a supervised one is killed and restarted.
+    int lane_dead_s = 6;
+    // Deadlines of a call to a lane: its first body byte (a whole answer's only bytes; a stream's
+    // opening event) and then the longest silence between bytes. Both must outlast the longest
+    // prefill (an OpenAI stream is silent from its opening chunk to its first token); a hung lane
+    // is found sooner by lane_dead_s.
+    int upstream_first_byte_s = 1800;
+    int upstream_idle_s = 900;
     int http_threads = 0;  // connection threads; 0: 512
 };
 
@@ -44,6 +53,7 @@ struct LongContextConfig {
     double recent_fraction = 0.25;  // of the window, for the latest turns kept verbatim
     std::string store_path;         // SQLite session store; "": sessions kept in memory only
     int64_t store_max_bytes = 1ll << 30;
+    int64_t cache_max_bytes = 1ll << 30;   // in-memory sessions of all lanes together
     int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
 };
 
