@@ -38,7 +38,8 @@ std::string default_store_path() {
     std::filesystem::path dir = state && *state ? std::filesystem::path(state) / "strata"
                                 : home && *home ? std::filesystem::path(home) / ".local/state/strata"
                                                 : std::filesystem::temp_directory_path() / "strata";
-    std::filesystem::create_directories(dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);  // when it cannot be made, the store says so and keeps to memory
     return (dir / "gateway-sessions.sqlite").string();
 }
 
@@ -88,19 +89,16 @@ int run_gateway(GatewayArgs& a) {
 
     block_stop_signals();  // before any thread (lanes' monitors) starts
     ::signal(SIGPIPE, SIG_IGN);
+    // A file-size limit makes a session-store write fail (EFBIG: the store degrades) instead of
+    // killing the gateway.
+    ::signal(SIGXFSZ, SIG_IGN);
 
-    // Lanes' model-info files: a private folder (mkdtemp: fresh, mode 0700, unpredictable name).
-    std::string cache_template = (std::filesystem::temp_directory_path() / "strata-gateway-XXXXXX").string();
-    if (!::mkdtemp(cache_template.data()))
-        throw Error("cannot make a temporary folder under " + std::filesystem::temp_directory_path().string());
-    const std::filesystem::path cache = cache_template;
-    gateway::Gateway gw(c, cache);
+    // No temporary files: lanes' tokenizers are loaded from memory.
+    gateway::Gateway gw(c);
     gw.start();
     gw.bind();
     serve_until_signal(
         "gateway", [&] { gw.listen(); }, [&] { gw.stop(); });
-    std::error_code ec;
-    std::filesystem::remove_all(cache, ec);
     std::fprintf(stderr, "gateway: stopped\n");
     return 0;
 }

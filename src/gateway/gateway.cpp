@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "gateway/context/session_cache.h"
+#include "gateway/context/session_store.h"
 #include "gateway/lane.h"
 #include "gateway/upstream_call.h"
 #include "gateway/window_guard.h"
@@ -81,11 +83,10 @@ struct Gateway::Flight {
     double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival).count(); }
 };
 
-Gateway::Gateway(GatewayConfig config, std::filesystem::path cache_dir)
-    : config_(std::move(config)), cache_dir_(std::move(cache_dir)), limiter_(config_.keys, config_.limits) {
+Gateway::Gateway(GatewayConfig config) : config_(std::move(config)), limiter_(config_.keys, config_.limits) {
     validate(config_);
     for (const auto& l : config_.lanes) {
-        lanes_.push_back(std::make_unique<Lane>(l, cache_dir_));
+        lanes_.push_back(std::make_unique<Lane>(l, std::chrono::seconds(config_.limits.lane_dead_s)));
         for (const auto& m : l.models) {
             if (m == "*") any_model_ = lanes_.back().get();
             else by_model_[m] = lanes_.back().get();
@@ -366,8 +367,12 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
             if (req.has_header(h)) headers.emplace_back(h, req.get_header_value(h));
         if (!target->config().upstream_key.empty()) headers.emplace_back("x-api-key", target->config().upstream_key);
         flight->state = FlightState::Upstream;
+        UpstreamDeadlines deadlines;
+        deadlines.first_byte = std::chrono::seconds(config_.limits.upstream_first_byte_s);
+        deadlines.idle = std::chrono::seconds(config_.limits.upstream_idle_s);
+        deadlines.alive = [target] { return target->alive(); };
         call = UpstreamCall::start(target->host(), target->port(), req.path, std::move(headers),
-                                   report.changed() ? serve::dump_json(out) : req.body);
+                                   report.changed() ? serve::dump_json(out) : req.body, std::move(deadlines));
         ++target->in_flight;
         const auto head = call->wait_head([&] { return flight->gone(); });
         if (head == UpstreamCall::Head::Ready && !flight->stream) {
@@ -378,17 +383,31 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
             }
             if (!call->broken()) break;
         } else if (head == UpstreamCall::Head::Ready) {
-            break;
+            // A stream: nothing goes to the client before the lane's first bytes, so a lane that
+            // dies before sending any is retried like a whole answer.
+            if (!call->wait_body([&] { return flight->gone(); })) {
+                --target->in_flight;
+                return fail(ApiError(499, "client closed the connection"), "cancelled");
+            }
+            if (call->got_body() || !call->broken()) break;
         }
         --target->in_flight;
         if (head == UpstreamCall::Head::Gone) return fail(ApiError(499, "client closed the connection"), "cancelled");
+        if (call->expired() && !call->lane_lost()) {
+            // Alive (it answers /health) but no answer within the deadline: waiting longer or
+            // elsewhere would hold the key's slot for nothing.
+            log_line("request " + flight->id + ": lane " + target->name() + ": " + call->error());
+            ApiError e(504, "the lane '" + target->name() + "' did not answer in time: " + call->error());
+            e.retry_after_s = 1;
+            return fail(e, "error");
+        }
         // Unreachable, or lost before the answer was complete: wait for the lane again (a fresh
         // lane_wait_s) and retry — unreachable lanes any number of times within that wait, a
         // request whose lane died while answering it once (it may be what kills the lane).
         target->report_failure();
         ++lane_retries_;
         log_line("request " + flight->id + ": lane " + target->name() + " failed (" + call->error() + "); retrying");
-        const bool died_answering = head == UpstreamCall::Head::Ready;
+        const bool died_answering = head != UpstreamCall::Head::Unreachable;
         if (died_answering) deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config_.limits.lane_wait_s);
         if ((died_answering && ++answer_failures > 1) || std::chrono::steady_clock::now() >= deadline) {
             ApiError e(503, "the lane '" + target->name() + "' failed while answering; retry later");
@@ -688,6 +707,17 @@ void Gateway::metrics(net::Response& res) {
          {{"", static_cast<double>(thinking_clamped_.load())}});
     line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter",
          {{"", static_cast<double>(lane_retries_.load())}});
+    if (guard_) {
+        SessionCache& cache = guard_->cache();
+        line("strata_gateway_session_cache_bytes", "Bytes of the in-memory sessions (all lanes; bounded by cache_max_mib).",
+             "gauge", {{"", static_cast<double>(cache.bytes())}});
+        line("strata_gateway_session_cache_max_bytes", "The in-memory sessions' bound.", "gauge",
+             {{"", static_cast<double>(cache.max_bytes())}});
+        line("strata_gateway_session_cache_sessions", "Sessions in memory.", "gauge", {{"", static_cast<double>(cache.size())}});
+        if (SessionStore* store = guard_->store())
+            line("strata_gateway_session_store_up", "1 while the session store is in use; 0 once it turned off (memory only).",
+                 "gauge", {{"", store->available() ? 1.0 : 0.0}});
+    }
     assemble_seconds_.render(extra, "strata_gateway_window_guard_seconds",
                              "Time spent guarding the window (counting and assembling).");
     res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");

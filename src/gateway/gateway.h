@@ -32,8 +32,7 @@ class WindowGuard;
 
 class Gateway {
 public:
-    // `cache_dir`: where lanes' model-info files are kept (a fresh temporary folder by default).
-    Gateway(GatewayConfig config, std::filesystem::path cache_dir);
+    explicit Gateway(GatewayConfig config);
     ~Gateway();
     Gateway(const Gateway&) = delete;
     Gateway& operator=(const Gateway&) = delete;
@@ -71,7 +70,6 @@ private:
     void metrics(net::Response& res);
 
     GatewayConfig config_;
-    std::filesystem::path cache_dir_;
     std::vector<std::unique_ptr<Lane>> lanes_;
     std::map<std::string, Lane*> by_model_;
     Lane* any_model_ = nullptr;  // the lane of "*"

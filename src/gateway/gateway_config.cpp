@@ -146,6 +146,9 @@ GatewayConfig load_gateway_config(const std::string& path) {
         r.get("max_body_mib", mib);
         c.limits.max_body_bytes = mib << 20;
         r.get("lane_wait_s", c.limits.lane_wait_s);
+        r.get("lane_dead_s", c.limits.lane_dead_s);
+        r.get("upstream_first_byte_s", c.limits.upstream_first_byte_s);
+        r.get("upstream_idle_s", c.limits.upstream_idle_s);
         r.get("http_threads", c.limits.http_threads);
         r.get("max_connections", c.limits.max_connections);
         r.get("max_connections_per_peer", c.limits.max_connections_per_peer);
@@ -165,6 +168,9 @@ GatewayConfig load_gateway_config(const std::string& path) {
         int64_t mib = c.long_context.store_max_bytes >> 20;
         r.get("store_max_mib", mib);
         c.long_context.store_max_bytes = mib << 20;
+        int64_t cache_mib = c.long_context.cache_max_bytes >> 20;
+        r.get("cache_max_mib", cache_mib);
+        c.long_context.cache_max_bytes = cache_mib << 20;
         r.get("default_output_tokens", c.long_context.default_output_tokens);
         r.finish();
     }
@@ -241,6 +247,9 @@ void validate(const GatewayConfig& c) {
         throw Error("limits.header_timeout_s, body_timeout_s, keepalive_timeout_s and write_timeout_s must be at least 1");
     if (l.max_header_kib < 1 || l.max_header_kib > 1024 || l.max_headers < 1 || l.max_headers > 10000)
         throw Error("limits.max_header_kib must be within 1-1024 and limits.max_headers within 1-10000");
+    if (c.limits.lane_dead_s < 2) throw Error("limits.lane_dead_s must be at least 2 (a /health probe may take a second)");
+    if (c.limits.upstream_first_byte_s < 1 || c.limits.upstream_idle_s < 1)
+        throw Error("limits.upstream_first_byte_s and limits.upstream_idle_s must be at least 1");
 }
 
 }  // namespace strata::gateway

@@ -47,6 +47,15 @@ struct LimitsConfig {
     int write_timeout_s = 60;
     int max_header_kib = 16;
     int max_headers = 100;
+    // A lane that answered /health and then answers nothing (not even a 503) for this long is
+    // dead: its calls in flight end, a supervised one is killed and restarted.
+    int lane_dead_s = 6;
+    // Deadlines of a call to a lane: its first body byte (a whole answer's only bytes; a stream's
+    // opening event) and then the longest silence between bytes. Both must outlast the longest
+    // prefill (an OpenAI stream is silent from its opening chunk to its first token); a hung lane
+    // is found sooner by lane_dead_s.
+    int upstream_first_byte_s = 1800;
+    int upstream_idle_s = 900;
 };
 
 struct LongContextConfig {
@@ -54,6 +63,7 @@ struct LongContextConfig {
     double recent_fraction = 0.25;  // of the window, for the latest turns kept verbatim
     std::string store_path;         // SQLite session store; "": sessions kept in memory only
     int64_t store_max_bytes = 1ll << 30;
+    int64_t cache_max_bytes = 1ll << 30;   // in-memory sessions of all lanes together
     int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
 };
 

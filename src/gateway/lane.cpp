@@ -11,7 +11,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <regex>
 
 #include "serve/api_shapes.h"
@@ -54,6 +53,10 @@ cpu_set_t parse_cpus(const std::string& lane, const std::string& list) {
     return set;
 }
 
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 httplib::Headers lane_headers(const LaneConfig& c) {
     httplib::Headers h;
     if (!c.upstream_key.empty()) h.emplace("x-api-key", c.upstream_key);
@@ -62,7 +65,7 @@ httplib::Headers lane_headers(const LaneConfig& c) {
 
 }  // namespace
 
-Lane::Lane(LaneConfig config, std::filesystem::path cache_dir) : config_(std::move(config)), cache_dir_(std::move(cache_dir)) {
+Lane::Lane(LaneConfig config, std::chrono::milliseconds dead_after) : config_(std::move(config)), dead_after_(dead_after) {
     if (!config_.upstream.empty()) {
         static const std::regex url(R"(http://([^/:]+|\[[^\]]+\]):(\d+)/?)");
         std::smatch m;
@@ -85,6 +88,11 @@ std::string Lane::host() const {
 int Lane::port() const {
     std::lock_guard lock(mu_);
     return port_;
+}
+
+bool Lane::alive() const {
+    const int64_t last = last_answer_ns_.load();
+    return last == 0 || steady_ns() - last < std::chrono::nanoseconds(dead_after_).count();
 }
 
 std::shared_ptr<const LaneModel> Lane::model() const {
@@ -126,6 +134,7 @@ void Lane::spawn() {
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
         ::signal(SIGPIPE, SIG_DFL);
+        ::signal(SIGXFSZ, SIG_DFL);
         ::close_range(3, ~0U, 0);
         ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a lane does not outlive its gateway
         if (::getppid() != parent) ::_exit(1);
@@ -141,6 +150,7 @@ void Lane::spawn() {
         port_ = 0;
         child_exited_ = false;
     }
+    last_answer_ns_ = 0;  // a starting lane is not silent yet: loading a model answers nothing
     pid_ = pid;
     // Not joined here: the old lane's engine may hold the old pipe a moment longer. Joined at stop().
     stderr_readers_.emplace_back([this, fd = err_pipe[0], pid] { read_child_stderr(fd, pid); });
@@ -177,14 +187,15 @@ void Lane::read_child_stderr(int fd, pid_t child) {
     ::close(fd);
 }
 
-bool Lane::probe() {
+Lane::Probe Lane::probe() {
     const int port = this->port();
-    if (port <= 0) return false;
+    if (port <= 0) return Probe::Silent;
     httplib::Client cli(host(), port);
     cli.set_connection_timeout(std::chrono::seconds(2));
-    cli.set_read_timeout(std::chrono::seconds(5));
+    cli.set_read_timeout(std::chrono::seconds(3));
     auto res = cli.Get("/health", lane_headers(config_));
-    return res && res->status == 200;
+    if (!res) return Probe::Silent;
+    return res->status == 200 ? Probe::Healthy : Probe::Answered;
 }
 
 void Lane::fetch_model() {
@@ -215,16 +226,9 @@ void Lane::fetch_model() {
     auto info = cli.Get("/strata/v1/model-info.gguf", lane_headers(config_));
     if (info && info->status == 200 && info->body.size() < (size_t{512} << 20)) {
         try {
-            std::filesystem::create_directories(cache_dir_);
-            const auto path = cache_dir_ / (config_.name + "-model-info.gguf");
-            const auto tmp = cache_dir_ / (config_.name + "-model-info.gguf.tmp");
-            {
-                std::ofstream out(tmp, std::ios::binary);
-                out.write(info->body.data(), static_cast<std::streamsize>(info->body.size()));
-                if (!out) throw Error("cannot write " + tmp.string());
-            }
-            std::filesystem::rename(tmp, path);
-            m->counter = std::make_shared<serve::ServedModel>(path.string(), m->id);
+            // Loaded from memory: no file (a killed gateway leaves nothing behind; a file-size
+            // limit or a full disk cannot cost the window guard).
+            m->counter = std::make_shared<serve::ServedModel>(serve::ServedModel::Metadata{info->body}, m->id);
         } catch (const std::exception& e) {
             log_line("lane " + config_.name + ": cannot load its tokenizer (" + e.what() + "); no window guard");
         }
@@ -265,6 +269,7 @@ void Lane::monitor_loop() {
     auto backoff = std::chrono::milliseconds(250);
     bool was_healthy = false;
     auto next_model_fetch = std::chrono::steady_clock::now();
+    pid_t killed = -1;  // the child killed for silence (once)
     while (!stopping_.load()) {
         if (supervised()) {
             int status = 0;
@@ -294,8 +299,23 @@ void Lane::monitor_loop() {
                 continue;
             }
         }
-        const bool up = probe();
+        const Probe answer = probe();
+        const bool up = answer == Probe::Healthy;
         const auto now = std::chrono::steady_clock::now();
+        if (answer != Probe::Silent) {
+            last_answer_ns_ = steady_ns();
+        } else if (!alive() && supervised() && pid_.load() > 0 && pid_.load() != killed) {
+            // Silent for dead_after after answering: stopped or hung. Killed (a stopped process
+            // too), then reaped and restarted above; its calls in flight end through alive().
+            log_line("lane " + config_.name + " answered nothing for " + std::to_string(dead_after_.count() / 1000) +
+                     " s (stopped or hung): killing it (pid " + std::to_string(pid_.load()) + ")");
+            killed = pid_.load();
+            ::kill(killed, SIGKILL);
+            healthy_ = false;
+            cv_.notify_all();
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            continue;
+        }
         if (up && !healthy_.load()) {
             fetch_model();
             next_model_fetch = now + std::chrono::seconds(5);

@@ -4,6 +4,11 @@
 // back-off), and after every (re)start fetches what the lane serves: its model id, its window
 // (context_length of /v1/models) and its tokenizer and chat template (/strata/v1/model-info.gguf),
 // so the gateway counts tokens exactly as the lane will.
+//
+// Liveness, not just exit: a lane that answers /health at all (200, or 503 while its engine is
+// replaced) is alive; one that has answered nothing for `dead_after` (stopped, deadlocked,
+// swapping) is not: a supervised one is then killed and restarted as a crash is, and calls in
+// flight to it (upstream lanes too) are ended through alive().
 #pragma once
 
 #include <sys/types.h>
@@ -42,8 +47,7 @@ struct LaneModel {
 
 class Lane {
 public:
-    // `cache_dir`: where the lane's model-info file is kept.
-    Lane(LaneConfig config, std::filesystem::path cache_dir);
+    explicit Lane(LaneConfig config, std::chrono::milliseconds dead_after = std::chrono::seconds(6));
     ~Lane();
     Lane(const Lane&) = delete;
     Lane& operator=(const Lane&) = delete;
@@ -56,6 +60,8 @@ public:
     const LaneConfig& config() const { return config_; }
     const std::string& name() const { return config_.name; }
     bool healthy() const { return healthy_.load(); }
+    // False once a lane that answered /health has been silent for dead_after.
+    bool alive() const;
     bool supervised() const { return !config_.command.empty(); }
     std::string host() const;
     int port() const;
@@ -73,12 +79,12 @@ public:
 private:
     void spawn();  // supervised: fork/exec the command, its stderr read by a thread
     void monitor_loop();
-    bool probe();        // GET /health
-    void fetch_model();  // /v1/models + model-info
+    enum class Probe { Healthy, Answered, Silent };  // Answered: a status other than 200
+    Probe probe();                                   // GET /health
+    void fetch_model();                              // /v1/models + model-info
     void read_child_stderr(int fd, pid_t child);
 
     LaneConfig config_;
-    std::filesystem::path cache_dir_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::string host_ = "127.0.0.1";
@@ -86,6 +92,8 @@ private:
     std::shared_ptr<const LaneModel> model_;
     std::atomic<bool> healthy_{false}, stopping_{false}, check_now_{false};
     std::atomic<int> restarts_{0};
+    std::chrono::milliseconds dead_after_;
+    std::atomic<int64_t> last_answer_ns_{0};  // steady clock; 0: not answered since (re)start
     std::atomic<pid_t> pid_{-1};
     std::thread monitor_;
     std::vector<std::thread> stderr_readers_;  // one per child started

@@ -21,8 +21,9 @@ size_t event_end(const std::string& s) {
 }  // namespace
 
 std::shared_ptr<UpstreamCall> UpstreamCall::start(const std::string& host, int port, const std::string& path, Headers headers,
-                                                  std::string body) {
+                                                  std::string body, UpstreamDeadlines deadlines) {
     std::shared_ptr<UpstreamCall> call(new UpstreamCall());
+    call->deadlines_ = std::move(deadlines);
     call->client_ = std::make_shared<httplib::Client>(host, port);
     std::thread([call, path, headers = std::move(headers), body = std::move(body)]() mutable {
         call->run(path, std::move(headers), std::move(body));
@@ -35,7 +36,8 @@ UpstreamCall::~UpstreamCall() = default;
 void UpstreamCall::run(std::string path, Headers headers, std::string body) {
     httplib::Client& cli = *client_;
     cli.set_connection_timeout(std::chrono::seconds(5));
-    cli.set_read_timeout(std::chrono::hours(1));  // a long prefill sends nothing for a while
+    // The deadlines are kept by the waiting side (check_deadlines); this is only a backstop.
+    cli.set_read_timeout(std::max(deadlines_.first_byte, deadlines_.idle) + std::chrono::seconds(30));
     cli.set_write_timeout(std::chrono::seconds(60));
     cli.set_keep_alive(false);
     cli.set_tcp_nodelay(true);
@@ -59,6 +61,8 @@ void UpstreamCall::run(std::string path, Headers headers, std::string body) {
         cv_.wait(lock, [&] { return cancelled_ || !draining_ || pending_.size() < kMaxPending || event_end(pending_) == 0; });
         if (cancelled_) return false;
         pending_.append(data, n);
+        got_body_ = true;
+        last_byte_ = std::chrono::steady_clock::now();
         cv_.notify_all();
         return true;
     };
@@ -69,22 +73,41 @@ void UpstreamCall::run(std::string path, Headers headers, std::string body) {
     done_ = true;
     if (!ok) {
         failed_ = true;
-        error_ = httplib::to_string(err);
+        if (error_.empty()) error_ = httplib::to_string(err);  // a deadline's own words stay
     }
     cv_.notify_all();
+}
+
+void UpstreamCall::check_deadlines(std::unique_lock<std::mutex>& lock) {
+    if (done_ || cancelled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    auto seconds = [](std::chrono::milliseconds d) { return std::to_string((d.count() + 999) / 1000); };
+    if (!got_body_ && now - started_ > deadlines_.first_byte) {
+        error_ = "the lane sent no answer in " + seconds(deadlines_.first_byte) + " s (limits.upstream_first_byte_s)";
+    } else if (got_body_ && now - last_byte_ > deadlines_.idle) {
+        error_ = "the lane sent nothing for " + seconds(deadlines_.idle) + " s mid-answer (limits.upstream_idle_s)";
+    } else if (deadlines_.alive && !deadlines_.alive()) {
+        error_ = "the lane stopped answering /health (stopped or hung)";
+        lane_lost_ = true;
+    } else {
+        return;
+    }
+    expired_ = true;
+    cancel_locked(lock);
 }
 
 UpstreamCall::Head UpstreamCall::wait_head(const std::function<bool()>& gone) {
     std::unique_lock lock(mu_);
     for (;;) {
         if (head_) return Head::Ready;
+        if (expired_) return Head::Expired;
         if (done_) return Head::Unreachable;
         cv_.wait_for(lock, std::chrono::milliseconds(100));
         if (!head_ && !done_ && gone && gone()) {
-            lock.unlock();
-            cancel();
+            cancel_locked(lock);
             return Head::Gone;
         }
+        if (!head_) check_deadlines(lock);
     }
 }
 
@@ -107,6 +130,7 @@ bool UpstreamCall::take(std::string& out, std::chrono::milliseconds wait, bool w
     draining_ = true;
     auto available = [&]() -> size_t { return !whole_events || done_ ? pending_.size() : event_end(pending_); };
     if (available() == 0 && !done_) cv_.wait_for(lock, wait, [&] { return available() > 0 || done_; });
+    if (available() == 0) check_deadlines(lock);
     const size_t n = available();
     if (done_ && failed_ && whole_events) {
         // A stream cut off mid-event: the partial event is dropped, the caller ends the stream.
@@ -121,15 +145,28 @@ bool UpstreamCall::take(std::string& out, std::chrono::milliseconds wait, bool w
     return !(done_ && pending_.empty());
 }
 
+bool UpstreamCall::wait_body(const std::function<bool()>& gone) {
+    std::unique_lock lock(mu_);
+    while (!done_ && !got_body_) {
+        cv_.wait_for(lock, std::chrono::milliseconds(100));
+        if (!done_ && !got_body_ && gone && gone()) {
+            cancel_locked(lock);
+            return false;
+        }
+        check_deadlines(lock);
+    }
+    return true;
+}
+
 bool UpstreamCall::wait_done(const std::function<bool()>& gone) {
     std::unique_lock lock(mu_);
     while (!done_) {
         cv_.wait_for(lock, std::chrono::milliseconds(100));
         if (!done_ && gone && gone()) {
-            lock.unlock();
-            cancel();
+            cancel_locked(lock);
             return false;
         }
+        check_deadlines(lock);
     }
     return true;
 }
@@ -139,24 +176,42 @@ bool UpstreamCall::broken() const {
     return failed_;
 }
 
+bool UpstreamCall::expired() const {
+    std::lock_guard lock(mu_);
+    return expired_;
+}
+
+bool UpstreamCall::lane_lost() const {
+    std::lock_guard lock(mu_);
+    return lane_lost_;
+}
+
+bool UpstreamCall::got_body() const {
+    std::lock_guard lock(mu_);
+    return got_body_;
+}
+
 std::string UpstreamCall::error() const {
     std::lock_guard lock(mu_);
     return error_;
 }
 
 void UpstreamCall::cancel() {
-    std::shared_ptr<httplib::Client> client;
-    {
-        std::lock_guard lock(mu_);
-        if (cancelled_ || done_) {
-            cancelled_ = true;
-            return;
-        }
+    std::unique_lock lock(mu_);
+    cancel_locked(lock);
+}
+
+void UpstreamCall::cancel_locked(std::unique_lock<std::mutex>& lock) {
+    if (cancelled_ || done_) {
         cancelled_ = true;
-        client = client_;
-        cv_.notify_all();
+        return;
     }
+    cancelled_ = true;
+    std::shared_ptr<httplib::Client> client = client_;
+    cv_.notify_all();
+    lock.unlock();
     client->stop();  // closes the socket: the lane sees its client leave and cancels the work
+    lock.lock();
 }
 
 }  // namespace strata::gateway

@@ -197,12 +197,16 @@ void set_output(ApiKind api, ojson& body, int64_t n) {
 
 struct WindowGuard::Assemblers {
     std::mutex mu;
+    uint64_t made = 0;
     std::map<std::string, std::pair<std::shared_ptr<const serve::ServedModel>, std::shared_ptr<ContextAssembler>>> by_lane;
 };
 
-WindowGuard::WindowGuard(const LongContextConfig& config) : config_(config), assemblers_(std::make_unique<Assemblers>()) {
+WindowGuard::WindowGuard(const LongContextConfig& config)
+    : cache_(std::make_shared<SessionCache>(config.cache_max_bytes)),
+      config_(config),
+      assemblers_(std::make_unique<Assemblers>()) {
     if (config_.enabled && !config_.store_path.empty())
-        store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes});
+        store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes, log_line});
     limits_.max_messages = 1 << 20;
     limits_.max_text_bytes = 1ll << 30;
 }
@@ -291,7 +295,12 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
                 return static_cast<int64_t>(counter->tokenizer().encode(s, false).size());
             };
             slot.first = lane.counter;
-            slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count));
+            // Its own keys in the shared cache: a replaced assembler's sessions (another
+            // tokenizer's counts) are never found again, only aged out.
+            IndexingOptions indexing;
+            indexing.shared_cache = cache_;
+            indexing.cache_space = std::hash<std::string>()(lane.lane) * 0x9e3779b97f4a7c15ull + ++assemblers_->made;
+            slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count), RetrievalOptions{}, indexing);
         }
         assembler = slot.second;
     }

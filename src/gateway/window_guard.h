@@ -19,6 +19,7 @@ namespace strata::gateway {
 
 struct LaneModel;
 class ContextAssembler;
+class SessionCache;
 class SessionStore;
 
 struct GuardReport {
@@ -47,9 +48,12 @@ public:
     GuardReport apply(serve::ApiKind api, serve::ojson& body, size_t body_bytes, const LaneModel& lane, const std::string& scope);
 
     SessionStore* store() const { return store_.get(); }
+    // The in-memory sessions of every lane (one bound: long_context.cache_max_bytes).
+    SessionCache& cache() const { return *cache_; }
 
 private:
     std::unique_ptr<SessionStore> store_;
+    std::shared_ptr<SessionCache> cache_;
     LongContextConfig config_;
     serve::RequestLimits limits_;
     // One assembler per lane tokenizer (its counter), made on first use.

@@ -134,6 +134,17 @@ std::string ServedModel::metadata_gguf() const {
 
 ServedModel::ServedModel(const std::string& path, std::string name) : name_(std::move(name)) {
     file_ = gguf::File::open(path);
+    init();
+}
+
+ServedModel::ServedModel(Metadata gguf, std::string name) : name_(std::move(name)) {
+    file_ =
+        gguf::File::from_memory(reinterpret_cast<const uint8_t*>(gguf.bytes.data()), gguf.bytes.size(), "model info of " + name_);
+    if (!file_->tensors().empty()) throw Error("model info of " + name_ + ": holds tensors (not a metadata-only GGUF)");
+    init();
+}
+
+void ServedModel::init() {
     architecture_ = file_->has("general.architecture") ? file_->get_string("general.architecture") : "";
     tokenizer_ = tokenizer::Tokenizer::from_gguf(*file_);
     chat_ = std::make_unique<tmpl::ChatTemplate>(tmpl::ChatTemplate::from_gguf(*file_));

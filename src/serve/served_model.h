@@ -31,6 +31,12 @@ class ServedModel {
 public:
     // Throws strata::Error naming the file when it has no usable tokenizer or chat template.
     ServedModel(const std::string& path, std::string name);
+    // The same from a GGUF image in memory without tensors (what metadata_gguf() makes): how a
+    // gateway loads a lane's tokenizer and template without writing a file.
+    struct Metadata {
+        const std::string& bytes;
+    };
+    ServedModel(Metadata gguf, std::string name);
     ~ServedModel();
 
     const std::string& name() const { return name_; }
@@ -69,6 +75,7 @@ private:
     // `n` choices of one spec (seeds seed, seed + 1, ...).
     static PreparedChat fan_out(GenerationSpec spec, int n);
     std::string name_, architecture_;
+    void init();  // everything but file_, from file_
     std::unique_ptr<gguf::File> file_;
     std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
     std::unique_ptr<tmpl::ChatTemplate> chat_;

@@ -165,25 +165,21 @@ void Server::route() {
         }
         return net::Server::HandlerResponse::Unhandled;
     });
-    h.Post("/v1/chat/completions",
-           [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::OpenAI); });
+    h.Post("/v1/chat/completions", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::OpenAI); });
     h.Post("/v1/completions", [this](const net::Request& req, net::Response& res) { completion(req, res); });
     h.Post("/v1/messages", [this](const net::Request& req, net::Response& res) { chat(req, res, ApiKind::Anthropic); });
     h.Post("/v1/messages/count_tokens", [this](const net::Request& req, net::Response& res) { count_tokens(req, res); });
     h.Post("/v1/responses", [this](const net::Request& req, net::Response& res) { responses(req, res); });
     h.Get(R"(/v1/responses/([^/]+))", [this](const net::Request& req, net::Response& res) { response_get(req, res); });
-    h.Delete(R"(/v1/responses/([^/]+))",
-             [this](const net::Request& req, net::Response& res) { response_delete(req, res); });
-    h.Post(R"(/v1/responses/([^/]+)/cancel)",
-           [this](const net::Request& req, net::Response& res) { response_cancel(req, res); });
+    h.Delete(R"(/v1/responses/([^/]+))", [this](const net::Request& req, net::Response& res) { response_delete(req, res); });
+    h.Post(R"(/v1/responses/([^/]+)/cancel)", [this](const net::Request& req, net::Response& res) { response_cancel(req, res); });
     h.Get(R"(/v1/responses/([^/]+)/input_items)",
           [this](const net::Request& req, net::Response& res) { response_input_items(req, res); });
     h.Post("/v1/chat/completions/input_tokens",
            [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::InputTokens); });
     h.Post("/tokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Tokenize); });
     h.Post("/detokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Detokenize); });
-    h.Post("/apply-template",
-           [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::ApplyTemplate); });
+    h.Post("/apply-template", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::ApplyTemplate); });
     h.Post("/v1/embeddings", [this](const net::Request&, net::Response& res) {
         Call call;
         reply_error(

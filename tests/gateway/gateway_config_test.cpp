@@ -43,6 +43,9 @@ TEST(GatewayConfig, TheExampleConfigParses) {
     EXPECT_EQ(c.limits.queue_per_key, 64);
     EXPECT_DOUBLE_EQ(c.long_context.recent_fraction, 0.25);
     EXPECT_EQ(c.long_context.store_max_bytes, int64_t{1024} << 20);
+    EXPECT_EQ(c.long_context.cache_max_bytes, int64_t{1024} << 20);
+    EXPECT_EQ(c.limits.lane_dead_s, 6);
+    EXPECT_EQ(c.limits.upstream_first_byte_s, 1800);
 }
 
 TEST(GatewayConfig, ReadsEveryTable) {
@@ -52,8 +55,9 @@ TEST(GatewayConfig, ReadsEveryTable) {
         dir, "g.toml",
         "[server]\nlisten = \"0.0.0.0:8443\"\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\ndebug_endpoints = true\n"
         "[limits]\nmax_concurrency_per_key = 3\nqueue_per_key = 7\nrequests_per_minute = 90\nmax_body_mib = 8\nlane_wait_s = 5\n"
+        "lane_dead_s = 9\nupstream_first_byte_s = 600\nupstream_idle_s = 120\n"
         "[long_context]\nenabled = false\nrecent_fraction = 0.5\nstore = \"s.sqlite\"\nstore_max_mib = 10\ndefault_output_tokens "
-        "= 512\n"
+        "= 512\ncache_max_mib = 64\n"
         "[[lanes]]\nname = \"big\"\ncommand = [\"strata\", \"serve\", \"-m\", \"x.gguf\"]\nmodels = [\"q\", \"q-fast\"]\n"
         "cpus = \"0-3,8\"\ngpu = \"1\"\nfallback = \"small\"\n"
         "[[lanes]]\nname = \"small\"\nupstream = \"http://127.0.0.1:8081\"\nmodels = [\"*\"]\nupstream_key = \"lane-secret\"\n"
@@ -68,6 +72,10 @@ TEST(GatewayConfig, ReadsEveryTable) {
     EXPECT_EQ(c.limits.queue_per_key, 7);
     EXPECT_DOUBLE_EQ(c.limits.requests_per_minute, 90);
     EXPECT_EQ(c.limits.max_body_bytes, int64_t{8} << 20);
+    EXPECT_EQ(c.limits.lane_dead_s, 9);
+    EXPECT_EQ(c.limits.upstream_first_byte_s, 600);
+    EXPECT_EQ(c.limits.upstream_idle_s, 120);
+    EXPECT_EQ(c.long_context.cache_max_bytes, int64_t{64} << 20);
     EXPECT_FALSE(c.long_context.enabled);
     EXPECT_EQ(c.long_context.store_path, "s.sqlite");
     EXPECT_EQ(c.long_context.default_output_tokens, 512);
@@ -103,6 +111,8 @@ TEST(GatewayConfig, MistakesAreErrorsNamingTheFileAndKey) {
         {kLane + "[[keys]]\nname = \"k\"\nsecret = \"plain\"\n", "unknown key 'secret'"},
         {"[server]\ntls_cert = \"c.pem\"\n" + kLane, "TLS needs both"},
         {"[long_context]\nrecent_fraction = 2.0\n" + kLane, "recent_fraction"},
+        {"[limits]\nlane_dead_s = 1\n" + kLane, "lane_dead_s must be at least 2"},
+        {"[limits]\nupstream_first_byte_s = 0\n" + kLane, "upstream_first_byte_s"},
         {"this is not toml", "g.toml"},
     };
     for (const auto& c : cases) {

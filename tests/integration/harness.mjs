@@ -102,9 +102,12 @@ export async function metric(base, name) {
 export const tinyPng = readFileSync(join(here, 'fixtures/2x2.png')).toString('base64');
 
 // Starts `strata gateway ARGS...` (a config file or --upstream); resolves once it listens.
-// Its lanes' messages come on the gateway's stderr, prefixed "lane NAME:".
-export async function startGateway(args, { logName = 'gateway' } = {}) {
-  const child = spawn(strataBin, ['gateway', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+// Its lanes' messages come on the gateway's stderr, prefixed "lane NAME:". `wrap`: shell
+// commands run first in the same process (`ulimit -f 256;`), which then execs the gateway.
+export async function startGateway(args, { logName = 'gateway', wrap } = {}) {
+  const child = wrap
+    ? spawn('sh', ['-c', `${wrap} exec "$0" gateway "$@"`, strataBin, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
+    : spawn(strataBin, ['gateway', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   const handle = { stop: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); } };
   started.add(handle);
   let stderr = '';

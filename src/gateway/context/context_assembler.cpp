@@ -177,7 +177,7 @@ ContextAssembler::ContextAssembler(SessionStore* store, TokenCounter count, Retr
       count_(std::move(count)),
       retrieval_(std::move(retrieval)),
       indexing_(indexing),
-      cache_(indexing.cache_max_bytes) {
+      cache_(indexing.shared_cache ? indexing.shared_cache : std::make_shared<SessionCache>(indexing.cache_max_bytes)) {
     if (indexing_.count_threads <= 0)
         indexing_.count_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
@@ -185,7 +185,7 @@ ContextAssembler::ContextAssembler(SessionStore* store, TokenCounter count, Retr
 ContextAssembler::~ContextAssembler() = default;
 
 ContextAssembler::Acquired ContextAssembler::acquire(std::string_view scope, const std::vector<uint64_t>& chain) {
-    SessionCache::Found found = cache_.find(chain);
+    SessionCache::Found found = cache_->find(chain, indexing_.cache_space);
     std::shared_ptr<Session> s = found.session;
     size_t p = found.length;
     if (store_ != nullptr && (!s || (p < chain.size() && store_->contains(scope, chain[p])))) {
@@ -193,7 +193,7 @@ ContextAssembler::Acquired ContextAssembler::acquire(std::string_view scope, con
             if (std::unique_ptr<Session> loaded = store_->load(m->session)) {
                 std::shared_ptr<Session> sp(std::move(loaded));
                 std::lock_guard lock(sp->mutex);
-                s = cache_.put(sp);
+                s = cache_->put(sp, indexing_.cache_space);
                 p = m->length;
             }
         }
@@ -208,8 +208,11 @@ ContextAssembler::Acquired ContextAssembler::acquire(std::string_view scope, con
     // Another request may have extended the session since it was found.
     while (p < s->n_messages() && p < chain.size() && s->message(p).hash == chain[p]) ++p;
     if (p < s->n_messages() && p < chain.size()) {
-        // Diverges at message p: a new session with only the shared prefix.
-        std::shared_ptr<Session> fork(s->prefix_copy(p));
+        // Diverges at message p: a new session with only the shared prefix (shared, not copied:
+        // s's chunks may become a frozen base of both, which the cache re-measures).
+        const void* base_before = s->base_id();
+        std::shared_ptr<Session> fork(s->fork(p));
+        if (s->base_id() != base_before) cache_->put(s, indexing_.cache_space);
         a.parent = s->id();
         a.shared = p;
         a.lock.unlock();
@@ -281,7 +284,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     } else if (store_ != nullptr && s.id() != 0) {
         store_->touch(s.id());
     }
-    cache_.put(a.session);  // registers new messages' hashes (a.session is already the cached object)
+    cache_->put(a.session, indexing_.cache_space);  // registers new messages' hashes (a.session is already the cached object)
     st.ms_index = ms_since(t);
     st.chunks_total = static_cast<int>(s.n_chunks());
     st.retrieval = retrieval_.reranker ? "bm25+rerank" : "bm25";

@@ -87,7 +87,9 @@ std::vector<uint64_t> conversation_chain(std::string_view scope, const Conversat
 struct IndexingOptions {
     ChunkOptions chunking;
     int count_threads = 0;                       // threads counting new chunks; 0 = hardware concurrency
-    int64_t cache_max_bytes = int64_t{1} << 30;  // in-memory sessions
+    int64_t cache_max_bytes = int64_t{1} << 30;  // in-memory sessions (when no shared cache is given)
+    std::shared_ptr<SessionCache> shared_cache;  // non-null: sessions kept there (one bound for several assemblers)
+    uint64_t cache_space = 0;                    // this assembler's keys in a shared cache
 };
 
 class ContextAssembler {
@@ -99,7 +101,7 @@ public:
     // scope: the API-key identity (or "" when keys are off): sessions never cross scopes.
     AssembleResult assemble(std::string_view scope, const Conversation& conversation, const AssembleOptions& options);
 
-    SessionCache& cache() { return cache_; }
+    SessionCache& cache() { return *cache_; }
 
 private:
     struct Acquired;
@@ -111,7 +113,7 @@ private:
     TokenCounter count_;
     RetrievalOptions retrieval_;
     IndexingOptions indexing_;
-    SessionCache cache_;
+    std::shared_ptr<SessionCache> cache_;
 };
 
 }  // namespace strata::gateway

@@ -2,6 +2,11 @@
 // (as byte ranges of the messages, with token counts and bags of words) and their BM25 index.
 // Chunk text is not kept: every request carries the whole conversation, and a message whose
 // chain hash matches is byte-identical, so chunk text is read from the request.
+//
+// Forks share their prefix: a session's chunks, bags of words and index may start with a frozen
+// base (shared, never changed again) of which it sees chunks [0, base_chunks); only what it
+// added since is its own. Message records (32 bytes each) are always its own: their token counts
+// are made exact in place.
 #pragma once
 
 #include <cstdint>
@@ -55,18 +60,23 @@ public:
     // Chunk ids of message i: [first, end).
     std::pair<uint32_t, uint32_t> chunk_range(size_t i) const;
 
-    size_t n_chunks() const { return chunks_.size(); }
-    const ChunkRecord& chunk(uint32_t c) const { return chunks_[c]; }
+    size_t n_chunks() const { return base_chunks_ + chunks_.size(); }
+    const ChunkRecord& chunk(uint32_t c) const { return c < base_chunks_ ? base_->chunks[c] : chunks_[c - base_chunks_]; }
     std::span<const TermCount> chunk_terms(uint32_t c) const {
-        return {terms_.data() + chunks_[c].terms_begin, chunks_[c].terms_count};
+        const ChunkRecord& r = chunk(c);
+        return {(c < base_chunks_ ? base_->terms.data() : terms_.data()) + r.terms_begin, r.terms_count};
     }
     const Bm25Index& index() const { return index_; }
 
     void add_message(uint64_t hash, int64_t tokens, bool exact, std::vector<NewChunk> chunks);
-    // A new session (id 0) holding messages [0, n) of this one, with its own index.
-    std::unique_ptr<Session> prefix_copy(size_t n) const;
+    // A new session (id 0) holding messages [0, n) of this one, sharing their chunks and index.
+    // May freeze this session's own chunks into a new base first (the caller holds `mutex`).
+    std::unique_ptr<Session> fork(size_t n);
 
+    // Heap held by this session alone, and by its base (shared with its forks; 0 without one).
     size_t memory_bytes() const;
+    size_t base_bytes() const { return base_ ? base_->bytes : 0; }
+    const void* base_id() const { return base_.get(); }
 
     // Held while the session is extended or read by one request.
     std::mutex mutex;
@@ -75,10 +85,20 @@ public:
     int64_t system_tokens = -1;
 
 private:
+    struct Frozen {  // chunks [0, chunks.size()) of some session, with their bags of words and index
+        std::vector<ChunkRecord> chunks;
+        std::vector<TermCount> terms;
+        Bm25Index index;
+        size_t bytes = 0;
+    };
+    void freeze();  // moves (or, over a base, copies) every chunk into a new base
+
     int64_t id_;  // its row in the session store; 0 when not stored
     std::string scope_;
     std::vector<MessageRecord> messages_;
-    std::vector<ChunkRecord> chunks_;
+    std::shared_ptr<const Frozen> base_;
+    uint32_t base_chunks_ = 0;
+    std::vector<ChunkRecord> chunks_;  // chunks [base_chunks_, n_chunks()); terms_begin into terms_
     std::vector<TermCount> terms_;
     Bm25Index index_;
 };

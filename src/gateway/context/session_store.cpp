@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "gateway/context/session.h"
 #include "util/error.h"
@@ -14,11 +16,21 @@ namespace {
 constexpr int64_t kMessageRowBytes = 40;
 constexpr int64_t kChunkRowBytes = 40;
 
+// An SQLite failure, with its primary result code (SQLITE_NOTADB, SQLITE_FULL, ...).
+class SqliteError : public Error {
+public:
+    SqliteError(int code, const std::string& what) : Error(what), code(code) {}
+    int code;
+};
+
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
+    throw SqliteError(rc & 0xff, context + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+}
+
 class Stmt {
 public:
     Stmt(sqlite3* db, const char* sql) : db_(db) {
-        if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK)
-            throw Error(std::string("session store: ") + sqlite3_errmsg(db) + " in: " + sql);
+        if (const int rc = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); rc != SQLITE_OK) fail(db, rc, sql);
     }
     ~Stmt() { sqlite3_finalize(s_); }
     Stmt(const Stmt&) = delete;
@@ -35,7 +47,7 @@ public:
     bool step() {
         const int rc = sqlite3_step(s_);
         if (rc == SQLITE_ROW) return true;
-        if (rc != SQLITE_DONE) throw Error(std::string("session store: ") + sqlite3_errmsg(db_));
+        if (rc != SQLITE_DONE) fail(db_, rc, sqlite3_sql(s_));
         return false;
     }
     void run() {
@@ -55,7 +67,7 @@ public:
 
 private:
     Stmt& check(int rc) {
-        if (rc != SQLITE_OK) throw Error(std::string("session store: bind: ") + sqlite3_errmsg(db_));
+        if (rc != SQLITE_OK) fail(db_, rc, "bind");
         return *this;
     }
     sqlite3* db_;
@@ -86,12 +98,21 @@ std::vector<TermCount> decode_terms(const void* p, size_t n) {
     return out;
 }
 
-// Commits on scope exit unless rolled back by an exception.
+// BEGIN IMMEDIATE ... commit(); rolled back on scope exit when not committed (an exception, or a
+// COMMIT that failed: commit() throws then).
 class Transaction {
 public:
-    explicit Transaction(sqlite3* db) : db_(db) { sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); }
-    ~Transaction() { sqlite3_exec(db_, committed_ ? "COMMIT" : "ROLLBACK", nullptr, nullptr, nullptr); }
-    void commit() { committed_ = true; }
+    explicit Transaction(sqlite3* db) : db_(db) {
+        if (const int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); rc != SQLITE_OK)
+            fail(db_, rc, "BEGIN IMMEDIATE");
+    }
+    ~Transaction() {
+        if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    void commit() {
+        if (const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr); rc != SQLITE_OK) fail(db_, rc, "COMMIT");
+        committed_ = true;
+    }
     Transaction(const Transaction&) = delete;
     Transaction& operator=(const Transaction&) = delete;
 
@@ -103,16 +124,58 @@ private:
 }  // namespace
 
 SessionStore::SessionStore(SessionStoreOptions options) : options_(std::move(options)) {
-    if (options_.path.has_parent_path()) std::filesystem::create_directories(options_.path.parent_path());
-    if (sqlite3_open_v2(options_.path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr) !=
-        SQLITE_OK) {
-        const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    const std::string path = options_.path.string();
+    try {
+        open_file();
+    } catch (const SqliteError& e) {
         sqlite3_close(db_);
-        throw Error("session store: cannot open " + options_.path.string() + ": " + msg);
+        db_ = nullptr;
+        if (e.code != SQLITE_NOTADB && e.code != SQLITE_CORRUPT) {
+            turn_off("cannot use " + path + " (" + e.what() + ")");
+            return;
+        }
+        // Not a database, or a damaged one: kept aside for a look, and a fresh store made.
+        const std::string aside = path + ".corrupt-" + std::to_string(std::time(nullptr));
+        std::error_code ec;
+        std::filesystem::rename(options_.path, aside, ec);
+        for (const char* side : {"-wal", "-shm"}) std::filesystem::remove(path + side, ec);
+        warn("session store: " + path + " is damaged (" + e.what() + "): moved aside to " + aside + "; starting a fresh one");
+        try {
+            open_file();
+        } catch (const Error& again) {
+            sqlite3_close(db_);
+            db_ = nullptr;
+            turn_off("cannot use " + path + " (" + again.what() + ")");
+            return;
+        }
+    } catch (const Error& e) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+        turn_off("cannot use " + path + " (" + e.what() + ")");
+        return;
     }
-    sqlite3_busy_timeout(db_, 5000);
+    available_ = true;
+}
+
+void SessionStore::open_file() {
+    const std::string path = options_.path.string();
+    if (options_.path.has_parent_path()) {
+        std::error_code ec;
+        std::filesystem::create_directories(options_.path.parent_path(), ec);
+        if (ec) throw Error("cannot make the folder " + options_.path.parent_path().string() + ": " + ec.message());
+    }
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, "open");
+    // SQLite opens a file it may not write read-only without a word: every write would fail.
+    if (sqlite3_db_readonly(db_, "main") == 1) throw Error("the file is read-only");
+    sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
+    // Exclusive before the first WAL access: no -shm is ever made or mapped (a read-only or
+    // truncated one is a SIGBUS otherwise), and the lock taken below keeps other processes out.
+    exec("PRAGMA locking_mode=EXCLUSIVE");
+    exec("PRAGMA mmap_size=0");
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
+    exec("BEGIN EXCLUSIVE");
     exec(
         "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, n_messages INTEGER NOT NULL,"
         " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL)");
@@ -124,35 +187,77 @@ SessionStore::SessionStore(SessionStoreOptions options) : options_(std::move(opt
         "CREATE TABLE IF NOT EXISTS chunks(session INTEGER NOT NULL, message INTEGER NOT NULL, seq INTEGER NOT NULL,"
         " offset INTEGER NOT NULL, length INTEGER NOT NULL, tokens INTEGER NOT NULL, terms BLOB NOT NULL,"
         " PRIMARY KEY(session, message, seq))");
-    Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0), COALESCE(MAX(last_used), 0) FROM sessions");
-    if (s.step()) {
-        total_bytes_ = s.i64(0);
-        clock_ = s.i64(1);
+    {
+        Stmt s(db_, "SELECT COALESCE(SUM(bytes), 0), COALESCE(MAX(last_used), 0) FROM sessions");
+        if (s.step()) {
+            total_bytes_ = s.i64(0);
+            clock_ = s.i64(1);
+        }
     }
+    exec("COMMIT");
 }
 
 SessionStore::~SessionStore() { sqlite3_close(db_); }
 
+void SessionStore::warn(const std::string& line) const {
+    if (options_.log) {
+        options_.log(line);
+    } else {
+        std::fprintf(stderr, "gateway: %s\n", line.c_str());
+        std::fflush(stderr);
+    }
+}
+
+// Under mutex_ (or in the constructor).
+void SessionStore::turn_off(const std::string& why) {
+    if (db_ != nullptr) {
+        sqlite3_close(db_);
+        db_ = nullptr;
+    }
+    available_ = false;
+    if (!warned_) {
+        warned_ = true;
+        warn("session store: " + why + "; sessions are kept in memory only until the gateway restarts");
+    }
+}
+
+template <typename T, typename F>
+T SessionStore::guarded(const char* what, T off, F&& fn) {
+    std::lock_guard lock(mutex_);
+    if (!available_.load()) return off;
+    try {
+        return fn();
+    } catch (const Error& e) {
+        turn_off(std::string(what) + " failed (" + e.what() + ")");
+        return off;
+    }
+}
+
 void SessionStore::exec(const char* sql) {
     char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-        const std::string msg = err ? err : "unknown error";
+    if (const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
+        const std::string msg = err ? err : sqlite3_errstr(rc);
         sqlite3_free(err);
-        throw Error("session store: " + msg + " in: " + sql);
+        throw SqliteError(rc & 0xff, msg + " in: " + sql);
     }
 }
 
 int64_t SessionStore::now() { return ++clock_; }
 
 bool SessionStore::contains(std::string_view scope, uint64_t hash) {
-    std::lock_guard lock(mutex_);
-    Stmt s(db_, "SELECT 1 FROM messages m JOIN sessions s ON s.id = m.session WHERE m.hash = ? AND s.scope = ? LIMIT 1");
-    s.bind(1, as_row(hash)).bind_text(2, scope);
-    return s.step();
+    return guarded("a lookup", false, [&] {
+        Stmt s(db_, "SELECT 1 FROM messages m JOIN sessions s ON s.id = m.session WHERE m.hash = ? AND s.scope = ? LIMIT 1");
+        s.bind(1, as_row(hash)).bind_text(2, scope);
+        return s.step();
+    });
 }
 
 std::optional<SessionStore::Match> SessionStore::find_prefix(std::string_view scope, std::span<const uint64_t> chain) {
-    std::lock_guard lock(mutex_);
+    return guarded("a lookup", std::optional<Match>(),
+                   [&]() -> std::optional<Match> { return find_prefix_locked(scope, chain); });
+}
+
+std::optional<SessionStore::Match> SessionStore::find_prefix_locked(std::string_view scope, std::span<const uint64_t> chain) {
     Stmt s(db_,
            "SELECT m.session FROM messages m JOIN sessions s ON s.id = m.session"
            " WHERE m.hash = ? AND m.position = ? AND s.scope = ? ORDER BY s.last_used DESC LIMIT 1");
@@ -179,7 +284,10 @@ std::optional<SessionStore::Match> SessionStore::find_prefix(std::string_view sc
 }
 
 std::unique_ptr<Session> SessionStore::load(int64_t id) {
-    std::lock_guard lock(mutex_);
+    return guarded("loading a session", std::unique_ptr<Session>(), [&] { return load_locked(id); });
+}
+
+std::unique_ptr<Session> SessionStore::load_locked(int64_t id) {
     Stmt head(db_, "SELECT scope FROM sessions WHERE id = ?");
     head.bind(1, id);
     if (!head.step()) return nullptr;
@@ -232,7 +340,15 @@ void SessionStore::insert_rows(const Session& session, size_t from_message, int6
 }
 
 void SessionStore::create(Session& session, int64_t parent, size_t shared) {
-    std::lock_guard lock(mutex_);
+    const bool ok = guarded("a write", false, [&] {
+        create_locked(session, parent, shared);
+        return true;
+    });
+    if (!ok) session.set_id(0);  // its row was rolled back (or never made): a session of memory only
+}
+
+void SessionStore::create_locked(Session& session, int64_t parent, size_t shared) {
+    const int64_t total_before = total_bytes_;
     Transaction tx(db_);
     Stmt s(db_, "INSERT INTO sessions(scope, n_messages, bytes, last_used) VALUES(?, 0, 0, ?)");
     s.bind_text(1, session.scope()).bind(2, now()).run();
@@ -262,35 +378,36 @@ void SessionStore::create(Session& session, int64_t parent, size_t shared) {
     insert_rows(session, copied, bytes);
     Stmt u(db_, "UPDATE sessions SET n_messages = ?, bytes = ? WHERE id = ?");
     u.bind(1, static_cast<int64_t>(session.n_messages())).bind(2, bytes).bind(3, session.id()).run();
-    total_bytes_ += bytes;
     tx.commit();
+    total_bytes_ = total_before + bytes;
     evict_over_bound(session.id());
 }
 
 void SessionStore::append(Session& session, size_t from_message) {
-    {
-        std::lock_guard lock(mutex_);
+    const bool appended = guarded("a write", true, [&] {
         Stmt have(db_, "SELECT bytes FROM sessions WHERE id = ?");
         have.bind(1, session.id());
-        if (have.step()) {
-            Transaction tx(db_);
-            int64_t bytes = 0;
-            insert_rows(session, from_message, bytes);
-            Stmt u(db_, "UPDATE sessions SET n_messages = ?, bytes = bytes + ?, last_used = ? WHERE id = ?");
-            u.bind(1, static_cast<int64_t>(session.n_messages())).bind(2, bytes).bind(3, now()).bind(4, session.id()).run();
-            total_bytes_ += bytes;
-            tx.commit();
-            evict_over_bound(session.id());
-            return;
-        }
-    }
-    create(session);  // evicted meanwhile: store it again under a new id
+        if (!have.step()) return false;
+        have.reset();
+        Transaction tx(db_);
+        int64_t bytes = 0;
+        insert_rows(session, from_message, bytes);
+        Stmt u(db_, "UPDATE sessions SET n_messages = ?, bytes = bytes + ?, last_used = ? WHERE id = ?");
+        u.bind(1, static_cast<int64_t>(session.n_messages())).bind(2, bytes).bind(3, now()).bind(4, session.id()).run();
+        tx.commit();
+        total_bytes_ += bytes;
+        evict_over_bound(session.id());
+        return true;
+    });
+    if (!appended) create(session);  // evicted meanwhile: store it again under a new id
 }
 
 void SessionStore::touch(int64_t id) {
-    std::lock_guard lock(mutex_);
-    Stmt t(db_, "UPDATE sessions SET last_used = ? WHERE id = ?");
-    t.bind(1, now()).bind(2, id).run();
+    guarded("a write", 0, [&] {
+        Stmt t(db_, "UPDATE sessions SET last_used = ? WHERE id = ?");
+        t.bind(1, now()).bind(2, id).run();
+        return 0;
+    });
 }
 
 void SessionStore::evict_over_bound(int64_t keep) {
@@ -308,24 +425,27 @@ void SessionStore::evict_over_bound(int64_t keep) {
     Stmt dm(db_, "DELETE FROM messages WHERE session = ?");
     Stmt dc(db_, "DELETE FROM chunks WHERE session = ?");
     Stmt ds(db_, "DELETE FROM sessions WHERE id = ?");
+    int64_t freed = 0;
     for (const auto& [id, bytes] : victims) {
         dm.bind(1, id).run();
         dc.bind(1, id).run();
         ds.bind(1, id).run();
-        total_bytes_ -= bytes;
+        freed += bytes;
     }
     tx.commit();
+    total_bytes_ -= freed;
 }
 
 int64_t SessionStore::total_bytes() {
     std::lock_guard lock(mutex_);
-    return total_bytes_;
+    return available_.load() ? total_bytes_ : 0;
 }
 
 int64_t SessionStore::n_sessions() {
-    std::lock_guard lock(mutex_);
-    Stmt s(db_, "SELECT COUNT(*) FROM sessions");
-    return s.step() ? s.i64(0) : 0;
+    return guarded("a count", int64_t{0}, [&] {
+        Stmt s(db_, "SELECT COUNT(*) FROM sessions");
+        return s.step() ? s.i64(0) : int64_t{0};
+    });
 }
 
 }  // namespace strata::gateway

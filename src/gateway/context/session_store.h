@@ -8,10 +8,22 @@
 // forks copy the shared prefix's rows into a new session. The file is bounded: past max_bytes
 // whole sessions are deleted, least recently used first. One connection, guarded by a mutex:
 // every method is safe to call from many threads.
+//
+// The store is a cache of derived data, so its faults degrade rather than fail: a store that
+// cannot be opened (a read-only file or folder, locked by another process) or a write or COMMIT
+// that fails later (a full disk, a file-size limit: the process ignores SIGXFSZ so a write fails
+// with EFBIG) logs one warning and the store turns off (every method a no-op: sessions are then
+// kept in memory only); a file that is not a database (corrupt) is moved aside at start
+// (PATH.corrupt-UNIXTIME) and a fresh one made. The file is held with an exclusive lock in WAL
+// mode, so no shared-memory index (-shm) is mapped: a read-only or truncated one cannot SIGBUS
+// the gateway, and a second process on the same file is told at once (memory only) rather than
+// after a 10 s wait.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,12 +39,15 @@ class Session;
 
 struct SessionStoreOptions {
     std::filesystem::path path;
-    int64_t max_bytes = int64_t{4} << 30;  // of chunk and message rows (an estimate of the file's size)
+    int64_t max_bytes = int64_t{4} << 30;         // of chunk and message rows (an estimate of the file's size)
+    std::function<void(const std::string&)> log;  // a warning line; null: stderr
+    int busy_timeout_ms = 250;                    // another process holding the file: memory only after this
 };
 
 class SessionStore {
 public:
-    explicit SessionStore(SessionStoreOptions options);  // opens or creates; throws strata::Error
+    // Opens or creates; never throws for the file's faults (it degrades to memory only).
+    explicit SessionStore(SessionStoreOptions options);
     ~SessionStore();
     SessionStore(const SessionStore&) = delete;
     SessionStore& operator=(const SessionStore&) = delete;
@@ -57,10 +72,21 @@ public:
 
     int64_t total_bytes();
     int64_t n_sessions();
+    // False once the store has turned off (sessions in memory only); why in the one warning.
+    bool available() const { return available_.load(); }
 
 private:
+    void open_file();  // throws strata::Error with the SQLite code in sqlite_code_
+    // Runs fn under the mutex if the store is on; an error turns it off (one warning) and gives `off`.
+    template <typename T, typename F>
+    T guarded(const char* what, T off, F&& fn);
+    void turn_off(const std::string& why);
+    void warn(const std::string& line) const;
     void exec(const char* sql);
     sqlite3_stmt* prepare(const char* sql);
+    std::optional<Match> find_prefix_locked(std::string_view scope, std::span<const uint64_t> chain);
+    std::unique_ptr<Session> load_locked(int64_t session);
+    void create_locked(Session& session, int64_t parent, size_t shared);
     void insert_rows(const Session& session, size_t from_message, int64_t& bytes);
     void evict_over_bound(int64_t keep);
     int64_t now();
@@ -68,6 +94,8 @@ private:
     SessionStoreOptions options_;
     std::mutex mutex_;
     sqlite3* db_ = nullptr;
+    std::atomic<bool> available_{false};
+    bool warned_ = false;
     int64_t clock_ = 0;        // last_used stamps: a counter, so the order is exact
     int64_t total_bytes_ = 0;  // sum of sessions.bytes
 };
