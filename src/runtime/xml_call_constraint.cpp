@@ -23,39 +23,6 @@ constexpr std::string_view kXmlLiterals[] = {
 constexpr uint8_t kXmlParamOpen = 0, kXmlFunctionClose = 1, kXmlParamClose = 2;
 constexpr std::string_view kXmlValueEnd = "</parameter>";
 
-// How the output parser reads a value of this schema (serve/output_parser.cpp, value_kind):
-// as a string when "string" is its only type (or it is an enum of strings), as JSON when it has
-// types and none is "string", else either (text here).
-enum class XmlReading { String, Json, Either };
-
-XmlReading xml_reading_of(const nlohmann::ordered_json& schema) {
-    if (!schema.is_object()) return XmlReading::Either;
-    const auto type = schema.find("type");
-    if (type == schema.end()) {
-        const auto choices = schema.find("enum");
-        if (choices == schema.end() || !choices->is_array() || choices->empty()) return XmlReading::Either;
-        for (const auto& c : *choices)
-            if (!c.is_string()) return XmlReading::Either;
-        return XmlReading::String;
-    }
-    bool string = false, other = false;
-    auto note = [&](const nlohmann::ordered_json& t) {
-        if (!t.is_string()) return;
-        const std::string& s = t.get_ref<const std::string&>();
-        if (s == "string") string = true;
-        else if (s != "null") other = true;
-    };
-    if (type->is_array()) {
-        for (const auto& t : *type) note(t);
-    } else {
-        note(*type);
-        if (type->is_string() && type->get_ref<const std::string&>() == "null") other = true;
-    }
-    if (string && !other) return XmlReading::String;
-    if (other && !string) return XmlReading::Json;
-    return XmlReading::Either;
-}
-
 uint32_t xml_length_bound(const nlohmann::ordered_json& schema, const char* key, uint32_t fallback) {
     const auto it = schema.find(key);
     if (it == schema.end()) return fallback;
@@ -74,8 +41,8 @@ XmlCallGrammar::Param xml_compile_param(const std::string& name, const nlohmann:
     p.name = name;
     p.required = required;
     xml_check_name(name, "the parameter");
-    switch (xml_reading_of(schema)) {
-        case XmlReading::String: {
+    switch (xml_value_reading(schema)) {
+        case XmlValueReading::String: {
             for (const char* unsupported : {"pattern", "const"})
                 if (schema.contains(unsupported)) throw Error(std::string("'") + unsupported + "' on a string parameter");
             if (const auto choices = schema.find("enum"); choices != schema.end()) {
@@ -99,11 +66,11 @@ XmlCallGrammar::Param xml_compile_param(const std::string& name, const nlohmann:
             }
             break;
         }
-        case XmlReading::Json:
+        case XmlValueReading::Json:
             p.kind = ParamKind::Json;
             p.json = JsonGrammar::from_ordered_schema(schema, JsonGrammarOptions{.max_depth = 16, .max_whitespace_run = 1});
             break;
-        case XmlReading::Either: p.kind = ParamKind::Text; break;
+        case XmlValueReading::Either: p.kind = ParamKind::Text; break;
     }
     return p;
 }

@@ -36,6 +36,43 @@
 
 namespace strata::runtime {
 
+// How an XML call's parameter value of this JSON schema is read back: as a string when "string"
+// is its only type (or it is an enum of strings), as JSON when it has types and none is
+// "string", else either. One rule for the constraint that writes values (xml_call_constraint.cpp)
+// and the output parser that reads them (serve/output_parser.cpp). Json: nlohmann::json or
+// nlohmann::ordered_json.
+enum class XmlValueReading { String, Json, Either };
+
+template <class Json>
+XmlValueReading xml_value_reading(const Json& schema) {
+    if (!schema.is_object()) return XmlValueReading::Either;
+    const auto type = schema.find("type");
+    if (type == schema.end()) {
+        // {"enum": ["a", "b"]} without a type: strings when every choice is one.
+        const auto choices = schema.find("enum");
+        if (choices == schema.end() || !choices->is_array() || choices->empty()) return XmlValueReading::Either;
+        for (const auto& c : *choices)
+            if (!c.is_string()) return XmlValueReading::Either;
+        return XmlValueReading::String;
+    }
+    bool string = false, other = false;
+    auto note = [&](const Json& t) {
+        if (!t.is_string()) return;
+        const std::string& s = t.template get_ref<const std::string&>();
+        if (s == "string") string = true;
+        else if (s != "null") other = true;
+    };
+    if (type->is_array()) {
+        for (const auto& t : *type) note(t);
+    } else {
+        note(*type);
+        if (type->is_string() && type->template get_ref<const std::string&>() == "null") other = true;
+    }
+    if (string && !other) return XmlValueReading::String;
+    if (other && !string) return XmlValueReading::Json;
+    return XmlValueReading::Either;
+}
+
 class XmlCallGrammar {
 public:
     struct Param {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "runtime/xml_call_constraint.h"
 #include "serve/json_scanner.h"
 
 namespace strata::serve {
@@ -108,32 +109,13 @@ enum class ValueKind : uint8_t {
     Json,    // parsed as any JSON value; a string when it does not parse
 };
 
+// The rule the XML call constraint writes values by (runtime/xml_call_constraint.h).
 ValueKind value_kind(const nlohmann::json& schema) {
-    if (!schema.is_object()) return ValueKind::Auto;
-    const auto type = schema.find("type");
-    if (type == schema.end()) {
-        // {"enum": ["a", "b"]} without a type: strings when every choice is one.
-        const auto choices = schema.find("enum");
-        if (choices == schema.end() || !choices->is_array() || choices->empty()) return ValueKind::Auto;
-        for (const auto& c : *choices)
-            if (!c.is_string()) return ValueKind::Auto;
-        return ValueKind::String;
+    switch (runtime::xml_value_reading(schema)) {
+        case runtime::XmlValueReading::String: return ValueKind::String;
+        case runtime::XmlValueReading::Json: return ValueKind::Json;
+        case runtime::XmlValueReading::Either: break;
     }
-    bool string = false, other = false;
-    auto note = [&](const nlohmann::json& t) {
-        if (!t.is_string()) return;
-        const std::string& s = t.get_ref<const std::string&>();
-        if (s == "string") string = true;
-        else if (s != "null") other = true;
-    };
-    if (type->is_array()) {
-        for (const auto& t : *type) note(t);
-    } else {
-        note(*type);
-        if (type->is_string() && type->get_ref<const std::string&>() == "null") other = true;
-    }
-    if (string && !other) return ValueKind::String;
-    if (other && !string) return ValueKind::Json;
     return ValueKind::Auto;
 }
 
