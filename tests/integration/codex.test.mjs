@@ -113,10 +113,11 @@ test('codex exec completes a turn with a tool call round trip against strata ser
   await server.stop();
 });
 
-// On the Qwen3.5 template a forced call's name is forced but its <parameter=...> structure is the
-// model's own (issue #29 item 4), so the random test model cannot make a call Codex can run: Codex
-// completes a plain turn there (the round trip on this template is tested with the openai SDK in
-// responses.test.mjs).
+// On the Qwen3.5 template a forced call is an XML one whose <parameter=...> structure follows the
+// schema, but a string without maxLength (exec_command's cmd) is free text up to </parameter>,
+// which the random test model practically never writes: forced, the call runs on to the context's
+// end. So Codex completes a plain turn there; the round trip on this template is tested with the
+// openai SDK in responses.test.mjs, whose tool bounds its strings.
 test('codex exec completes a turn against strata serve (qwen35 template)', { timeout: 900000 }, async () => {
   const server = await startServer({ kind: 'qwen35-eos', args: ['--api-key', 'sk-codex-test'], logName: 'codex-qwen35' });
   const proxy = await recordingProxy(server.base);

@@ -182,14 +182,10 @@ for (const name of ['qwen3', 'qwen35', 'gateway-qwen3', 'gateway-qwen35']) {
     parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { type: 'string', enum: ['C', 'F'] } }, required: ['city', 'unit'], additionalProperties: false } },
     { type: 'web_search' }, { type: 'custom', name: 'apply_patch' }];
 
-  // How a call is made: Qwen3 (Hermes) by a forced tool choice, whose JSON constraint writes the
-  // call; Qwen3.5 (XML) by a text.format string that spells an XML call (the random test model
-  // cannot write one by itself, and a forced XML call leaves the parameters to the model; the
-  // parser finds calls in any answer text, which keeps the string's quotes).
-  const xmlCall = '<tool_call><function=get_weather><parameter=city>Paris</parameter><parameter=unit>C</parameter></function></tool_call>';
-  const makeCall = (choice) => (t().thinking
-    ? { text: { format: { type: 'json_schema', name: 'call', schema: { type: 'string', const: xmlCall } } } }
-    : { tool_choice: choice });
+  // A call is made by a forced tool choice on both templates: the JSON constraint writes a Hermes
+  // call (Qwen3), the XML call constraint a <function=...><parameter=...> one whose values follow
+  // the schema (Qwen3.5), so the random test model's arguments are schema-valid.
+  const makeCall = (choice) => ({ tool_choice: choice });
 
   test(`${name}: a tool call round trip: function_call, function_call_output, answer`, async () => {
     const input = [{ role: 'user', content: 'Weather in Paris?' }];
@@ -201,7 +197,6 @@ for (const name of ['qwen3', 'qwen35', 'gateway-qwen3', 'gateway-qwen35']) {
     assert.match(call.call_id, /^call_/);
     assert.match(call.id, /^fc_/);
     const args = JSON.parse(call.arguments);
-    if (t().thinking) assert.deepEqual(args, { city: 'Paris', unit: 'C' });
     assert.equal(typeof args.city, 'string');
     assert.ok(args.city.length <= 12);
     assert.ok(['C', 'F'].includes(args.unit));

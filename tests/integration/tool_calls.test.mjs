@@ -93,18 +93,48 @@ async function anthropicStreamed(client, body) {
   return { blocks, stop, start, delta };
 }
 
+// A Responses answer reduced the same way: output text, function calls, status and why it ended;
+// streamed, from the raw events (output_item.added names a call, argument deltas add up).
+function responsesWhole(r) {
+  return {
+    text: r.output.filter((i) => i.type === 'message').flatMap((i) => i.content.map((c) => c.text ?? '')).join(''),
+    calls: r.output.filter((i) => i.type === 'function_call').map((i) => ({ name: i.name, arguments: i.arguments })),
+    status: r.status,
+    reason: r.incomplete_details?.reason ?? null,
+  };
+}
+async function responsesStreamed(client, body) {
+  const calls = new Map();
+  let text = '', final = null;
+  for await (const e of await client.responses.create({ ...body, stream: true })) {
+    if (e.type === 'response.output_item.added' && e.item.type === 'function_call') calls.set(e.output_index, { name: e.item.name, arguments: '' });
+    if (e.type === 'response.function_call_arguments.delta') calls.get(e.output_index).arguments += e.delta;
+    if (e.type === 'response.output_text.delta') text += e.delta;
+    if (e.type === 'response.completed' || e.type === 'response.incomplete') final = e.response;
+  }
+  assert.ok(final, 'the stream ends with response.completed or response.incomplete');
+  const streamed = { text, calls: [...calls.values()], status: final.status, reason: final.incomplete_details?.reason ?? null };
+  // The final response the stream carries is the whole answer too.
+  assert.deepEqual(responsesWhole(final), streamed, 'the stream\'s final response = its events');
+  return streamed;
+}
+
 // A value cut short is kept as far as it got: a string, or for a typed value cut before it was
 // JSON (`tr` of `true`) its text as a string.
 const asText = (v) => (typeof v === 'string' ? v : JSON.stringify(v));
 
-for (const [label, server] of [['Qwen3 (JSON calls)', () => hermes], ['Qwen3.5 (XML calls)', () => xml]]) {
-  test(`${label}: a forced call cut at every max_tokens is a call with truncated arguments, streamed as whole`, async () => {
+// Directly on both call formats, and through a gateway (its lane the Qwen3 one with a key).
+for (const [label, server, apiKey] of [['Qwen3 (JSON calls)', () => hermes, 'unused'], ['Qwen3.5 (XML calls)', () => xml, 'unused'],
+  ['Qwen3 (JSON calls) through a gateway', () => gw, 'sk-client']]) {
+  test(`${label}: a forced call cut at every max_tokens is a call with truncated arguments, streamed as whole (chat, messages, responses)`, async () => {
     const s = server();
-    const oa = openai(s), an = anthropic(s);
+    const oa = openai(s, apiKey), an = anthropic(s, apiKey);
     const tools = [{ type: 'function', function: { name: 'write_file', parameters: writeSchema } }];
     const atools = [{ name: 'write_file', input_schema: writeSchema }];
+    const rtools = [{ type: 'function', name: 'write_file', parameters: writeSchema }];
     const obody = (max_tokens) => ({ model: name, messages: [{ role: 'user', content: ask }], tools, tool_choice: { type: 'function', function: { name: 'write_file' } }, max_tokens, temperature: 0 });
     const abody = (max_tokens) => ({ model: name, messages: [{ role: 'user', content: ask }], tools: atools, tool_choice: { type: 'tool', name: 'write_file' }, max_tokens, temperature: 0 });
+    const rbody = (max_output_tokens) => ({ model: name, input: ask, tools: rtools, tool_choice: { type: 'function', name: 'write_file' }, max_output_tokens, temperature: 0 });
 
     const full = await oa.chat.completions.create(obody(200));
     assert.equal(full.choices[0].finish_reason, 'tool_calls');
@@ -117,11 +147,17 @@ for (const [label, server] of [['Qwen3 (JSON calls)', () => hermes], ['Qwen3.5 (
     let calls = 0;
     for (let k = 1; k <= length; ++k) {
       const where = `max_tokens ${k} of ${length}`;
-      const [ow, os, aw, as] = await Promise.all([
+      const [ow, os, aw, as, rw, rs] = await Promise.all([
         oa.chat.completions.create(obody(k)).then(openaiWhole), openaiStreamed(oa, obody(k)),
         an.messages.create(abody(k)).then(anthropicWhole), anthropicStreamed(an, abody(k)),
+        oa.responses.create(rbody(k)).then(responsesWhole), responsesStreamed(oa, rbody(k)),
       ]);
       assert.deepEqual(os, ow, `${where}: OpenAI stream = whole`);
+      assert.deepEqual(rs, rw, `${where}: Responses stream = whole`);
+      // The Responses answer is the chat answer's call in its own shape, never markup as text.
+      assert.equal(rw.text, '', `${where}: ${rw.text}`);
+      assert.deepEqual(rw.calls, ow.calls, `${where}: Responses calls = chat calls`);
+      assert.deepEqual([rw.status, rw.reason], k < length ? ['incomplete', 'max_output_tokens'] : ['completed', null], where);
       assert.deepEqual(as.blocks, aw.blocks, `${where}: Anthropic stream = whole`);
       assert.equal(as.stop, aw.stop, `${where}: Anthropic stop reason`);
       // Never markup as text.
