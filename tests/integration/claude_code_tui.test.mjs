@@ -1,5 +1,7 @@
-// Claude Code interactively, in a real terminal (tmux), against strata serve: as a new user
-// would, on a Qwen3-template and a Qwen3.5-template model. It starts `claude` with a fresh HOME,
+// Claude Code interactively, in a real terminal (tmux), against strata serve and then through a
+// quick-start strata gateway in front of the same server (its own key; the lane's key as
+// --upstream-key; the lane's prefix cache holds the first session's prompts, so the second is
+// quick): as a new user would, on a Qwen3-template and a Qwen3.5-template model. It starts `claude` with a fresh HOME,
 // answers its first-run dialogs as they come (text style, security notes, trusting the folder),
 // takes two turns, cancels a third with Esc while its request is in flight (the server counts
 // it cancelled; Claude Code puts the message back in the input), and exits with /exit. The pane is polled with capture-pane against deadlines: every
@@ -15,7 +17,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { stopAll, startServer } from './harness.mjs';
+import { stopAll, startGateway, startServer } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // A tmux server of this file's own, its socket in a folder removed at the end.
@@ -55,15 +57,32 @@ async function outcomes(server) {
 const answered = async (server) => Object.entries(await outcomes(server)).filter(([o]) => o !== 'cancelled').reduce((a, [, n]) => a + n, 0);
 const cancelled = async (server) => (await outcomes(server)).cancelled ?? 0;
 
-for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: dialogs, two turns, Esc cancels a turn, /exit (${kind} template)`, { timeout: 1500000 }, async () => {
+for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: dialogs, two turns, Esc cancels a turn, /exit, directly and through a gateway (${kind} template)`, { timeout: 2400000 }, async () => {
   const key = 'sk-claude-tui-test';
   const server = await startServer({ kind, name: 'strata-tiny', args: ['--api-key', key], logName: `claude-tui-${kind}` });
+  try {
+    await claudeSession(kind, server.base, key, server);
+    const gw = await startGateway(['--upstream', server.base, '--upstream-key', key, '--api-key', 'sk-claude-tui-gateway',
+      '--listen', '127.0.0.1:0', '--store', ''], { logName: `claude-tui-gateway-${kind}` });
+    try {
+      await claudeSession(`${kind}-gateway`, gw.base, 'sk-claude-tui-gateway', server);
+    } finally {
+      await gw.stop();
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
+// One claude session in a fresh HOME against `base` (serve or a gateway), the answers and
+// cancellations counted on `server`.
+async function claudeSession(label, base, key, server) {
   const home = mkdtempSync(join(tmpdir(), 'strata-claude-tui-'));
   const project = join(home, 'project');
   mkdirSync(project);
   const env = {
     PATH: process.env.PATH, HOME: home, TERM: 'xterm-256color', LANG: 'C.UTF-8',
-    ANTHROPIC_BASE_URL: server.base, ANTHROPIC_AUTH_TOKEN: key,
+    ANTHROPIC_BASE_URL: base, ANTHROPIC_AUTH_TOKEN: key,
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1',
     CLAUDE_CODE_MAX_OUTPUT_TOKENS: '256',
   };
@@ -71,15 +90,15 @@ for (const kind of ['qwen3', 'qwen35-eos']) test(`claude interactive in tmux: di
   // The pane's shell line: a clean environment, claude, then its exit status on the screen.
   const quote = (s) => `'${s.replaceAll("'", "'\\''")}'`;
   const line = `env -i ${Object.entries(env).map(([k, v]) => `${k}=${quote(v)}`).join(' ')} ${quote(claude)} --model strata-tiny; echo "claude exited with status $?"; sleep 3600`;
-  session = `claude-${kind}`;
+  session = `claude-${label}`;
   tmux('new-session', '-d', '-s', session, '-x', '160', '-y', '50', '-c', project, line);
   try {
     await driveClaude(server);
   } finally {
     tmux('kill-session', '-t', session);
-    await server.stop();
+    rmSync(home, { recursive: true, force: true });
   }
-});
+}
 
 // Drives the claude session in the pane: dialogs, two turns, a cancelled one, /exit.
 async function driveClaude(server) {
