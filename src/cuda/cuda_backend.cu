@@ -100,6 +100,7 @@ public:
     bool supports(quant::Type t) const override { return type_supported(t); }
 
     void forward_begin(int64_t n_tokens, bool may_replay) override {
+        slots_.wake();
         act_.forget();
         graphs_.begin(n_tokens, may_replay, staging_);
     }
@@ -750,11 +751,12 @@ void CudaBackend::moe_grouped_on_host(const MoeArgs& a, float* outp) {
     if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
 }
 
-// An expert store's layer, up to kMaxPairs pairs (decode): the slot lookup splits the pairs; a
-// side branch copies the ids and x to pinned host rows, runs the host's share in a host callback
-// and brings its weighted rows back, while the main stream runs the resident pairs from the slots;
-// the main stream joins the branch before the combine. All of it records into a graph (the host
-// callback reads what the lookup wrote at run time; the addresses are fixed).
+// An expert store's layer, up to kMaxPairs pairs (decode): the slot lookup splits the pairs and
+// hands the host its share while the GPU runs the resident and in-place pairs; the host's
+// weighted rows are added before the combine's norm (ExpertSlots: the link, one kernel each way;
+// or with STRATA_CUDA_HOST_LINK=0 a side branch that copies the ids and x down, runs a host
+// callback and copies the rows up). All of it records into a graph (the host reads what the
+// lookup wrote at run time; the addresses are fixed).
 void CudaBackend::moe_placed_indexed(const MoeArgs& a) {
     const ExpertSlots::Layer& L = slots_.layer(a.layer);
     const int64_t n_embd = a.gate->ne[0], n_ff = a.gate->ne[1];
@@ -771,15 +773,12 @@ void CudaBackend::moe_placed_indexed(const MoeArgs& a) {
     }
     const bool fuse = a.residual != nullptr && moe_combine_add_rms_norm_fits(outp, a.residual, a.normed, n_embd);
     const ActQ8* nq = fuse ? act_.out(a.n_tokens, n_embd) : nullptr;
+    const bool link = tuning_.host_link;
     ExpertSlots::HostJob* job = slots_.job(a.layer, a.n_tokens);
     job->host = a.placement->host;
     job->layer = a.layer;
     job->n_tokens = a.n_tokens;
     job->k = a.k;
-    job->n_embd = n_embd;
-    job->h_pack = slots_.h_pack();
-    job->h_x = slots_.h_x();
-    job->h_out = slots_.h_out();
     int32_t* pack = slots_.d_pack();
     const int32_t* slot_ids = pack + n_pairs;
     sign(kOpMoe, L.gate_slots, L.up_slots, L.down_slots, L.table, a.x, a.n_tokens, a.k, a.ids, a.weights, a.out, outp, hidden,
@@ -792,17 +791,21 @@ void CudaBackend::moe_placed_indexed(const MoeArgs& a) {
         if (a.residual != nullptr && !fuse) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
         return;
     }
-    const size_t x_bytes = static_cast<size_t>(a.n_tokens * n_embd) * sizeof(float);
-    expert_slot_lookup(a.ids, a.weights, L.table, n_pairs, pack, stream_);
-    const cudaStream_t side = slots_.side();
-    STRATA_CUDA_CHECK(cudaEventRecord(slots_.fork(), stream_));
-    STRATA_CUDA_CHECK(cudaStreamWaitEvent(side, slots_.fork(), 0));
-    STRATA_CUDA_CHECK(
-        cudaMemcpyAsync(slots_.h_pack(), pack, static_cast<size_t>(3 * n_pairs) * sizeof(int32_t), cudaMemcpyDeviceToHost, side));
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.h_x(), a.x, x_bytes, cudaMemcpyDeviceToHost, side));
-    STRATA_CUDA_CHECK(cudaLaunchHostFunc(side, ExpertSlots::run_host_job, job));
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.d_partial(), slots_.h_out(), x_bytes, cudaMemcpyHostToDevice, side));
-    STRATA_CUDA_CHECK(cudaEventRecord(slots_.join(), side));
+    if (link) {
+        slots_.link_post(a.layer, a.placement->host, a.ids, a.weights, L.table, a.n_tokens, a.k, a.x, stream_);
+    } else {
+        const size_t x_bytes = static_cast<size_t>(a.n_tokens * n_embd) * sizeof(float);
+        expert_slot_lookup(a.ids, a.weights, L.table, n_pairs, pack, stream_);
+        const cudaStream_t side = slots_.side();
+        STRATA_CUDA_CHECK(cudaEventRecord(slots_.fork(), stream_));
+        STRATA_CUDA_CHECK(cudaStreamWaitEvent(side, slots_.fork(), 0));
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.h_pack(), pack, static_cast<size_t>(3 * n_pairs) * sizeof(int32_t),
+                                          cudaMemcpyDeviceToHost, side));
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.h_x(), a.x, x_bytes, cudaMemcpyDeviceToHost, side));
+        STRATA_CUDA_CHECK(cudaLaunchHostFunc(side, ExpertSlots::run_host_job, job));
+        STRATA_CUDA_CHECK(cudaMemcpyAsync(slots_.d_partial(), slots_.h_out(), x_bytes, cudaMemcpyHostToDevice, side));
+        STRATA_CUDA_CHECK(cudaEventRecord(slots_.join(), side));
+    }
     const DeviceMatrix gate = L.gate_m(), up = L.up_m(), down = L.down_m();
     const MoeFar far = slots_.far(a.layer);
     if (int8) {
@@ -813,15 +816,23 @@ void CudaBackend::moe_placed_indexed(const MoeArgs& a) {
         moe_gate_up(gate, up, a.x, n_pairs, a.k, slot_ids, hidden, tuning_, stream_, &down, far);
         moe_down(down, hidden, n_pairs, a.k, slot_ids, outp, tuning_, stream_, far);
     }
-    STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream_, slots_.join(), 0));
+    // The host's rows: into the residual before the fused combine, else into out after it.
+    auto join = [&](float* y) {
+        if (link) {
+            slots_.link_join(y, a.n_tokens, stream_);
+            return;
+        }
+        STRATA_CUDA_CHECK(cudaStreamWaitEvent(stream_, slots_.join(), 0));
+        cuda::add(y, slots_.d_partial(), a.n_tokens * n_embd, stream_);
+    };
     if (fuse) {
-        cuda::add(a.residual, slots_.d_partial(), a.n_tokens * n_embd, stream_);
+        join(a.residual);
         moe_combine_add_rms_norm(outp, a.weights, a.k, a.residual, weights_.f32(*a.norm, n_embd), a.n_tokens, n_embd, a.eps,
                                  a.normed, stream_, nq);
         return;
     }
     moe_combine(outp, nullptr, a.weights, a.n_tokens, a.k, n_embd, a.out, stream_);
-    cuda::add(a.out, slots_.d_partial(), a.n_tokens * n_embd, stream_);
+    join(a.out);
     if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
 }
 

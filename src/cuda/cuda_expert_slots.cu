@@ -15,8 +15,100 @@
 
 namespace strata::cuda {
 
+// The link's doorbell. posted and the post's shape are written by the GPU (link_post_kernel),
+// done by the host thread (link_main), timed_out by the GPU (link_join_kernel). Each side's
+// words on their own 128 bytes.
+struct ExpertSlots::LinkHeader {
+    alignas(128) unsigned long long posted;
+    int32_t layer, n_tokens, k, n_host;
+    alignas(128) unsigned long long done;
+    alignas(128) unsigned int timed_out;
+};
+
 namespace {
 size_t slice_bytes(const backend::Weight& w) { return static_cast<size_t>(w.ne[1]) * w.row_bytes; }
+
+using LinkHeader = ExpertSlots::LinkHeader;
+using Clock = std::chrono::steady_clock;
+
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// One block. The slot lookup (as expert_slot_lookup_kernel), the pack also into the pinned rows,
+// x too when the host has pairs, then the doorbell: every write before it visible to the host
+// (system fence), the counter's next number last.
+__global__ void link_post_kernel(const int32_t* ids, const float* weights, const int32_t* table, int n_pairs, int k, int layer,
+                                 const float* x, int n_x, int32_t* d_pack, int32_t* h_pack, float* h_x, LinkHeader* h,
+                                 unsigned long long* seq, int32_t* n_host_out) {
+    grid_dependency_enter();
+    __shared__ int n_host;
+    if (threadIdx.x == 0) n_host = 0;
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < n_pairs; i += static_cast<int>(blockDim.x)) {
+        const int32_t e = ids[i], slot = table[e], w = __float_as_int(weights[i]);
+        d_pack[i] = e;
+        d_pack[n_pairs + i] = slot;
+        d_pack[2 * n_pairs + i] = w;
+        h_pack[i] = e;
+        h_pack[n_pairs + i] = slot;
+        h_pack[2 * n_pairs + i] = w;
+        if (slot == -1) atomicAdd(&n_host, 1);
+    }
+    __syncthreads();
+    if (n_host > 0) {
+        if ((n_x & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(h_x) & 15) == 0)
+            for (int i = static_cast<int>(threadIdx.x); i < n_x / 4; i += static_cast<int>(blockDim.x))
+                reinterpret_cast<float4*>(h_x)[i] = reinterpret_cast<const float4*>(x)[i];
+        else
+            for (int i = static_cast<int>(threadIdx.x); i < n_x; i += static_cast<int>(blockDim.x)) h_x[i] = x[i];
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned long long next = *seq + 1;
+        *seq = next;
+        *n_host_out = n_host;
+        h->layer = layer;
+        h->n_tokens = n_pairs / k;
+        h->k = k;
+        h->n_host = n_host;
+        __threadfence_system();
+        *reinterpret_cast<volatile unsigned long long*>(&h->posted) = next;
+    }
+}
+
+// Every block's first thread waits for the host's answer to the last post (bounded: then
+// timed_out is raised and nothing added); then y += the host's rows, read past the caches.
+__global__ void link_join_kernel(LinkHeader* h, const unsigned long long* seq, const int32_t* n_host, const float* h_out,
+                                 float* y, int n, unsigned long long timeout_ns) {
+    grid_dependency_enter();
+    __shared__ int go;
+    if (threadIdx.x == 0) {
+        const unsigned long long want = *seq;
+        const volatile unsigned long long* done = &h->done;
+        const unsigned long long t0 = global_ns();
+        int ok = 1;
+        while (*done != want) {
+            if (global_ns() - t0 > timeout_ns) {
+                ok = 0;
+                *reinterpret_cast<volatile unsigned int*>(&h->timed_out) = 1;
+                break;
+            }
+            __nanosleep(100);
+        }
+        __threadfence_system();
+        go = ok && *n_host > 0;
+    }
+    __syncthreads();
+    if (!go) return;
+    for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += static_cast<int>(gridDim.x * blockDim.x))
+        y[i] += __ldcv(h_out + i);
+}
 }  // namespace
 
 ExpertSlots::ExpertSlots(VramPool& pool, cudaStream_t main) : pool_(pool), main_(main) {}
@@ -24,7 +116,13 @@ ExpertSlots::ExpertSlots(VramPool& pool, cudaStream_t main) : pool_(pool), main_
 ExpertSlots::~ExpertSlots() {
     if (copy_ != nullptr) cudaStreamSynchronize(copy_);
     if (side_ != nullptr) cudaStreamSynchronize(side_);
-    cudaStreamSynchronize(main_);
+    cudaStreamSynchronize(main_);  // a join still waiting is answered by the link's thread, still running
+    if (link_thread_.joinable()) {
+        link_stop_ = true;
+        link_cv_.notify_all();
+        link_thread_.join();
+    }
+    if (link_ != nullptr) cudaFreeHost(link_);
     for (auto& [f, e] : fences_) spare_.push_back(e);
     for (auto& e : spare_) {
         cudaEventDestroy(e.start);
@@ -93,6 +191,11 @@ void ExpertSlots::ensure_exchange(int64_t n_embd) {
     const size_t rows = static_cast<size_t>(kMaxPairs) * static_cast<size_t>(n_embd) * sizeof(float);
     d_pack_ = reinterpret_cast<int32_t*>(alloc(3 * kMaxPairs * sizeof(int32_t), "the expert exchange"));
     d_partial_ = reinterpret_cast<float*>(alloc(rows, "the expert exchange"));
+    d_link_seq_ = reinterpret_cast<unsigned long long*>(alloc(2 * sizeof(unsigned long long), "the expert exchange"));
+    d_link_host_ = reinterpret_cast<int32_t*>(d_link_seq_ + 1);
+    STRATA_CUDA_CHECK(cudaMemsetAsync(d_link_seq_, 0, 2 * sizeof(unsigned long long), main_));
+    STRATA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&link_), sizeof(LinkHeader), cudaHostAllocMapped));
+    *link_ = LinkHeader{};
     STRATA_CUDA_CHECK(cudaMallocHost(&h_pack_, 3 * kMaxPairs * sizeof(int32_t)));
     STRATA_CUDA_CHECK(cudaMallocHost(&h_x_, rows));
     STRATA_CUDA_CHECK(cudaMallocHost(&h_out_, rows));
@@ -260,33 +363,104 @@ ExpertSlots::HostJob* ExpertSlots::job(int layer, int64_t n_tokens) {
     return j.get();
 }
 
-// On CUDA's callback thread: the pairs whose slot is -1, through the store's host executor. No
-// CUDA calls here. An exception cannot cross the callback: the share is left zero and the message
-// kept for take_error().
+// The pairs whose slot is -1, through the store's host executor, on the link's thread or CUDA's
+// callback thread. No CUDA calls here. An exception cannot cross either: the share is left zero
+// and the message kept for take_error().
+void ExpertSlots::serve_host_share(backend::HostExperts* host, int layer, int64_t n_tokens, int64_t k,
+                                   std::vector<backend::HostExpertPair>& pairs) {
+    const int64_t n_pairs = n_tokens * k, n_embd = exchange_embd_;
+    float* out = h_out_;
+    pairs.clear();
+    try {
+        if (host == nullptr || n_pairs <= 0 || n_pairs > kMaxPairs || layers_.count(layer) == 0)
+            throw Error("a host share of " + std::to_string(n_pairs) + " pairs for layer " + std::to_string(layer) +
+                        " this store does not hold");
+        const int32_t* ids = h_pack_;
+        const int32_t* slots = h_pack_ + n_pairs;
+        const auto* w = reinterpret_cast<const float*>(h_pack_ + 2 * n_pairs);
+        int64_t n_far = 0;
+        for (int64_t i = 0; i < n_pairs; ++i) {
+            if (slots[i] == -1) pairs.push_back({static_cast<int32_t>(i / k), ids[i], w[i]});
+            n_far += slots[i] < -1;
+        }
+        host->saw(layer, ids, n_pairs, n_far, static_cast<int64_t>(pairs.size()));
+        if (pairs.empty()) std::fill(out, out + n_tokens * n_embd, 0.0f);
+        else host->run(layer, h_x_, n_tokens, pairs, out, nullptr);
+    } catch (const std::exception& e) {
+        if (n_pairs > 0 && n_pairs <= kMaxPairs) std::fill(out, out + n_tokens * n_embd, 0.0f);
+        std::lock_guard<std::mutex> g(error_mu_);
+        if (error_.empty()) error_ = "layer " + std::to_string(layer) + ": " + e.what();
+    }
+}
+
 void CUDART_CB ExpertSlots::run_host_job(void* p) {
     auto* j = static_cast<HostJob*>(p);
-    const int64_t n_pairs = j->n_tokens * j->k;
-    const int32_t* ids = j->h_pack;
-    const int32_t* slots = j->h_pack + n_pairs;
-    const auto* w = reinterpret_cast<const float*>(j->h_pack + 2 * n_pairs);
-    j->pairs.clear();
-    int64_t n_far = 0;
-    for (int64_t i = 0; i < n_pairs; ++i) {
-        if (slots[i] == -1) j->pairs.push_back({static_cast<int32_t>(i / j->k), ids[i], w[i]});
-        n_far += slots[i] < -1;
-    }
-    try {
-        j->host->saw(j->layer, ids, n_pairs, n_far, static_cast<int64_t>(j->pairs.size()));
-        if (j->pairs.empty()) std::fill(j->h_out, j->h_out + j->n_tokens * j->n_embd, 0.0f);
-        else j->host->run(j->layer, j->h_x, j->n_tokens, j->pairs, j->h_out, nullptr);
-    } catch (const std::exception& e) {
-        std::fill(j->h_out, j->h_out + j->n_tokens * j->n_embd, 0.0f);
-        std::lock_guard<std::mutex> g(j->owner->error_mu_);
-        if (j->owner->error_.empty()) j->owner->error_ = "layer " + std::to_string(j->layer) + ": " + e.what();
+    j->owner->serve_host_share(j->host, j->layer, j->n_tokens, j->k, j->pairs);
+}
+
+void ExpertSlots::link_post(int layer, backend::HostExperts* host, const int32_t* ids, const float* weights, const int32_t* table,
+                            int64_t n_tokens, int64_t k, const float* x, cudaStream_t s) {
+    const int64_t n_pairs = n_tokens * k;
+    if (n_pairs <= 0 || n_pairs > kMaxPairs) throw Error("internal: a decode exchange of " + std::to_string(n_pairs) + " pairs");
+    link_host_ = host;
+    if (!link_thread_.joinable()) link_thread_ = std::thread([this] { link_main(); });
+    launch_kernel(link_post_kernel, 1, 256, 0, s, ids, weights, table, static_cast<int>(n_pairs), static_cast<int>(k), layer, x,
+                  static_cast<int>(n_tokens * exchange_embd_), d_pack_, h_pack_, h_x_, link_, d_link_seq_, d_link_host_);
+    STRATA_CUDA_LAUNCHED();
+}
+
+void ExpertSlots::link_join(float* y, int64_t n_tokens, cudaStream_t s) {
+    const int64_t n = n_tokens * exchange_embd_;
+    const auto blocks = static_cast<unsigned>(std::clamp<int64_t>((n + 1023) / 1024, 1, 32));
+    launch_kernel(link_join_kernel, blocks, 256, 0, s, link_, static_cast<const unsigned long long*>(d_link_seq_),
+                  static_cast<const int32_t*>(d_link_host_), static_cast<const float*>(h_out_), y, static_cast<int>(n),
+                  static_cast<unsigned long long>(kLinkTimeoutS * 1e9));
+    STRATA_CUDA_LAUNCHED();
+}
+
+void ExpertSlots::wake() {
+    if (!link_thread_.joinable()) return;
+    link_woken_ns_.store(now_ns(), std::memory_order_relaxed);
+    link_cv_.notify_one();
+}
+
+// The link's thread: answers each post in turn. It spins (a post comes a layer apart, 100-500 us)
+// while forwards run, and sleeps, waking every millisecond, after 50 ms with neither a post nor a
+// forward's start.
+void ExpertSlots::link_main() {
+    std::atomic_ref<unsigned long long> posted(link_->posted), done(link_->done);
+    unsigned long long seen = posted.load(std::memory_order_acquire);
+    int64_t last = now_ns();
+    std::vector<backend::HostExpertPair> pairs;
+    for (uint32_t spins = 1; !link_stop_.load(std::memory_order_relaxed); ++spins) {
+        const unsigned long long p = posted.load(std::memory_order_acquire);
+        if (p != seen) {
+            seen = p;
+            const LinkHeader& h = *link_;
+            serve_host_share(link_host_.load(std::memory_order_acquire), h.layer, h.n_tokens, h.k, pairs);
+            done.store(p, std::memory_order_release);
+            last = now_ns();
+            continue;
+        }
+        if (spins % 1024 == 0) {
+            const int64_t t = now_ns();
+            if (t - std::max(last, link_woken_ns_.load(std::memory_order_relaxed)) > 50'000'000) {
+                std::unique_lock<std::mutex> g(link_mu_);
+                link_cv_.wait_for(g, std::chrono::milliseconds(1));
+                continue;
+            }
+        }
+#if defined(__x86_64__)
+        asm volatile("pause" ::: "memory");
+#endif
     }
 }
 
 std::string ExpertSlots::take_error() {
+    if (link_ != nullptr && std::atomic_ref<unsigned int>(link_->timed_out).exchange(0) != 0) {
+        std::lock_guard<std::mutex> g(error_mu_);
+        if (error_.empty()) error_ = "the host did not answer within " + std::to_string(static_cast<int>(kLinkTimeoutS)) + " s";
+    }
     std::lock_guard<std::mutex> g(error_mu_);
     return std::exchange(error_, std::string());
 }

@@ -13,18 +13,33 @@
 //   released that half (release(), recorded after the kernels that read it); the main stream
 //   waits for the copy (wait_upload) before its kernels read the half.
 // - The decode exchange: pinned host rows and device rows of fixed addresses (recorded graphs
-//   keep them), a side stream and two events for the fork/join of the host's share, and one
-//   host-callback job per (layer, tokens). A host share that throws leaves its rows zero and its
-//   message for take_error(), which the backend's forward_end turns into an Error.
+//   keep them). Two ways to join the host's share into a step, both recordable into graphs:
+//   - the link (STRATA_CUDA_HOST_LINK=1; off until it has run on a GPU): link_post() is one kernel that does the slot lookup,
+//   writes the pack
+//     (and x, when the host has pairs) into the pinned rows and rings a doorbell in pinned memory
+//     with the next number of a device counter; a host thread of ours, spinning while forwards
+//     run (wake() at each forward's start; asleep after 50 ms without one), answers it: the hit
+//     statistics, the host's pairs into the pinned output, then the same number back.
+//     link_join() is one kernel, after the GPU's experts, that spins on that answer (bounded:
+//     kLinkTimeoutS, then the step's result is void) and adds the host's rows into its target.
+//     No host node, no copy and no second stream in a step: a join costs a PCIe round trip.
+//   - the callback (the default): a side stream and two events fork/join the host's
+//     share, copies the pack and x down, runs one host-callback job per (layer, tokens) and
+//     copies the result up.
+//   A host share that throws leaves its rows zero and its message for take_error(), which the
+//   backend's forward_end turns into an Error.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -48,14 +63,12 @@ public:
         DeviceMatrix down_m() const { return {down.type, down_slots, down.ne[1], down.ne[0], down.row_bytes}; }
     };
 
-    // The host's share of one decode-sized MoE call, run by a host callback on the side stream.
+    // The host's share of one decode-sized MoE call, run by a host callback on the side stream
+    // (STRATA_CUDA_HOST_LINK=0); it reads the exchange's pinned rows.
     struct HostJob {
         backend::HostExperts* host = nullptr;
         int layer = 0;
-        int64_t n_tokens = 0, k = 0, n_embd = 0;
-        const int32_t* h_pack = nullptr;  // pinned [3][n_pairs]: ids, slots, weights (float bits)
-        const float* h_x = nullptr;       // pinned [n_tokens][n_embd]
-        float* h_out = nullptr;           // pinned [n_tokens][n_embd]
+        int64_t n_tokens = 0, k = 0;
         std::vector<backend::HostExpertPair> pairs;
         ExpertSlots* owner = nullptr;
     };
@@ -98,12 +111,28 @@ public:
     cudaEvent_t join() const { return join_; }
     HostJob* job(int layer, int64_t n_tokens);  // stable address (graphs keep it)
     static void CUDART_CB run_host_job(void* job);
+
+    // The link (see the contract). link_post replaces the slot lookup: d_pack() as
+    // expert_slot_lookup writes it. link_join adds the host's rows into y [n_tokens][n_embd] of
+    // the last post. host: the store's executor (one per backend).
+    static constexpr double kLinkTimeoutS = 60.0;
+    void link_post(int layer, backend::HostExperts* host, const int32_t* ids, const float* weights, const int32_t* table,
+                   int64_t n_tokens, int64_t k, const float* x, cudaStream_t s);
+    void link_join(float* y, int64_t n_tokens, cudaStream_t s);
+    void wake();  // a forward starts: the link's thread spins
     // A host share that failed since the last call (its message), or empty: the forward that ran
     // it must not return a result computed without it.
     std::string take_error();
 
+    struct LinkHeader;  // the doorbell, in pinned host memory (cuda_expert_slots.cu)
+
 private:
     void register_host();
+    // The host's share of the pack in the pinned rows (both joins): statistics, then the pairs
+    // whose slot is -1 into h_out. Never throws (an error is kept for take_error()).
+    void serve_host_share(backend::HostExperts* host, int layer, int64_t n_tokens, int64_t k,
+                          std::vector<backend::HostExpertPair>& pairs);
+    void link_main();
     void ensure_exchange(int64_t n_embd);
     uint8_t* alloc(size_t bytes, const char* what);
 
@@ -136,6 +165,17 @@ private:
     std::map<std::pair<int, int64_t>, std::unique_ptr<HostJob>> jobs_;
     std::mutex error_mu_;
     std::string error_;
+    // The link: its doorbell (pinned), device counter of posts and the last post's host pairs,
+    // its thread and what wakes it.
+    LinkHeader* link_ = nullptr;
+    unsigned long long* d_link_seq_ = nullptr;
+    int32_t* d_link_host_ = nullptr;
+    std::atomic<backend::HostExperts*> link_host_{nullptr};
+    std::thread link_thread_;
+    std::atomic<bool> link_stop_{false};
+    std::atomic<int64_t> link_woken_ns_{0};
+    std::mutex link_mu_;
+    std::condition_variable link_cv_;
 };
 
 }  // namespace strata::cuda

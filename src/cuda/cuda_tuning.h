@@ -39,26 +39,28 @@ struct WarpsPerRow {
 };
 
 // X(field, kind, default, variable, what it does)
-#define STRATA_CUDA_TUNING(X)                                                                                             \
-    X(graphs, Switch, true, "STRATA_CUDA_GRAPHS", "0: no CUDA graphs (every forward launches its kernels one by one)")    \
-    X(graph_max_tokens, Count, 32, "STRATA_CUDA_GRAPH_MAX_TOKENS", "largest forward recorded as a graph (8: GEMV-only)")  \
-    X(times, Switch, false, "STRATA_CUDA_TIMES", "1: print where replayed forwards' time went when the backend closes")   \
-    X(dependent_launch, Switch, true, "STRATA_CUDA_PDL", "0: no programmatic dependent launch (only ever on for sm_90+)") \
-    X(int8_products, Switch, true, "STRATA_CUDA_Q8", "0: decode products keep f32 inputs (no 8-bit rounding)")            \
-    X(f32_kv, Switch, false, "STRATA_CUDA_KV_F32", "1: f32 KV caches also for models with quantised attention weights")   \
-    X(weight_prefetch, Switch, true, "STRATA_CUDA_PREFETCH", "0: products do not ask L2 for their weight rows ahead")     \
-    X(gemv_stage, Switch, true, "STRATA_CUDA_GEMV_STAGE",                                                                 \
-      "0: one-input GEMVs ask L2 for their rows instead of copying them to shared memory before the wait")                \
-    X(moe_pair_major, Auto, -1, "STRATA_CUDA_MOE_PAIR_MAJOR",                                                             \
-      "experts' grids pairs-major: 1 always, 0 never (default: for calls of several tokens)")                             \
-    X(attention_octet_min, Count, 48, "STRATA_CUDA_ATTN_OCTET_MIN",                                                       \
-      "decode attention splits of this many positions or more walk 8 positions a warp (0: all)")                          \
-    X(attention_split_min, Positive, 4, "STRATA_CUDA_ATTN_SPLIT_MIN",                                                     \
-      "positions a one-token decode attention split covers at least (batches: times the tokens, up to 16)")               \
-    X(moe_gate_rows, RowsPerWarp, 0, "STRATA_CUDA_MOE_GATE_ROWS", "the experts' gate/up kernel's rows per warp")          \
-    X(moe_down_rows, RowsPerWarp, 0, "STRATA_CUDA_MOE_DOWN_ROWS", "the experts' down kernel's rows per warp")             \
-    X(gemv_rows, RowsPerWarp, 0, "STRATA_CUDA_GEMV_ROWS", "one-input GEMVs' rows per warp")                               \
-    X(gemv_warps, WarpsPerRow, 1, "STRATA_CUDA_GEMV_WARPS", "one-input GEMVs' warps per row, where they take 1 row a warp")
+#define STRATA_CUDA_TUNING(X)                                                                                               \
+    X(graphs, Switch, true, "STRATA_CUDA_GRAPHS", "0: no CUDA graphs (every forward launches its kernels one by one)")      \
+    X(graph_max_tokens, Count, 32, "STRATA_CUDA_GRAPH_MAX_TOKENS", "largest forward recorded as a graph (8: GEMV-only)")    \
+    X(times, Switch, false, "STRATA_CUDA_TIMES", "1: print where replayed forwards' time went when the backend closes")     \
+    X(dependent_launch, Switch, true, "STRATA_CUDA_PDL", "0: no programmatic dependent launch (only ever on for sm_90+)")   \
+    X(int8_products, Switch, true, "STRATA_CUDA_Q8", "0: decode products keep f32 inputs (no 8-bit rounding)")              \
+    X(f32_kv, Switch, false, "STRATA_CUDA_KV_F32", "1: f32 KV caches also for models with quantised attention weights")     \
+    X(weight_prefetch, Switch, true, "STRATA_CUDA_PREFETCH", "0: products do not ask L2 for their weight rows ahead")       \
+    X(gemv_stage, Switch, true, "STRATA_CUDA_GEMV_STAGE",                                                                   \
+      "0: one-input GEMVs ask L2 for their rows instead of copying them to shared memory before the wait")                  \
+    X(moe_pair_major, Auto, -1, "STRATA_CUDA_MOE_PAIR_MAJOR",                                                               \
+      "experts' grids pairs-major: 1 always, 0 never (default: for calls of several tokens)")                               \
+    X(attention_octet_min, Count, 48, "STRATA_CUDA_ATTN_OCTET_MIN",                                                         \
+      "decode attention splits of this many positions or more walk 8 positions a warp (0: all)")                            \
+    X(attention_split_min, Positive, 4, "STRATA_CUDA_ATTN_SPLIT_MIN",                                                       \
+      "positions a one-token decode attention split covers at least (batches: times the tokens, up to 16)")                 \
+    X(moe_gate_rows, RowsPerWarp, 0, "STRATA_CUDA_MOE_GATE_ROWS", "the experts' gate/up kernel's rows per warp")            \
+    X(moe_down_rows, RowsPerWarp, 0, "STRATA_CUDA_MOE_DOWN_ROWS", "the experts' down kernel's rows per warp")               \
+    X(gemv_rows, RowsPerWarp, 0, "STRATA_CUDA_GEMV_ROWS", "one-input GEMVs' rows per warp")                                 \
+    X(gemv_warps, WarpsPerRow, 1, "STRATA_CUDA_GEMV_WARPS", "one-input GEMVs' warps per row, where they take 1 row a warp") \
+    X(host_link, Switch, false, "STRATA_CUDA_HOST_LINK",                                                                    \
+      "1: an expert store's host share of a decode step joins through the mapped link, not a host callback and copies")
 
 struct CudaTuning {
 #define STRATA_CUDA_TUNING_FIELD(field, kind, value, variable, doc) kind::type field = value;

@@ -3,11 +3,14 @@
 // parallel with the GPU's share) against the f32 reference on the dequantised weights, on every
 // architecture: a prefill of more pairs than the device-indexed path takes (the grouped path:
 // resident, uploaded and host experts), then decode steps replayed from recorded graphs, with
-// re-placements mid-generation; none, some, all experts resident. The store's error must be of
-// the size of the all-resident GPU's and the CPU backend's own.
+// re-placements mid-generation; none, some, all experts resident; the host's share of decode
+// joined through the host callback and through the mapped link (STRATA_CUDA_HOST_LINK=1), for
+// one token and for a 40-token chunk (decode-sized: the device-indexed path). The store's error
+// must be of the size of the all-resident GPU's and the CPU backend's own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cpu_backend.h"
@@ -54,17 +57,23 @@ TEST_P(CudaExpertStore, ForwardsMatchTheReference) {
         const char* name;
         int64_t slots;
         bool adapt;
-        double far;  // the share of missing experts read in place from host memory in decode
+        double far;         // the share of missing experts read in place from host memory in decode
+        bool link = false;  // the host's share joined through the mapped link (else a host callback)
     };
     const Variant variants[] = {{"6 of 16 slots, re-placing", 6, true, -1.0},
                                 {"6 of 16 slots, host executor only", 6, false, 0.0},
                                 {"6 of 16 slots, all missing read in place", 6, false, 1.0},
                                 {"no slots, half read in place", 0, false, 0.5},
-                                {"all 16 slots", 16, false, -1.0}};
+                                {"all 16 slots", 16, false, -1.0},
+                                {"6 of 16 slots, re-placing, link join", 6, true, -1.0, true},
+                                {"6 of 16 slots, host executor only, link join", 6, false, 0.0, true},
+                                {"no slots, half read in place, link join", 0, false, 0.5, true}};
     std::vector<std::unique_ptr<backend::Backend>> store_backends;  // one store per backend
     std::vector<std::unique_ptr<Model>> stores;
     for (const Variant& v : variants) {
+        if (v.link) setenv("STRATA_CUDA_HOST_LINK", "1", 1);  // read when the backend is made
         store_backends.push_back(devices::make_backend(bo));
+        unsetenv("STRATA_CUDA_HOST_LINK");
         LoadOptions lo;
         lo.expert_store = LoadOptions::ExpertStoreMode::On;
         lo.store.slots_per_layer = v.slots;
@@ -99,10 +108,14 @@ TEST_P(CudaExpertStore, ForwardsMatchTheReference) {
     Batch b;
     for (int32_t i = 0; i < 80; ++i) b.add((i * 37 + 11) % static_cast<int32_t>(n_vocab), i, 0, true);
     forward(b);
+    // A chunk of 40 tokens: 160 pairs, the device-indexed path with many tokens a call.
+    b.clear();
+    for (int32_t i = 80; i < 120; ++i) b.add((i * 37 + 11) % static_cast<int32_t>(n_vocab), i, 0, true);
+    forward(b);
     // Decode: 24 steps (recorded graphs after the first ones; plans every forward), the
     // reference's greedy tokens fed to all.
-    int32_t pos = 80;
-    int64_t last = 79;
+    int32_t pos = 120;
+    int64_t last = 39;
     for (int step = 0; step < 24; ++step) {
         const auto* row = logits[0].data() + last * n_vocab;
         const auto tok = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
