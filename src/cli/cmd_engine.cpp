@@ -49,6 +49,9 @@ public:
         line(tokens_event(tok_, id, toks, text, it != reqs_.end() && it->second.logprobs));
     }
     void on_admitted(const std::string& id, int64_t cached_tokens) override { line(admitted_event(id, cached_tokens)); }
+    void on_pooled(const std::string& id, const std::vector<float>& hidden, const std::vector<float>& token_logits) override {
+        line(pooled_event(id, hidden, token_logits));
+    }
     void on_done(const std::string& id, FinishReason reason, const Usage& u, const std::string& detail) override {
         line(done_event(id, reason, u, detail));
         const auto it = reqs_.find(id);

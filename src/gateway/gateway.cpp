@@ -7,6 +7,7 @@
 #include "gateway/context/session_cache.h"
 #include "gateway/context/session_store.h"
 #include "gateway/lane.h"
+#include "gateway/lane_reranker.h"
 #include "gateway/upstream_call.h"
 #include "gateway/window_guard.h"
 #include "net/http_server.h"
@@ -100,7 +101,10 @@ Gateway::~Gateway() {
 }
 
 void Gateway::start() {
-    guard_ = std::make_unique<WindowGuard>(config_.long_context);
+    for (auto& l : lanes_)
+        if (l->name() == config_.long_context.rerank_lane)
+            reranker_ = std::make_shared<LaneReranker>(*l, std::chrono::milliseconds(config_.long_context.rerank_timeout_ms));
+    guard_ = std::make_unique<WindowGuard>(config_.long_context, reranker_);
     for (auto& l : lanes_) {
         log_line("starting lane " + l->name() + (l->supervised() ? " (supervised)" : " at " + l->config().upstream));
         l->start(l->supervised() ? std::chrono::minutes(10) : std::chrono::seconds(3));
@@ -223,6 +227,8 @@ void Gateway::route() {
     h.Post("/v1/messages", post(ApiKind::Anthropic, true));
     h.Post("/v1/messages/count_tokens", post(ApiKind::Anthropic, false));
     h.Post("/v1/embeddings", post(ApiKind::OpenAI, false));
+    h.Post("/v1/rerank", post(ApiKind::OpenAI, false));
+    h.Post("/rerank", post(ApiKind::OpenAI, false));
     // The probes (docs/api.md): answered by the model's lane, like count_tokens.
     for (const char* path : {"/v1/chat/completions/input_tokens", "/tokenize", "/detokenize", "/apply-template"})
         h.Post(path, post(ApiKind::OpenAI, false));
@@ -357,7 +363,7 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
                 return fail(e, "rejected");
             }
             if (report.ms > 0) assemble_seconds_.observe(report.ms / 1000.0);
-            if (report.abridged) (report.retrieval == "hybrid" ? abridged_hybrid_ : abridged_bm25_)++;
+            if (report.abridged) (report.retrieval == "bm25+rerank" ? abridged_reranked_ : abridged_bm25_)++;
             if (report.thinking_clamped || report.thinking_disabled) ++thinking_clamped_;
             flight->abridged = report.abridged;
             flight->prompt_tokens = report.prompt_tokens_out;
@@ -702,7 +708,12 @@ void Gateway::metrics(net::Response& res) {
     line("strata_gateway_abridged_total", "Requests whose conversation was abridged to fit the lane's window, by retrieval mode.",
          "counter",
          {{"{retrieval=\"bm25\"}", static_cast<double>(abridged_bm25_.load())},
-          {"{retrieval=\"hybrid\"}", static_cast<double>(abridged_hybrid_.load())}});
+          {"{retrieval=\"bm25+rerank\"}", static_cast<double>(abridged_reranked_.load())}});
+    if (reranker_)
+        line("strata_gateway_rerank_failures_total",
+             "Retrievals whose rerank lane failed or was late (their pool kept the BM25 order), of all rerank calls.", "counter",
+             {{"{result=\"failed\"}", static_cast<double>(reranker_->failures())},
+              {"{result=\"all\"}", static_cast<double>(reranker_->calls())}});
     line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter",
          {{"", static_cast<double>(thinking_clamped_.load())}});
     line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter",

@@ -28,6 +28,7 @@ struct Response;
 namespace strata::gateway {
 
 class Lane;
+class LaneReranker;
 class WindowGuard;
 
 class Gateway {
@@ -78,7 +79,8 @@ private:
     std::unique_ptr<net::Server> http_;
     serve::Metrics metrics_;
     serve::Histogram assemble_seconds_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
-    std::atomic<uint64_t> abridged_bm25_{0}, abridged_hybrid_{0}, thinking_clamped_{0}, lane_retries_{0};
+    std::atomic<uint64_t> abridged_bm25_{0}, abridged_reranked_{0}, thinking_clamped_{0}, lane_retries_{0};
+    std::shared_ptr<LaneReranker> reranker_;  // [long_context] rerank_lane's (null: none)
     mutable std::mutex flights_mu_;
     std::map<std::string, std::shared_ptr<Flight>> flights_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -172,6 +172,8 @@ GatewayConfig load_gateway_config(const std::string& path) {
         r.get("cache_max_mib", cache_mib);
         c.long_context.cache_max_bytes = cache_mib << 20;
         r.get("default_output_tokens", c.long_context.default_output_tokens);
+        r.get("rerank_lane", c.long_context.rerank_lane);
+        r.get("rerank_timeout_ms", c.long_context.rerank_timeout_ms);
         r.finish();
     }
     if (auto arr = root.tables("lanes")) {
@@ -237,6 +239,11 @@ void validate(const GatewayConfig& c) {
             throw Error("key '" + k.name + "': sha256 must be 64 hex digits (make it with `strata gateway hash-key`)");
     }
     if (c.tls_cert.empty() != c.tls_key.empty()) throw Error("TLS needs both tls_cert and tls_key");
+    if (!c.long_context.rerank_lane.empty() &&
+        std::none_of(c.lanes.begin(), c.lanes.end(), [&](const LaneConfig& l) { return l.name == c.long_context.rerank_lane; }))
+        throw Error("long_context.rerank_lane: no lane is named '" + c.long_context.rerank_lane + "'");
+    if (c.long_context.rerank_timeout_ms < 1 || c.long_context.rerank_timeout_ms > 600000)
+        throw Error("long_context.rerank_timeout_ms must be within 1-600000");
     if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9)
         throw Error("long_context.recent_fraction must be within 0-0.9");
     if (c.limits.max_concurrency_per_key < 1) throw Error("limits.max_concurrency_per_key must be at least 1");

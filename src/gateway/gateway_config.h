@@ -65,6 +65,8 @@ struct LongContextConfig {
     int64_t store_max_bytes = 1ll << 30;
     int64_t cache_max_bytes = 1ll << 30;   // in-memory sessions of all lanes together
     int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
+    std::string rerank_lane;               // a lane whose /v1/rerank reorders retrieval's pool ("": BM25 alone)
+    int64_t rerank_timeout_ms = 5000;      // its answer's first byte at most this late, else BM25 alone
 };
 
 struct GatewayConfig {

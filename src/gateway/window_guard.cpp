@@ -201,9 +201,10 @@ struct WindowGuard::Assemblers {
     std::map<std::string, std::pair<std::shared_ptr<const serve::ServedModel>, std::shared_ptr<ContextAssembler>>> by_lane;
 };
 
-WindowGuard::WindowGuard(const LongContextConfig& config)
+WindowGuard::WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker)
     : cache_(std::make_shared<SessionCache>(config.cache_max_bytes)),
       config_(config),
+      reranker_(std::move(reranker)),
       assemblers_(std::make_unique<Assemblers>()) {
     if (config_.enabled && !config_.store_path.empty())
         store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes, log_line});
@@ -300,7 +301,9 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
             IndexingOptions indexing;
             indexing.shared_cache = cache_;
             indexing.cache_space = std::hash<std::string>()(lane.lane) * 0x9e3779b97f4a7c15ull + ++assemblers_->made;
-            slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count), RetrievalOptions{}, indexing);
+            RetrievalOptions retrieval;
+            retrieval.reranker = reranker_;
+            slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count), retrieval, indexing);
         }
         assembler = slot.second;
     }

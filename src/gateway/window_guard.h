@@ -19,6 +19,7 @@ namespace strata::gateway {
 
 struct LaneModel;
 class ContextAssembler;
+class Reranker;
 class SessionCache;
 class SessionStore;
 
@@ -38,7 +39,8 @@ struct GuardReport {
 
 class WindowGuard {
 public:
-    explicit WindowGuard(const LongContextConfig& config);  // opens the session store; throws strata::Error
+    // Opens the session store; throws strata::Error. reranker: reorders retrieval's pool (null: BM25 alone).
+    explicit WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker = nullptr);
     ~WindowGuard();
 
     // Applies both guards to `body` (an OpenAI chat or Anthropic messages body), rewriting it in
@@ -55,6 +57,7 @@ private:
     std::unique_ptr<SessionStore> store_;
     std::shared_ptr<SessionCache> cache_;
     LongContextConfig config_;
+    std::shared_ptr<Reranker> reranker_;
     serve::RequestLimits limits_;
     // One assembler per lane tokenizer (its counter), made on first use.
     struct Assemblers;

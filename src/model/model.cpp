@@ -234,6 +234,7 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
 
     const int64_t n_out = b.n_logits();
     last_logits_ = nullptr;
+    last_hidden_ = nullptr;
     last_rows_ = 0;
     // A backend that replays recorded forwards may decline one (forward_end false): run it again
     // eagerly. Nothing on the host changes until the forward is done, so a second run is safe.
@@ -262,6 +263,7 @@ void Model::forward(const Batch& b, std::span<SequenceState* const> seqs, float*
             if (logits != nullptr) backend_.copy_to_host(out, logits, static_cast<size_t>(n_out * c.n_vocab));
             if (argmax != nullptr) backend_.argmax_rows(out, n_out, c.n_vocab, argmax);
             last_logits_ = out;
+            last_hidden_ = rows;
             last_rows_ = n_out;
         }
         if (backend_.forward_end()) break;
@@ -290,6 +292,12 @@ void Model::copy_logits_row(int64_t row, float* host) {
     if (row < 0 || row >= last_rows_)
         throw Error("copy_logits_row: row " + std::to_string(row) + " of " + std::to_string(last_rows_));
     backend_.copy_to_host(last_logits_ + row * config_.n_vocab, host, static_cast<size_t>(config_.n_vocab));
+}
+
+void Model::copy_hidden_row(int64_t row, float* host) {
+    if (row < 0 || row >= last_rows_)
+        throw Error("copy_hidden_row: row " + std::to_string(row) + " of " + std::to_string(last_rows_));
+    backend_.copy_to_host(last_hidden_ + row * config_.n_embd, host, static_cast<size_t>(config_.n_embd));
 }
 
 }  // namespace strata::model

@@ -151,6 +151,9 @@ public:
                      backend::TokenLogit* top);
     // ...and whole rows, copied to host memory [n_vocab].
     void copy_logits_row(int64_t row, float* host);
+    // The final-normed hidden row a logits row was computed from (the output norm applied; what
+    // last-token pooling embeds), copied to host memory [n_embd].
+    void copy_hidden_row(int64_t row, float* host);
 
 private:
     Model(std::unique_ptr<gguf::File> file, backend::Backend& backend);
@@ -164,6 +167,7 @@ private:
     backend::KvType kv_type_ = backend::KvType::F32;
     ScratchArena arena_;            // forward-pass activations, reused across calls
     float* last_logits_ = nullptr;  // backend memory [last_rows_][n_vocab] of the last forward
+    float* last_hidden_ = nullptr;  // backend memory [last_rows_][n_embd]: the normed rows the head read
     int64_t last_rows_ = 0;
 };
 

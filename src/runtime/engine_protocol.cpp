@@ -78,6 +78,10 @@ Request parse_submit(const json& j, Scheduler& sched) {
     }
     // The sampling fields, max_tokens, stops, logprobs: one reader and one check (sampling_params.h).
     r.sampling = sampling_from_json(j, tok.n_vocab());
+    // A prompt-only request (request.h, Pooling): the scheduler checks the ids against the model.
+    r.pooling.embed = get_bool(j, "embed", false);
+    if (field(j, "score_tokens") != nullptr)
+        r.pooling.score_tokens = get_ids(j, "score_tokens", Pooling::kMaxScoreTokens, INT32_MAX);
     if (const json* f = field(j, "response_format")) {
         if (!f->is_object()) throw Error("'response_format' must be an object");
         const std::string type = get_string(*f, "type");
@@ -224,6 +228,13 @@ std::string done_event(const std::string& id, FinishReason reason, const Usage& 
                 {"completion_tokens", usage.completion_tokens}}}};
     if (reason == FinishReason::Stop && !detail.empty()) j["stop"] = detail;
     if (reason == FinishReason::Error) j["message"] = detail;
+    return dump(j);
+}
+
+std::string pooled_event(const std::string& id, const std::vector<float>& hidden, const std::vector<float>& token_logits) {
+    json j = {{"event", "pooled"}, {"id", id}};
+    if (!hidden.empty()) j["hidden"] = hidden;
+    if (!token_logits.empty()) j["token_logits"] = token_logits;
     return dump(j);
 }
 

@@ -42,6 +42,8 @@ std::string tokens_event(const tokenizer::Tokenizer& tok, const std::string& id,
                          const std::string& text, bool with_logprobs);
 std::string admitted_event(const std::string& id, int64_t cached_tokens);
 std::string done_event(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail);
+// A prompt-only request's result (request.h, Pooling), the line before its done.
+std::string pooled_event(const std::string& id, const std::vector<float>& hidden, const std::vector<float>& token_logits);
 std::string error_event(const std::string& id, const std::string& message);
 std::string stats_event(const SchedulerStats& s, const std::string& id);
 

@@ -15,12 +15,23 @@ namespace strata::runtime {
 class JsonGrammar;
 class XmlCallGrammar;
 
+// A prompt-only request (embeddings, reranking): nothing is generated. After the prompt the
+// engine reports the last token's final-normed hidden row (embed: what last-token pooling
+// embeds) and the logits of score_tokens at that position, then ends it with "stop".
+struct Pooling {
+    static constexpr size_t kMaxScoreTokens = 64;
+    bool embed = false;
+    std::vector<int32_t> score_tokens;
+    bool any() const { return embed || !score_tokens.empty(); }
+};
+
 struct Request {
     std::string id;                                  // unique among the requests in flight
     std::vector<int32_t> prompt;                     // token ids, at least one
     SamplingParams sampling;                         // the sampler's knobs, max_tokens, stop strings and ids, ignore_eos
     std::shared_ptr<const JsonGrammar> grammar;      // constrained decoding (null: none)
     std::shared_ptr<const XmlCallGrammar> xml_call;  // or a forced XML tool call (xml_call_constraint.h)
+    Pooling pooling;                                 // a prompt-only request (none: generate)
 };
 
 // One generated token as reported to the client.
@@ -45,6 +56,13 @@ public:
     virtual void on_admitted(const std::string& id, int64_t cached_tokens) {
         (void)id;
         (void)cached_tokens;
+    }
+    // A prompt-only request's result (Request::pooling), just before its done: the hidden row
+    // [n_embd] (empty unless embed) and the logits of its score_tokens, in their order.
+    virtual void on_pooled(const std::string& id, const std::vector<float>& hidden, const std::vector<float>& token_logits) {
+        (void)id;
+        (void)hidden;
+        (void)token_logits;
     }
     // The last event of a request. stop_reason: the stop string or token that ended it, if any.
     virtual void on_done(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) = 0;

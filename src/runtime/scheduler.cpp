@@ -94,6 +94,12 @@ void Scheduler::submit(Request req, EventSink* sink) {
         throw Error("prompt of " + std::to_string(req.prompt.size()) + " tokens leaves no room in the context of " +
                     std::to_string(opts_.max_context) + " tokens");
     req.sampling.validate(tok_.n_vocab());  // knobs, stop strings, stop token ids
+    if (req.pooling.score_tokens.size() > Pooling::kMaxScoreTokens)
+        throw Error("score_tokens: at most " + std::to_string(Pooling::kMaxScoreTokens) + " ids");
+    for (int32_t t : req.pooling.score_tokens)
+        if (t < 0 || t >= model_.config().n_vocab)
+            throw Error("score_tokens: " + std::to_string(t) + " is outside the vocabulary (" +
+                        std::to_string(model_.config().n_vocab) + ")");
     auto s = std::make_unique<Sequence>(std::move(req), sink, tok_);
     s->tokens = s->req.prompt;
     s->n_prompt = static_cast<int64_t>(s->tokens.size());
@@ -307,12 +313,16 @@ void Scheduler::step() {
     }
     // When every sequence that samples this step takes the argmax of its raw logits, the
     // backend finds it where the logits are and only the ids come back.
-    bool argmax_only = n_logits > 0;
+    // A prompt-only request at its prompt's end reads its row whole: every row comes to the host.
+    bool argmax_only = n_logits > 0, pooled = false;
     for (Sequence* s : in_batch)
-        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && (!s->sampler.argmax_only() || s->constraint))
-            argmax_only = false;
+        if (s->step_end == static_cast<int64_t>(s->tokens.size())) {
+            if (!s->sampler.argmax_only() || s->constraint) argmax_only = false;
+            pooled = pooled || s->req.pooling.any();
+        }
+    argmax_only = argmax_only && !pooled;
     using RowSampling = SchedulerOptions::RowSampling;
-    const bool sample_rows = n_logits > 0 && !argmax_only && opts_.row_sampling != RowSampling::Never &&
+    const bool sample_rows = n_logits > 0 && !argmax_only && !pooled && opts_.row_sampling != RowSampling::Never &&
                              (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
     std::vector<Outcome> outcomes(in_batch.size());
     if (argmax_only) {
@@ -332,6 +342,11 @@ void Scheduler::step() {
         Sequence* s = in_batch[i];
         const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
         Outcome& o = outcomes[i];
+        if (last && s->req.pooling.any()) {
+            after_forward(*s, Outcome{});  // the prefix cache's commits; nothing is sampled
+            finish_pooled(*s, row++);
+            continue;
+        }
         if (last && argmax_only) o.argmax = argmax_[static_cast<size_t>(row)];
         else if (last && !sample_rows) o.logits = logits_.data() + row * model_.config().n_vocab;
         if (last) ++row;
@@ -512,6 +527,23 @@ void Scheduler::sample_next(Sequence& s, Outcome o) {
 
 void Scheduler::emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece) {
     if (s.sink != nullptr && (!toks.empty() || !piece.empty())) s.sink->on_tokens(s.req.id, toks, piece);
+}
+
+void Scheduler::finish_pooled(Sequence& s, int64_t row) {
+    std::vector<float> hidden, token_logits;
+    try {
+        if (s.req.pooling.embed) {
+            hidden.resize(static_cast<size_t>(model_.config().n_embd));
+            model_.copy_hidden_row(row, hidden.data());
+        }
+        const float* logits = logits_.data() + row * model_.config().n_vocab;
+        for (int32_t t : s.req.pooling.score_tokens) token_logits.push_back(logits[t]);
+    } catch (const Error& e) {
+        finish(s, FinishReason::Error, e.what());
+        return;
+    }
+    if (s.sink != nullptr) s.sink->on_pooled(s.req.id, hidden, token_logits);
+    finish(s, FinishReason::Stop, "");
 }
 
 void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& detail) {

@@ -117,6 +117,7 @@ private:
     // The forward and each sequence's outcome when sampling through Backend::sample_rows.
     void forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out);
     void finish(Sequence& s, FinishReason reason, const std::string& detail);
+    void finish_pooled(Sequence& s, int64_t row);  // a prompt-only request at its prompt's end: row of the last forward
     void emit(Sequence& s, std::vector<GeneratedToken> toks, const std::string& piece);
     void reap();
 

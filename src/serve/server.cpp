@@ -180,12 +180,9 @@ void Server::route() {
     h.Post("/tokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Tokenize); });
     h.Post("/detokenize", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::Detokenize); });
     h.Post("/apply-template", [this](const net::Request& req, net::Response& res) { probe(req, res, Probe::ApplyTemplate); });
-    h.Post("/v1/embeddings", [this](const net::Request&, net::Response& res) {
-        Call call;
-        reply_error(
-            call, res,
-            ApiError(400, "this model does not produce embeddings (" + options_.model_name + " is a generative model)", "model"));
-    });
+    h.Post("/v1/embeddings", [this](const net::Request& req, net::Response& res) { embeddings(req, res); });
+    h.Post("/v1/rerank", [this](const net::Request& req, net::Response& res) { rerank(req, res); });
+    h.Post("/rerank", [this](const net::Request& req, net::Response& res) { rerank(req, res); });
     h.Get("/v1/models", [this](const net::Request& req, net::Response& res) { models(req, res); });
     h.Get(R"(/v1/models/(.+))", [this](const net::Request& req, net::Response& res) { models(req, res); });
     h.Get("/health", [this](const net::Request&, net::Response& res) { health(res); });

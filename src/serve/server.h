@@ -97,6 +97,13 @@ private:
     // encrypted_content of a reasoning item: the text, signed (reasoning_from_encrypted checks it).
     std::string encrypt_reasoning(const std::string& text) const;
     std::optional<std::string> reasoning_from_encrypted(const std::string& encrypted) const;
+    // Prompt-only routes (pooling_routes.cpp): /v1/embeddings, /v1/rerank.
+    void embeddings(const net::Request& req, net::Response& res);
+    void rerank(const net::Request& req, net::Response& res);
+    // Runs each prompt as a prompt-only engine request (embed: hidden rows; else the logits of
+    // score_tokens), in prompt order; throws ApiError (499 client gone, 503 engine, 500 failed).
+    std::vector<std::vector<float>> run_pooled(Call& call, const std::vector<std::vector<int32_t>>& prompts, bool embed,
+                                               const std::vector<int32_t>& score_tokens);
     void models(const net::Request& req, net::Response& res);
     void health(net::Response& res);
     void metrics(net::Response& res);

@@ -54,6 +54,9 @@ struct Outcome {
     Usage usage;
     std::string detail;
     int events_after_done = 0;
+    // A prompt-only request's result (on_pooled).
+    bool pooled = false;
+    std::vector<float> hidden, token_logits;
 };
 
 class RecordingSink : public EventSink {
@@ -66,6 +69,13 @@ public:
             o.details.push_back(g);
         }
         o.text += text;
+    }
+    void on_pooled(const std::string& id, const std::vector<float>& hidden, const std::vector<float>& token_logits) override {
+        Outcome& o = out[id];
+        if (o.done) ++o.events_after_done;
+        o.pooled = true;
+        o.hidden = hidden;
+        o.token_logits = token_logits;
     }
     void on_done(const std::string& id, FinishReason reason, const Usage& usage, const std::string& detail) override {
         Outcome& o = out[id];

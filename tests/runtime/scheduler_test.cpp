@@ -1,7 +1,13 @@
 // The scheduler on real (tiny, random-weight) models of each family: batch invariance, seeded
 // sampling under load, prefix-cache correctness (also for hybrid models, through recurrent-state
-// snapshots), preemption, cancellation, queueing beyond capacity, stop strings, finish reasons.
+// snapshots), preemption, cancellation, queueing beyond capacity, stop strings, finish reasons;
+// prompt-only requests (Request::pooling: what embeddings and reranking run on): the last prompt
+// token's final-normed hidden row and the logits of the asked ids equal a plain forward of the
+// whole prompt, whether prefilled in chunks, batched with generating requests or taken from the
+// prefix cache; nothing is generated; bad ids are refused in the client's terms.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "runtime/json_constraint.h"
 #include "runtime/runtime_test_util.h"
@@ -440,6 +446,115 @@ TEST(Scheduler, ConstrainedOutputIsValidJson) {
         }
     }
 }
+
+// ---- prompt-only requests ----------------------------------------------------------------
+
+SchedulerOptions pooled_options() {
+    SchedulerOptions o;
+    o.max_running = 8;
+    o.max_batched_tokens = 96;
+    o.prefill_chunk = 64;  // the 150-token prompt is prefilled in three chunks
+    o.kv.kv_bytes = 64 << 20;
+    o.kv.block_size = 16;
+    o.kv.snapshot_bytes = 64 << 20;
+    return o;
+}
+
+double pooled_rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        den += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+class PooledRequest : public testing::TestWithParam<std::string> {};
+
+TEST_P(PooledRequest, HiddenRowAndTokenLogitsEqualAPlainForward) {
+    auto& m = tiny_model(GetParam());
+    const int64_t n_embd = m.model->config().n_embd, n_vocab = m.model->config().n_vocab;
+    const std::vector<int32_t> score = {5, 17, static_cast<int32_t>(n_vocab - 1)};
+    const std::vector<std::vector<int32_t>> prompts = {make_prompt(150, 3), make_prompt(23, 4), make_prompt(150, 3)};
+
+    // The reference: each prompt whole in a fresh sequence, its last row's hidden state and logits.
+    std::vector<std::vector<float>> ref_hidden, ref_logits;
+    for (const auto& p : prompts) {
+        auto seq = m.model->new_sequence(256);
+        model::SequenceState* sp = seq.get();
+        model::Batch b;
+        for (size_t i = 0; i < p.size(); ++i) b.add(p[i], static_cast<int32_t>(i), 0, i + 1 == p.size());
+        std::vector<float> logits(static_cast<size_t>(n_vocab)), hidden(static_cast<size_t>(n_embd));
+        m.model->forward(b, {&sp, 1}, logits.data());
+        m.model->copy_hidden_row(0, hidden.data());
+        ref_hidden.push_back(hidden);
+        std::vector<float> picked;
+        for (int32_t t : score) picked.push_back(logits[static_cast<size_t>(t)]);
+        ref_logits.push_back(picked);
+    }
+
+    Scheduler s(*m.model, *m.tok, pooled_options());
+    RecordingSink sink;
+    // A generating request in the same steps (its rows are sampled, the pooled ones are not).
+    s.submit(greedy_request("gen", make_prompt(40, 9), 12), &sink);
+    for (size_t i = 0; i < 2; ++i) {
+        Request r;
+        r.id = "p" + std::to_string(i);
+        r.prompt = prompts[i];
+        r.pooling.embed = true;
+        r.pooling.score_tokens = score;
+        s.submit(std::move(r), &sink);
+    }
+    run_until_idle(s);
+    // The first prompt again: its blocks come from the prefix cache.
+    Request again;
+    again.id = "p2";
+    again.prompt = prompts[2];
+    again.pooling.embed = true;
+    again.pooling.score_tokens = score;
+    s.submit(std::move(again), &sink);
+    run_until_idle(s);
+
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        const test::Outcome& o = sink.out["p" + std::to_string(i)];
+        SCOPED_TRACE("prompt " + std::to_string(i));
+        ASSERT_TRUE(o.pooled);
+        EXPECT_TRUE(o.done);
+        EXPECT_EQ(o.reason, FinishReason::Stop);
+        EXPECT_EQ(o.events_after_done, 0);
+        EXPECT_TRUE(o.tokens.empty());
+        EXPECT_EQ(o.usage.completion_tokens, 0);
+        EXPECT_EQ(o.usage.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
+        ASSERT_EQ(o.hidden.size(), static_cast<size_t>(n_embd));
+        ASSERT_EQ(o.token_logits.size(), score.size());
+        EXPECT_LT(pooled_rel_l2(o.hidden, ref_hidden[i]), 2e-3);
+        for (size_t k = 0; k < score.size(); ++k)
+            EXPECT_NEAR(o.token_logits[k], ref_logits[i][k], 2e-3 * (1.0 + std::abs(ref_logits[i][k])));
+    }
+    EXPECT_GT(sink.out["p2"].usage.cached_tokens, 0);
+    EXPECT_EQ(sink.out["gen"].usage.completion_tokens, 12);
+    EXPECT_FALSE(sink.out["gen"].pooled);
+}
+
+TEST_P(PooledRequest, BadScoreTokensAreRefused) {
+    auto& m = tiny_model(GetParam());
+    Scheduler s(*m.model, *m.tok, pooled_options());
+    RecordingSink sink;
+    Request r;
+    r.id = "bad";
+    r.prompt = make_prompt(8, 1);
+    r.pooling.score_tokens = {static_cast<int32_t>(m.model->config().n_vocab)};
+    try {
+        s.submit(r, &sink);
+        ADD_FAILURE() << "an id past the vocabulary was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("score_tokens"), std::string::npos) << e.what();
+    }
+    r.pooling.score_tokens.assign(Pooling::kMaxScoreTokens + 1, 1);
+    EXPECT_THROW(s.submit(r, &sink), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, PooledRequest, testing::Values("qwen3moe", "qwen3next", "qwen3"));
 
 }  // namespace
 }  // namespace strata::runtime

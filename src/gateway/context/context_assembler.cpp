@@ -287,7 +287,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     cache_->put(a.session, indexing_.cache_space);  // registers new messages' hashes (a.session is already the cached object)
     st.ms_index = ms_since(t);
     st.chunks_total = static_cast<int>(s.n_chunks());
-    st.retrieval = retrieval_.reranker ? "bm25+rerank" : "bm25";
+    st.retrieval = "bm25";  // until the ranking says which it used
 
     // Token counts: the system prompt's is cached per conversation; a message's is exact when
     // it was one chunk, else made exact (counted whole) where the decision depends on it.

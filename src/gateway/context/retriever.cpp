@@ -219,7 +219,13 @@ RetrievalOutput rank_general(const Session& session, std::span<const uint32_t> c
         for (const RankedChunk& r : ranked) passages.push_back(text(r.chunk));
         std::string joined;
         for (const QueryPart& p : query) joined.append(p.text).append("\n");
-        const std::vector<double> rr = o.reranker->score(joined, passages);
+        // A reranker that fails (its lane down or slow) leaves the BM25 order: mode "bm25".
+        std::vector<double> rr;
+        try {
+            rr = o.reranker->score(joined, passages);
+        } catch (const std::exception&) {
+            rr.clear();
+        }
         if (rr.size() == ranked.size()) {
             std::vector<size_t> order(ranked.size());
             for (size_t i = 0; i < order.size(); ++i) order[i] = i;

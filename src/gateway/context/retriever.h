@@ -9,7 +9,9 @@
 //   MMR      over a pool larger than what fits, λ·rel − (1−λ)·max sim to those already picked
 //            (idf-weighted cosine of bags of words), so near-duplicates don't crowd out facts.
 // Dense embeddings and a cross-encoder reranker served by lanes plug in through Embedder and
-// Reranker; a reranker, when given, is fused with BM25 by reciprocal rank ("bm25+rerank").
+// Reranker; a reranker, when given, is fused with BM25 by reciprocal rank ("bm25+rerank"; a
+// reranker that throws leaves the BM25 order, "bm25"). The gateway's is a lane's /v1/rerank
+// (lane_reranker.h).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +36,8 @@ public:
     virtual std::vector<std::vector<float>> embed(std::span<const std::string_view> texts) = 0;
 };
 
-// Cross-encoder relevance (bge-reranker-v2-m3 through a lane's /rerank); higher is better.
+// Cross-encoder relevance (Qwen3-Reranker through a lane's /v1/rerank); higher is better; throws
+// when it cannot score.
 class Reranker {
 public:
     virtual ~Reranker() = default;
