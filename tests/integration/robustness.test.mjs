@@ -108,7 +108,8 @@ test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends wit
   const err = await outcome;
   assert.ok(err instanceof OpenAI.APIError, `stream must end with an error, got: ${err}`);
   assert.match(err.message, /answered nothing/);
-  assert.ok(Date.now() - stoppedAt < 16000, 'the stream ended within 16 s of the stop');
+  const errorAfter = Date.now() - stoppedAt;
+  assert.ok(errorAfter < 10000, `the stream ended ${errorAfter} ms after the stop (at most 10 s)`);
   const pidNow = () => { try { return s.enginePid(); } catch { return null; } };  // ps fails while there is none
   await waitFor('a new engine', async () => pidNow() > 0 && pidNow() !== enginePid && (await fetch(`${s.base}/health`)).status === 200, 20000);
   const next = await client.chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: 'Hello again' }], max_tokens: 4, logit_bias: NO_EOS });
@@ -140,7 +141,7 @@ test('a stopped engine blocks no request thread: /metrics answers within its bou
   assert.equal(m.status, 200);
   assert.match(await m.text(), /strata_requests_running [45]\n/);
   assert.ok(took < 5000, `/metrics took ${took} ms (it waits for the engine at most 2 s)`);
-  assert.ok(Date.now() - stoppedAt < 9500, 'still before the heartbeat replaces the engine');
+  assert.ok(Date.now() - stoppedAt < 5500, 'still before the heartbeat replaces the engine (6 s)');
   process.kill(enginePid, 'SIGCONT');
   for (const [i, r] of (await Promise.all(submits)).entries()) {
     const body = await r.json();
