@@ -1,12 +1,13 @@
 // strata gateway under faults: a stopped (SIGSTOP) supervised lane ends its streams with an error
-// event and is replaced; a lane that answers /health but never a completion gets a 504 after the
-// first-byte deadline, and one that stalls mid-stream an error event after the idle deadline,
-// each releasing the key's slot; a non-streamed request whose lane is killed is retried on the
-// restarted lane, and a stream or whole answer whose lane dies before sending any of it is
-// retried; a broken session store (corrupt, locked by another gateway, size-limited,
-// unwritable) leaves every request answered with one warning; many edits of the last turn of a
-// long chat keep the session cache under its bound; a killed gateway leaves no temporary files. The fake lanes (node HTTP servers) only inject faults: the thing
-// under test is the gateway.
+// event, turns the gateway's /health 503 and is replaced; a lane that answers /health but never a
+// completion gets a 504 after the first-byte deadline, and one that stalls mid-stream an error
+// event after the idle deadline, each releasing the key's slot; a non-streamed request whose lane
+// is killed is retried on the restarted lane, and a stream or whole answer whose lane dies before
+// sending any of it is retried; a broken session store (corrupt, locked by another gateway,
+// size-limited, unwritable) leaves every request answered with one warning; many edits of the last
+// turn of a long chat keep the session cache under its bound; a killed gateway leaves no temporary
+// files. The fake lanes (node HTTP servers) only inject faults: the thing under test is the
+// gateway.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -51,20 +52,36 @@ function longChat(seed, last) {
   return messages;
 }
 
-test('a stopped supervised lane (SIGSTOP): its streams end with an error event within 10 s, it is replaced, the next request is served', async () => {
+test('a stopped supervised lane (SIGSTOP): its streams end with an error event and /health turns 503 within 10 s, it is replaced, the next request is served', async () => {
   // The Qwen3.5 model without an eos feature: both answers go on until the stop.
   const gw = await startGateway(['--config', config('sigstop', tinyLane('qwen35'))], { logName: 'gw-sigstop' });
   const lanePid = gw.lanePid();
   const openai = new OpenAI({ baseURL: `${gw.base}/v1`, apiKey: 'x', maxRetries: 0 });
   const anthropic = new Anthropic({ baseURL: gw.base, apiKey: 'x', maxRetries: 0 });
   let stoppedAt = 0;
+  // From the stop on, the gateway's /health is watched: with its only lane down it answers 503
+  // (until the replacement is ready).
+  let downAt = 0;
+  let healthWatch;
+  const watchHealth = async () => {
+    while (!downAt && Date.now() - stoppedAt < 20000) {
+      const r = await fetch(`${gw.base}/health`);
+      const body = await r.json();
+      if (r.status === 503 && body.lanes[0].healthy === false) downAt = Date.now();
+      else await new Promise((res) => setTimeout(res, 100));
+    }
+  };
   // Each stream is read until it ends; the lane is stopped once both have 5 deltas.
   const seen = [0, 0];
   const drain = async (which, stream, count) => {
     try {
       for await (const e of stream) {
         if (count(e)) seen[which] += 1;
-        if (seen[0] >= 5 && seen[1] >= 5 && !stoppedAt) { process.kill(lanePid, 'SIGSTOP'); stoppedAt = Date.now(); }
+        if (seen[0] >= 5 && seen[1] >= 5 && !stoppedAt) {
+          process.kill(lanePid, 'SIGSTOP');
+          stoppedAt = Date.now();
+          healthWatch = watchHealth();
+        }
       }
       return `ended without error after ${seen[which]} deltas`;
     } catch (e) {
@@ -76,6 +93,10 @@ test('a stopped supervised lane (SIGSTOP): its streams end with an error event w
   const delta = (c) => c.choices?.[0]?.delta?.content || c.choices?.[0]?.delta?.reasoning_content;
   const [ro, ra] = await Promise.all([drain(0, await o, delta), drain(1, await a, (e) => e.type === 'content_block_delta')]);
   assert.ok(stoppedAt > 0);
+  await healthWatch;
+  assert.ok(downAt > 0, 'the gateway\'s /health never answered 503 with the lane down');
+  assert.ok(downAt - stoppedAt < 10000, `/health turned 503 ${downAt - stoppedAt} ms after the stop`);
+  console.log(`/health turned 503 ${downAt - stoppedAt} ms after the SIGSTOP`);
   for (const [r, cls, api] of [[ro, OpenAI.APIError, 'openai'], [ra, Anthropic.APIError, 'anthropic']]) {
     assert.ok(r.e instanceof cls, `${api}: the stream must end with an error event, got: ${r.e ?? r}`);
     assert.match(r.e.message, /lane/);
