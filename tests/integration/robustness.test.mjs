@@ -105,6 +105,7 @@ test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends wit
   await waitFor('the engine to be stopped', async () => stoppedAt > 0, 10000);
   // Within 10 s the server says it is not serving (before the heartbeat replaces the engine).
   await waitFor('/health to say 503', async () => (await fetch(`${s.base}/health`)).status === 503, 10000);
+  const downAfter = Date.now() - stoppedAt;
   const err = await outcome;
   assert.ok(err instanceof OpenAI.APIError, `stream must end with an error, got: ${err}`);
   assert.match(err.message, /answered nothing/);
@@ -112,9 +113,12 @@ test('a stopped engine (SIGSTOP: a hang): /health turns 503, the stream ends wit
   assert.ok(errorAfter < 10000, `the stream ended ${errorAfter} ms after the stop (at most 10 s)`);
   const pidNow = () => { try { return s.enginePid(); } catch { return null; } };  // ps fails while there is none
   await waitFor('a new engine', async () => pidNow() > 0 && pidNow() !== enginePid && (await fetch(`${s.base}/health`)).status === 200, 20000);
+  const replacedAfter = Date.now() - stoppedAt;
   const next = await client.chat.completions.create({ model: 'strata-tiny', messages: [{ role: 'user', content: 'Hello again' }], max_tokens: 4, logit_bias: NO_EOS });
   assert.equal(next.usage.completion_tokens, 4);
+  const servedAfter = Date.now() - stoppedAt;
   assert.equal(await metric(s.base, 'strata_engine_restarts_total'), 1);
+  console.log(`stopped engine (ms after the SIGSTOP): /health 503 by ${downAfter}, error event ${errorAfter}, replacement healthy by ${replacedAfter}, next request served ${servedAfter}`);
   try { process.kill(enginePid, 'SIGKILL'); } catch { /* already gone */ }
 });
 
