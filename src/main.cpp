@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     strata::cli::add_serve_command(app, run);
     strata::cli::add_gateway_command(app, run);
     strata::cli::add_bench_commands(app, run);
+    strata::cli::keep_process_args(argc, argv);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -74,7 +74,15 @@ int run_gateway(GatewayArgs& a) {
         c.keys.insert(c.keys.end(), keys.begin(), keys.end());
     }
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && a.api_keys.empty()) a.api_keys.push_back(env);
-    ::unsetenv("STRATA_API_KEY");  // supervised lanes must not take the clients' key as their own
+    // Out of /proc/PID/cmdline and /proc/PID/environ for the gateway's lifetime (ps shows them);
+    // supervised lanes must not take the clients' key as their own.
+    {
+        std::vector<std::string> secrets = a.api_keys;
+        secrets.push_back(a.upstream_key);
+        wipe_secret_args(secrets);
+        for (std::string& s : secrets) OPENSSL_cleanse(s.data(), s.size());
+    }
+    wipe_secret_env("STRATA_API_KEY");
     for (size_t i = 0; i < a.api_keys.size(); ++i) {
         gateway::KeyConfig k;
         k.name = a.api_keys.size() == 1 ? a.key_name : a.key_name + "-" + std::to_string(i + 1);

@@ -7,8 +7,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "cli/commands.h"
@@ -41,6 +43,46 @@ std::vector<std::string> read_secret_lines(const std::string& path, const std::s
 }
 
 namespace {
+int g_argc = 0;
+char** g_argv = nullptr;
+
+void overwrite(char* p, size_t n) {
+    volatile char* v = p;  // memory the kernel reads for /proc/PID: never optimized away
+    for (size_t i = 0; i < n; ++i) v[i] = 'x';
+}
+}  // namespace
+
+void keep_process_args(int argc, char** argv) {
+    g_argc = argc;
+    g_argv = argv;
+}
+
+void wipe_secret_args(const std::vector<std::string>& secrets) {
+    for (int i = 1; i < g_argc && g_argv; ++i) {
+        char* arg = g_argv[i];
+        if (!arg) continue;
+        const std::string_view a(arg);
+        for (const std::string& s : secrets) {
+            if (s.empty()) continue;
+            if (a == s) {
+                overwrite(arg, a.size());
+                break;
+            }
+            const size_t eq = a.find('=');
+            if (a.rfind("--", 0) == 0 && eq != std::string_view::npos && a.substr(eq + 1) == s) {
+                overwrite(arg + eq + 1, a.size() - eq - 1);
+                break;
+            }
+        }
+    }
+}
+
+void wipe_secret_env(const char* name) {
+    if (char* v = std::getenv(name)) overwrite(v, std::strlen(v));
+    ::unsetenv(name);
+}
+
+namespace {
 
 struct ServeArgs {
     serve::ServeOptions o;
@@ -67,7 +109,10 @@ int run_serve(ServeArgs& a) {
     if (!a.key_file.empty())
         for (std::string& k : read_secret_lines(a.key_file, "--api-key-file")) o.api_keys.push_back(std::move(k));
     if (const char* env = std::getenv("STRATA_API_KEY"); env && *env && o.api_keys.empty()) o.api_keys.push_back(env);
-    ::unsetenv("STRATA_API_KEY");  // the engine child has no use for the clients' key
+    // Out of /proc/PID/cmdline and /proc/PID/environ (ps, other users' tools); the engine child
+    // has no use for the clients' key.
+    wipe_secret_args(a.keys);
+    wipe_secret_env("STRATA_API_KEY");
     o.engine_argv = {self_exe(),
                      "engine",
                      "-m",

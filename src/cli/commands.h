@@ -55,4 +55,16 @@ std::string self_exe();
 // holds none.
 std::vector<std::string> read_secret_lines(const std::string& path, const std::string& flag);
 
+// main() hands over the process's own argv before parsing, so that secrets given on the command
+// line can be overwritten where /proc/PID/cmdline (what `ps` shows) reads them.
+void keep_process_args(int argc, char** argv);
+// Overwrites with 'x', in the original argv strings, every argument that is one of `secrets` and
+// the value of every `--flag=SECRET` argument: /proc/PID/cmdline no longer holds them. The parsed
+// copies are not touched. Empty secrets are ignored.
+void wipe_secret_args(const std::vector<std::string>& secrets);
+// Overwrites the value of environment variable `name` with 'x' where it lies (the original
+// environment block, which /proc/PID/environ reads) and then removes it from the environment
+// (children do not inherit it). Read the value first.
+void wipe_secret_env(const char* name);
+
 }  // namespace strata::cli

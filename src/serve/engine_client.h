@@ -77,7 +77,7 @@ public:
     // swapped-out or deadlocked process), or a step running longer than step_timeout (a GPU
     // hang), and the engine is killed: requests with output end with an error event, the others
     // run again on its replacement.
-    static constexpr std::chrono::milliseconds kPingEvery{1000}, kStaleAfter{4000}, kDeadAfter{10000};
+    static constexpr std::chrono::milliseconds kPingEvery{1000}, kStaleAfter{4000}, kDeadAfter{6000};
     void set_step_timeout(std::chrono::milliseconds t) { step_timeout_ms_ = t.count(); }
     // Bytes of commands the outgoing queue holds at most before submits are refused (a single
     // command larger than that is taken when the queue is empty).

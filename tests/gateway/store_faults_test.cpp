@@ -4,20 +4,31 @@
 // Forks share their prefix in memory: many edits of the last turn of a long chat cost only the
 // edited turns, and the cache's accounted bytes stay under its bound.
 //
+// A disk that fills up or turns read-only while the gateway runs is a real one: a 512 KiB tmpfs
+// (ENOSPC: SQLITE_FULL) and a small ext4 image mounted errors=remount-ro whose error is then
+// triggered (the kernel makes it read-only under the open store: EROFS on the next write). Both
+// need root (mount); as root a mount that is refused fails the test, as another user it is skipped.
+//
 // The read-only cases run in a child process as an unprivileged user when the tests run as root
 // (root writes read-only files); the size limit and the lock holder are child processes too.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 
 #include "../../bench/gateway_needles.h"
 #include "context_test_util.h"
@@ -86,11 +97,16 @@ TEST(GatewayStoreFaults, CorruptFileMovedAsideAndAFreshStoreMade) {
             EXPECT_EQ(std::filesystem::file_size(e.path()), junk.size());
         }
     EXPECT_EQ(aside, 1);
-    // The fresh store works.
+    // The fresh store works, and the damage is told once however many requests follow.
     ContextAssembler a(&store, rough_count);
     const Conversation c = fault_chat(1, 60);
     EXPECT_TRUE(a.assemble("k", c, {.budget_tokens = 2000}).abridged);
     EXPECT_EQ(store.n_sessions(), 1);
+    for (int i = 0; i < 5; ++i) EXPECT_TRUE(a.assemble("k", fault_chat(20 + i, 60), {.budget_tokens = 2000}).abridged);
+    EXPECT_TRUE(a.assemble("k", c, {.budget_tokens = 2000}).stats.session_hit);
+    EXPECT_TRUE(store.available());
+    EXPECT_EQ(store.n_sessions(), 6);
+    EXPECT_EQ(w.lines.size(), 1u);
 }
 
 TEST(GatewayStoreFaults, ReadOnlyFileOrFolderMeansMemoryOnly) {
@@ -210,6 +226,129 @@ TEST(GatewayStoreFaults, AStaleSharedMemoryFileIsNeverMapped) {
         const Conversation c = fault_chat(4, 60);
         if (!a.assemble("k", c, {.budget_tokens = 2000}).stats.session_hit) return 1;  // found in the file
         return store.available() ? 0 : 2;
+    });
+    EXPECT_EQ(status, 0);
+}
+
+// A filesystem of its own on a fresh folder, unmounted (and its loop device freed) at the end.
+class TestMount {
+public:
+    TestMount() { std::filesystem::create_directories(at()); }
+    ~TestMount() {
+        if (mounted_ && ::umount(at().c_str()) != 0) ::umount2(at().c_str(), MNT_DETACH);
+    }
+    TestMount(const TestMount&) = delete;
+    TestMount& operator=(const TestMount&) = delete;
+    std::filesystem::path at() const { return dir_ / "mnt"; }
+
+    // A tmpfs of `size` (as mount's size=, "512k").
+    bool tmpfs(const std::string& size) {
+        mounted_ = ::mount("tmpfs", at().c_str(), "tmpfs", 0, ("size=" + size).c_str()) == 0;
+        if (!mounted_) why_ = std::string("mount -t tmpfs: ") + std::strerror(errno);
+        return mounted_;
+    }
+    // A 16 MiB ext4 image on a loop device, mounted errors=remount-ro.
+    bool ext4() {
+        const auto image = dir_ / "fs.img";
+        const std::string cmd = "truncate -s 16M '" + image.string() + "' && mkfs.ext4 -q -F '" + image.string() +
+                                "' >/dev/null 2>&1 && mount -o loop,errors=remount-ro '" + image.string() + "' '" +
+                                at().string() + "'";
+        mounted_ = std::system(cmd.c_str()) == 0;
+        if (!mounted_) why_ = "failed: " + cmd;
+        return mounted_;
+    }
+    // The kernel's own error path for the ext4 mount: it turns read-only under its open files.
+    bool make_ext4_read_only() {
+        std::ifstream mounts("/proc/self/mounts");
+        std::string line;
+        while (std::getline(mounts, line)) {
+            std::istringstream fields(line);
+            std::string source, target;
+            fields >> source >> target;
+            if (target != at().string() || source.rfind("/dev/", 0) != 0) continue;
+            std::ofstream trigger("/sys/fs/ext4/" + source.substr(5) + "/trigger_fs_error");
+            trigger << "strata store_faults_test: a disk turned read-only";
+            trigger.flush();
+            return trigger.good();
+        }
+        return false;
+    }
+    const std::string& why() const { return why_; }
+
+private:
+    test::TempDir dir_;
+    bool mounted_ = false;
+    std::string why_;
+};
+
+// Requests keep being answered from memory after the store turned off mid-run; one warning in all.
+// 0 when every check held; else which one failed (printed).
+int answered_from_memory_after_a_fault(SessionStore& store, const Warnings& w, const char* expect_in_warning) {
+    auto fail = [&](int code, const std::string& why) {
+        std::fprintf(stderr, "check %d: %s (warnings: %zu%s%s)\n", code, why.c_str(), w.lines.size(), w.lines.empty() ? "" : ": ",
+                     w.lines.empty() ? "" : w.lines[0].c_str());
+        return code;
+    };
+    ContextAssembler a(&store, rough_count);
+    int answered = 0;
+    for (int i = 0; i < 40; ++i)
+        if (a.assemble("k", fault_chat(300 + i, 60), {.budget_tokens = 2000}).abridged) ++answered;
+    if (answered != 40) return fail(11, std::to_string(answered) + " of 40 answered");
+    if (store.available()) return fail(12, "the store is still on");
+    if (w.lines.size() != 1) return fail(13, "not one warning");
+    if (w.lines[0].find("memory only") == std::string::npos || w.lines[0].find(expect_in_warning) == std::string::npos)
+        return fail(14, std::string("the warning does not say memory only and ") + expect_in_warning);
+    // New and earlier conversations go on from memory, with no more warnings.
+    const Conversation c = fault_chat(8, 60);
+    if (!a.assemble("k", c, {.budget_tokens = 2000}).abridged) return fail(15, "not answered");
+    if (!a.assemble("k", c, {.budget_tokens = 2000}).stats.session_hit) return fail(16, "not a session hit from memory");
+    if (!a.assemble("k", fault_chat(339, 60), {.budget_tokens = 2000}).stats.session_hit)
+        return fail(17, "an earlier conversation is not a session hit from memory");
+    if (store.n_sessions() != 0 || store.total_bytes() != 0) return fail(18, "a store that is off reports rows");
+    return w.lines.size() == 1 ? 0 : fail(19, "more warnings later");
+}
+
+TEST(GatewayStoreFaults, AFullDiskWhileRunningTurnsTheStoreOffOnce) {
+    if (::geteuid() != 0) GTEST_SKIP() << "mounting a small filesystem needs root";
+    TestMount fs;
+    ASSERT_TRUE(fs.tmpfs("512k")) << fs.why();
+    const auto path = fs.at() / "s.db";
+    // In a child: a crash (SIGBUS from a mapped file on a full tmpfs) is a failure, not a dead test run.
+    const int status = in_child(-1, [&] {
+        Warnings w;
+        SessionStore store({.path = path, .log = w.sink()});
+        if (!store.available()) return 1;
+        // A first conversation is stored while there is room.
+        ContextAssembler a(&store, rough_count);
+        a.assemble("k", fault_chat(1, 60), {.budget_tokens = 2000});
+        if (store.n_sessions() != 1 || !w.lines.empty()) return 2;
+        // 40 more do not fit in 512 KiB: "database or disk is full: No space left on device".
+        return answered_from_memory_after_a_fault(store, w, "No space left on device");
+    });
+    EXPECT_EQ(status, 0);
+    // The file is whole: opened again, it still holds what was committed before the disk filled.
+    Warnings w;
+    SessionStore again({.path = path, .log = w.sink()});
+    EXPECT_TRUE(again.available()) << (w.lines.empty() ? "" : w.lines[0]);
+    EXPECT_GE(again.n_sessions(), 1);
+}
+
+TEST(GatewayStoreFaults, ADiskTurnedReadOnlyWhileRunningTurnsTheStoreOffOnce) {
+    if (::geteuid() != 0) GTEST_SKIP() << "mounting a small filesystem needs root";
+    TestMount fs;
+    ASSERT_TRUE(fs.ext4()) << fs.why();
+    const auto path = fs.at() / "s.db";
+    const int status = in_child(-1, [&] {
+        Warnings w;
+        SessionStore store({.path = path, .log = w.sink()});
+        if (!store.available()) return 1;
+        ContextAssembler a(&store, rough_count);
+        const Conversation first = fault_chat(1, 60);
+        a.assemble("k", first, {.budget_tokens = 2000});
+        if (store.n_sessions() != 1 || !w.lines.empty()) return 2;
+        if (!fs.make_ext4_read_only()) return 3;
+        // The store's file stays open; its next write (the WAL, at COMMIT) fails with EROFS.
+        return answered_from_memory_after_a_fault(store, w, "Read-only file system");
     });
     EXPECT_EQ(status, 0);
 }

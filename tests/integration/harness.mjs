@@ -103,11 +103,13 @@ export const tinyPng = readFileSync(join(here, 'fixtures/2x2.png')).toString('ba
 
 // Starts `strata gateway ARGS...` (a config file or --upstream); resolves once it listens.
 // Its lanes' messages come on the gateway's stderr, prefixed "lane NAME:". `wrap`: shell
-// commands run first in the same process (`ulimit -f 256;`), which then execs the gateway.
-export async function startGateway(args, { logName = 'gateway', wrap } = {}) {
+// commands run first in the same process (`ulimit -f 256;`), which then execs the gateway. `env`:
+// variables added to its environment.
+export async function startGateway(args, { logName = 'gateway', wrap, env = {} } = {}) {
+  const opts = { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } };
   const child = wrap
-    ? spawn('sh', ['-c', `${wrap} exec "$0" gateway "$@"`, strataBin, ...args], { stdio: ['ignore', 'ignore', 'pipe'] })
-    : spawn(strataBin, ['gateway', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    ? spawn('sh', ['-c', `${wrap} exec "$0" gateway "$@"`, strataBin, ...args], opts)
+    : spawn(strataBin, ['gateway', ...args], opts);
   const handle = { stop: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); } };
   started.add(handle);
   let stderr = '';

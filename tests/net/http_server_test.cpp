@@ -1,9 +1,9 @@
 // net::Server over real loopback sockets, spoken to byte by byte: pipelined requests answered in
-// order, framing errors answered and the connection closed, the head/idle/write deadlines, the
-// per-address cap, HEAD and 100-continue, a client that leaves seen by its handler, and a stream
-// whose reader does not read parked without holding the only worker thread, then dropped with its
-// releaser told so. Deadlines are set short; waits are bounded by kPatience and only reached when
-// something is wrong.
+// order, framing errors answered and the connection closed, the head/body/idle/write deadlines, the
+// per-address and total connection caps, HEAD and 100-continue, a client that leaves seen by its
+// handler, and a stream whose reader does not read parked without holding the only worker thread,
+// then dropped with its releaser told so. Deadlines are set short; waits are bounded by kPatience
+// and only reached when something is wrong.
 #include "net/http_server.h"
 
 #include <arpa/inet.h>
@@ -17,6 +17,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace strata::net {
 namespace {
@@ -215,6 +216,97 @@ TEST(HttpServer, ConnectionsFromOneAddressAreCapped) {
     }
     EXPECT_NE(ok.find("echo:d"), std::string::npos);
     ::close(b);
+}
+
+TEST(HttpServer, BodyDeadlineAnswers408ThoughBytesKeepComing) {
+    ServerLimits l = small_limits();
+    l.head_timeout = 5s;  // only the body is late
+    l.body_timeout = 400ms;
+    TestServer ts(l, echo_routes);
+    // The head at once, then the body a byte every 50 ms: 100 bytes would take 5 s.
+    const int slow = connect_to(ts.port());
+    const auto t0 = std::chrono::steady_clock::now();
+    send_all(slow, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+    bool closed = false;
+    std::string got;
+    for (int i = 0; i < 100 && !closed && std::chrono::steady_clock::now() - t0 < kPatience; ++i) {
+        send_all(slow, "a");
+        pollfd p{slow, POLLIN, 0};
+        if (::poll(&p, 1, 50) > 0) got += read_until(slow, "", &closed);
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+    EXPECT_TRUE(closed);
+    EXPECT_LT(took, 2s) << "answered after " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+    EXPECT_GE(took, 400ms);  // the body's deadline, not the head's (5 s)
+    EXPECT_GE(ts.server().stats().timed_out, 1);
+    ::close(slow);
+    // A body that comes in time is served on the same server.
+    const int ok = connect_to(ts.port());
+    send_all(ok, "POST /body HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+    EXPECT_NE(read_until(ok, "len=3").find("len=3"), std::string::npos);
+    ::close(ok);
+}
+
+// Connects from another loopback address (127.0.0.N), so that the per-address cap is not what
+// refuses it.
+int connect_from(int n, int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    local.sin_addr.s_addr = htonl(INADDR_LOOPBACK + static_cast<uint32_t>(n - 1));
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local), 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+}
+
+TEST(HttpServer, ConnectionsBeyondTheTotalCapAreRefusedWhileThoseInWork) {
+    ServerLimits l = small_limits();
+    l.max_connections = 16;  // the least bind() keeps
+    l.max_connections_per_peer = 16;
+    TestServer ts(l, echo_routes);
+    ASSERT_EQ(ts.server().limits().max_connections, 16);
+    // 16 connections from 4 addresses (4 each: no address is near its own cap), each answered.
+    std::vector<int> held;
+    for (int i = 0; i < 16; ++i) {
+        const int fd = connect_from(2 + i % 4, ts.port());
+        const std::string path = "/echo/c" + std::to_string(i);
+        send_all(fd, "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n");
+        const std::string want = "echo:c" + std::to_string(i);
+        ASSERT_NE(read_until(fd, want).find(want), std::string::npos) << i;
+        held.push_back(fd);
+    }
+    // The 17th, from an address of its own: a 503 naming the server's cap, then closed.
+    const int extra = connect_from(9, ts.port());
+    bool closed = false;
+    const std::string got = read_until(extra, "", &closed);
+    EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
+    EXPECT_NE(got.find("too many connections to this server"), std::string::npos) << got;
+    EXPECT_TRUE(closed);
+    ::close(extra);
+    EXPECT_GE(ts.server().stats().refused, 1);
+    // Those already in keep working.
+    for (int i = 0; i < 16; i += 5) {
+        send_all(held[i], "GET /echo/again HTTP/1.1\r\nHost: x\r\n\r\n");
+        EXPECT_NE(read_until(held[i], "echo:again").find("echo:again"), std::string::npos) << i;
+    }
+    // Once one has gone, a new one is let in.
+    ::close(held.back());
+    held.pop_back();
+    std::string ok;
+    const auto deadline = std::chrono::steady_clock::now() + kPatience;
+    while (ok.find("echo:new") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+        const int fd = connect_from(9, ts.port());
+        send_all(fd, "GET /echo/new HTTP/1.1\r\nHost: x\r\n\r\n");
+        ok = read_until(fd, "echo:new");
+        ::close(fd);
+    }
+    EXPECT_NE(ok.find("echo:new"), std::string::npos);
+    for (const int fd : held) ::close(fd);
 }
 
 TEST(HttpServer, PathsTooLongToRouteAre414) {

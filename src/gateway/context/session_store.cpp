@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -23,8 +24,26 @@ public:
     int code;
 };
 
+// SQLite's message, and for a failed file operation the system's reason: a full disk, a quota, a
+// read-only or failing one are otherwise all "disk I/O error" or "database or disk is full".
+// SQLite's own record of it (sqlite3_system_errno) is often 0 by then; errno, read first thing
+// after the failed call, still holds it, and is used only when it is one of those disk faults.
+std::string describe(sqlite3* db, int rc, const char* message) {
+    const int after_call = errno;
+    std::string out = message ? message : (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    const int primary = rc & 0xff;
+    if (db != nullptr && (primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN)) {
+        int err = sqlite3_system_errno(db);
+        if (err == 0 &&
+            (after_call == ENOSPC || after_call == EDQUOT || after_call == EROFS || after_call == EFBIG || after_call == EIO))
+            err = after_call;
+        if (err != 0) out += std::string(": ") + std::strerror(err);
+    }
+    return out;
+}
+
 [[noreturn]] void fail(sqlite3* db, int rc, const std::string& context) {
-    throw SqliteError(rc & 0xff, context + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+    throw SqliteError(rc & 0xff, context + ": " + describe(db, rc, nullptr));
 }
 
 class Stmt {
@@ -236,7 +255,7 @@ T SessionStore::guarded(const char* what, T off, F&& fn) {
 void SessionStore::exec(const char* sql) {
     char* err = nullptr;
     if (const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
-        const std::string msg = err ? err : sqlite3_errstr(rc);
+        const std::string msg = describe(db_, rc, err);
         sqlite3_free(err);
         throw SqliteError(rc & 0xff, msg + " in: " + sql);
     }

@@ -11,8 +11,9 @@
 //
 // The store is a cache of derived data, so its faults degrade rather than fail: a store that
 // cannot be opened (a read-only file or folder, locked by another process) or a write or COMMIT
-// that fails later (a full disk, a file-size limit: the process ignores SIGXFSZ so a write fails
-// with EFBIG) logs one warning and the store turns off (every method a no-op: sessions are then
+// that fails later (a disk that fills up or turns read-only, a file-size limit: the process
+// ignores SIGXFSZ so a write fails with EFBIG) logs one warning, naming the system's reason, and
+// the store turns off (every method a no-op: sessions are then
 // kept in memory only); a file that is not a database (corrupt) is moved aside at start
 // (PATH.corrupt-UNIXTIME) and a fresh one made. The file is held with an exclusive lock in WAL
 // mode, so no shared-memory index (-shm) is mapped: a read-only or truncated one cannot SIGBUS
