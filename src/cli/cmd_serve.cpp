@@ -140,6 +140,9 @@ int run_serve(ServeArgs& a) {
     }
 
     block_stop_signals();
+    // A file-size limit makes a write of the responses database fail (EFBIG: the store degrades
+    // to memory) instead of killing serve.
+    ::signal(SIGXFSZ, SIG_IGN);
     serve::Server server(o);
     server.start();
     server.bind();
@@ -218,6 +221,8 @@ void add_serve_command(CLI::App& app, Runner& run) {
                     "memory the stored responses may take, MiB (default 256)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
         ->transform([](std::string s) { return std::to_string(std::stoll(s) << 20); });
+    cmd->add_option("--responses-db", a->o.responses_db,
+                    "SQLite file the stored responses are also kept in, so a restart keeps them (default: memory only)");
     cmd->add_option("--device", a->device, "cpu, cuda or cuda:N (the engine's compute device)")->capture_default_str();
     cmd->add_option("--vram-budget", a->vram_budget, "GPU memory the CUDA backend may use, e.g. 20G (default: free less 1 GiB)");
     add_expert_flags(cmd, &a->experts);

@@ -123,6 +123,7 @@ void EngineClient::spawn() {
         // close-on-exec would otherwise stay open in the engine (a closed connection would not
         // reach its client while the engine lives), and its listening socket with them.
         ::syscall(SYS_close_range, 3u, ~0u, 0u);
+        ::signal(SIGXFSZ, SIG_DFL);  // serve ignores it (its responses database), the engine need not
         ::execv(args[0], args.data());
         // Only async-signal-safe calls between fork and exec (the server has threads).
         static const char msg[] = "strata serve: cannot run the engine binary\n";

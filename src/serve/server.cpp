@@ -46,7 +46,8 @@ std::string random_id(size_t n) {
 
 Server::Server(ServeOptions options)
     : options_(std::move(options)),
-      responses_(std::make_unique<ResponseStore>(options_.responses_store_max, options_.responses_store_bytes)),
+      responses_(std::make_unique<ResponseStore>(
+          ResponseStoreOptions{options_.responses_store_max, options_.responses_store_bytes, options_.responses_db, {}})),
       admission_(options_.parallel, options_.max_queue),
       started_(std::chrono::steady_clock::now()) {
     // Keys are kept only as SHA-256 digests; a presented key is hashed and compared in constant time.

@@ -52,6 +52,7 @@ struct ServeOptions {
     std::chrono::seconds write_timeout{60};
     int64_t responses_store_max = 1000;           // stored Responses API responses (0: none kept)
     int64_t responses_store_bytes = 256ll << 20;  // ... and their bytes
+    std::string responses_db;                     // SQLite file they are also kept in (empty: memory only)
     std::vector<std::string> engine_argv;         // the engine command line (binary, "engine", -m, ...)
     RequestLimits limits;
 };

@@ -4,15 +4,16 @@
 // stream, and stream = whole), a tool-call round trip (function_call -> function_call_output ->
 // answer) with the items sent back and with previous_response_id, retrieve / input_items / delete /
 // cancel, structured output through text.format, max_output_tokens -> incomplete, reasoning items
-// on the thinking template, errors in OpenAI's shape, and Codex CLI's real request (a capture of
-// codex exec 0.171.0, fixtures/codex_request.json) replayed.
+// on the thinking template, errors in OpenAI's shape, Codex CLI's real request (a capture of
+// codex exec 0.171.0, fixtures/codex_request.json) replayed, and stored responses kept across a
+// restart of serve (--responses-db).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
-import { stopAll, startServer, startGateway } from './harness.mjs';
+import { stopAll, startServer, startGateway, workDir } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const codexRequest = JSON.parse(readFileSync(join(here, 'fixtures/codex_request.json'), 'utf8'));
@@ -363,6 +364,54 @@ test('stored responses are bounded: --responses-store keeps the newest', async (
   assert.equal((await client.responses.retrieve(ids[2])).id, ids[2]);
   await assert.rejects(client.responses.create({ model, input: 'x', previous_response_id: ids[0] }), (e) => e instanceof OpenAI.BadRequestError);
   await s.stop();
+});
+
+test('stored responses survive a restart of serve with --responses-db', async () => {
+  const db = join(workDir, `responses-${process.pid}-${Date.now()}.db`);
+  const args = ['--responses-db', db, '--api-key', 'sk-a', '--api-key', 'sk-b'];
+  const clientOf = (s, key = 'sk-a') => new OpenAI({ baseURL: `${s.base}/v1`, apiKey: key, maxRetries: 0 });
+  let s = await startServer({ args, logName: 'responses-db' });
+  let client = clientOf(s);
+  const first = await client.responses.create({ model, input: 'My name is Ada.', max_output_tokens: 8, metadata: { run: 'db' } });
+  const asked = await client.responses.create({ model, input: 'What is my name?', previous_response_id: first.id, max_output_tokens: 4 });
+  const gone = await client.responses.create({ model, input: 'forget me', max_output_tokens: 2 });
+  await client.responses.delete(gone.id);
+  const unstored = await client.responses.create({ model, input: 'x', max_output_tokens: 2, store: false });
+  await s.stop();  // SIGTERM: a clean stop
+
+  s = await startServer({ args, logName: 'responses-db-2' });
+  client = clientOf(s);
+  const got = await client.responses.retrieve(first.id);
+  assert.equal(got.id, first.id);
+  assert.equal(got.status, first.status);
+  assert.deepEqual(got.output, first.output);
+  assert.deepEqual(got.metadata, { run: 'db' });
+  const items = await client.responses.inputItems.list(first.id);
+  assert.deepEqual(items.data.map((i) => i.content[0].text), ['My name is Ada.']);
+  const cont = await client.responses.create({ model, input: 'What is my name?', previous_response_id: first.id, max_output_tokens: 4 });
+  assert.equal(cont.previous_response_id, first.id);
+  assert.equal(cont.usage.input_tokens, asked.usage.input_tokens, 'the same stored items come before the new input');
+  // A chain through a response made before the restart.
+  const chained = await client.responses.create({ model, input: 'Again?', previous_response_id: asked.id, max_output_tokens: 4 });
+  assert.ok(chained.usage.input_tokens > asked.usage.input_tokens);
+  // Deleted and unstored stay gone; another key sees nothing.
+  await assert.rejects(client.responses.retrieve(gone.id), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(client.responses.retrieve(unstored.id), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(clientOf(s, 'sk-b').responses.retrieve(first.id), (e) => e instanceof OpenAI.NotFoundError);
+  assert.doesNotMatch(s.log(), /memory only/);
+  // A kill -9 loses nothing that was answered: each store is committed before its answer.
+  const late = await client.responses.create({ model, input: 'after the restart', max_output_tokens: 2 });
+  s.child.kill('SIGKILL');
+  await new Promise((r) => s.child.on('exit', r));
+
+  s = await startServer({ args, logName: 'responses-db-3' });
+  client = clientOf(s);
+  assert.equal((await client.responses.retrieve(late.id)).id, late.id);
+  assert.equal((await client.responses.retrieve(chained.id)).id, chained.id);
+  const again = await client.responses.create({ model, input: 'Last one.', previous_response_id: late.id, max_output_tokens: 2 });
+  assert.equal(again.previous_response_id, late.id);
+  await s.stop();
+  for (const f of [db, `${db}-wal`]) rmSync(f, { force: true });
 });
 
 test('a generation that fails mid-stream ends with an error event and response.failed', async () => {
