@@ -287,8 +287,11 @@ CoveredFacts cover_facts(const Session& session, std::span<const uint8_t> kind, 
                 const bool cap = is_name(form);
                 if (form == kPart || seen.count(term) != 0) return;
                 const uint32_t df = index.df(term);
-                // A lead is specific: even a name in more than max_df chunks leads nowhere in particular.
-                if (df == 0 || df > (cap ? max_df : max_df / 2)) return;
+                // A lead is specific: a word in more than max_df / 2 chunks leads nowhere in
+                // particular. A name may be commoner (max_df_name, as in the question): real text
+                // names its authors ("John" in copyright notices), and the person a fact names is
+                // the lead a chain needs ("John got the milk" -> where John went).
+                if (df == 0 || df > (cap ? max_df_name : max_df / 2)) return;
                 words.emplace_back(term, cap);
             });
             // A fact's weight is shared among the words it leads to: a short statement ("Daniel
