@@ -12,11 +12,12 @@
 // The memory copy stays the one that answers; the file is its durable mirror, so its faults
 // degrade rather than fail: a file that cannot be opened (a read-only file or folder, another
 // process holding it) or a write or COMMIT that fails later (a full disk, a file-size limit:
-// serve ignores SIGXFSZ so a write fails with EFBIG) logs one warning and the file is let go
-// (responses then live in memory only until serve restarts); a file that is not a database
-// (corrupt) is moved aside at start (PATH.corrupt-UNIXTIME) and a fresh one made. The file is
-// held with an exclusive lock, so no shared-memory index (-shm) is mapped and a second process
-// on the same file is told at once (memory only).
+// serve ignores SIGXFSZ so a write fails with EFBIG) logs one warning, naming the system's
+// reason, and the file is let go (responses then live in memory only until serve restarts); a
+// file that is not a database (corrupt) is moved aside at start (PATH.corrupt-UNIXTIME) and a
+// fresh one made. The file is held with an exclusive lock, so no shared-memory index (-shm) is
+// mapped and a second process on the same file is told at once (memory only). The SQLite
+// plumbing and this faults policy are shared with the gateway's session store (serve/sqlite_store.h).
 #pragma once
 
 #include <atomic>
@@ -33,7 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
-struct sqlite3;
+#include "serve/sqlite_store.h"
 
 namespace strata::serve {
 
@@ -72,7 +73,7 @@ public:
     int64_t bytes() const;
     // Whether the responses are written to the database file (false: none named, or it turned
     // off; why in the one warning).
-    bool persistent() const { return persistent_.load(); }
+    bool persistent() const { return file_.on(); }
 
     // A response being generated: `cancel` is set by POST .../cancel; the entry goes when the
     // returned token is released.
@@ -93,7 +94,6 @@ private:
     void write_put(const StoredResponse& r, const std::string& response_json, const std::string& input_json,
                    const std::string& context_json, const std::vector<std::string>& evicted);
     void write_erase(const std::string& id);
-    void turn_off(const std::string& why);
     void warn(const std::string& line) const;
 
     ResponseStoreOptions options_;
@@ -102,10 +102,8 @@ private:
     std::unordered_map<std::string, std::list<Entry>::iterator> by_id_;
     int64_t bytes_ = 0;
     std::map<std::string, std::shared_ptr<InFlight>> in_flight_;
-    sqlite3* db_ = nullptr;  // under mu_
-    std::atomic<bool> persistent_{false};
-    bool warned_ = false;
-    int64_t seq_ = 0;  // the last row's insertion stamp
+    sqlite::StoreFile file_;  // under mu_
+    int64_t seq_ = 0;         // the last row's insertion stamp
 };
 
 }  // namespace strata::serve

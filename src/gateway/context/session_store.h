@@ -21,7 +21,6 @@
 // after a 10 s wait.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -31,8 +30,7 @@
 #include <span>
 #include <string>
 
-struct sqlite3;
-struct sqlite3_stmt;
+#include "serve/sqlite_store.h"
 
 namespace strata::gateway {
 
@@ -74,17 +72,15 @@ public:
     int64_t total_bytes();
     int64_t n_sessions();
     // False once the store has turned off (sessions in memory only); why in the one warning.
-    bool available() const { return available_.load(); }
+    bool available() const { return file_.on(); }
 
 private:
-    void open_file();  // throws strata::Error with the SQLite code in sqlite_code_
+    void open_file();  // throws (serve::sqlite::SqliteError carries the SQLite code)
     // Runs fn under the mutex if the store is on; an error turns it off (one warning) and gives `off`.
     template <typename T, typename F>
     T guarded(const char* what, T off, F&& fn);
-    void turn_off(const std::string& why);
     void warn(const std::string& line) const;
-    void exec(const char* sql);
-    sqlite3_stmt* prepare(const char* sql);
+    sqlite3* db() const { return file_.db(); }  // null when the store is off
     std::optional<Match> find_prefix_locked(std::string_view scope, std::span<const uint64_t> chain);
     std::unique_ptr<Session> load_locked(int64_t session);
     void create_locked(Session& session, int64_t parent, size_t shared);
@@ -94,11 +90,9 @@ private:
 
     SessionStoreOptions options_;
     std::mutex mutex_;
-    sqlite3* db_ = nullptr;
-    std::atomic<bool> available_{false};
-    bool warned_ = false;
-    int64_t clock_ = 0;        // last_used stamps: a counter, so the order is exact
-    int64_t total_bytes_ = 0;  // sum of sessions.bytes
+    serve::sqlite::StoreFile file_;  // under mutex_
+    int64_t clock_ = 0;              // last_used stamps: a counter, so the order is exact
+    int64_t total_bytes_ = 0;        // sum of sessions.bytes
 };
 
 }  // namespace strata::gateway
