@@ -1,11 +1,15 @@
 // Helpers shared by tests: where the shared fixtures are, temp files, running the CLI.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,6 +89,29 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = nd(rng) * ((rng() % 97 == 0) ? 8.0f : 1.0f);
     return v;
+}
+
+// A component's log lines, collected (its `log` option: lines.sink()).
+struct LogLines {
+    std::vector<std::string> lines;
+    std::function<void(const std::string&)> sink() {
+        return [this](const std::string& l) { lines.push_back(l); };
+    }
+};
+
+// Runs `body` in a child process (as `uid` when >= 0: a test as root checking what another user
+// meets); its exit status: 0 when every check held, 90 when the uid could not be taken, 100 + the
+// signal when it died of one.
+inline int run_in_child(int uid, const std::function<int()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        if (uid >= 0 && (::setgid(uid) != 0 || ::setuid(uid) != 0)) ::_exit(90);
+        ::_exit(body());
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
+    return WEXITSTATUS(status);
 }
 
 }  // namespace strata::test

@@ -55,27 +55,6 @@ Conversation fault_chat(uint64_t seed, int turns) {
     return c;
 }
 
-// The store's warnings, collected.
-struct Warnings {
-    std::vector<std::string> lines;
-    std::function<void(const std::string&)> sink() {
-        return [this](const std::string& l) { lines.push_back(l); };
-    }
-};
-
-// Runs `body` in a child process (as `uid` when >= 0); its exit status: 0 when every check held.
-int in_child(int uid, const std::function<int()>& body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        if (uid >= 0 && (::setgid(uid) != 0 || ::setuid(uid) != 0)) ::_exit(90);
-        ::_exit(body());
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
-    return WEXITSTATUS(status);
-}
-
 constexpr int kNobody = 65534;
 
 TEST(GatewayStoreFaults, CorruptFileMovedAsideAndAFreshStoreMade) {
@@ -85,7 +64,7 @@ TEST(GatewayStoreFaults, CorruptFileMovedAsideAndAFreshStoreMade) {
     std::mt19937 rng(7);
     for (char& ch : junk) ch = static_cast<char>(rng());
     std::ofstream(path, std::ios::binary) << junk;
-    Warnings w;
+    strata::test::LogLines w;
     SessionStore store({.path = path, .log = w.sink()});
     EXPECT_TRUE(store.available());
     ASSERT_EQ(w.lines.size(), 1u);
@@ -127,9 +106,9 @@ TEST(GatewayStoreFaults, ReadOnlyFileOrFolderMeansMemoryOnly) {
     ::chmod((ro_dir / "s.db").c_str(), 0666);
     ::chmod(ro_dir.c_str(), 0555);
     const int uid = ::geteuid() == 0 ? kNobody : -1;
-    const int status = in_child(uid, [&] {
+    const int status = strata::test::run_in_child(uid, [&] {
         for (const auto& path : {ro_file, ro_dir / "s.db", std::filesystem::path("/proc/strata-no-such/s.db")}) {
-            Warnings w;
+            strata::test::LogLines w;
             SessionStore store({.path = path, .log = w.sink()});
             if (store.available()) return 1;
             if (w.lines.size() != 1 || w.lines[0].find("memory only") == std::string::npos) return 2;
@@ -166,7 +145,7 @@ TEST(GatewayStoreFaults, LockedByAnotherProcessMeansMemoryOnlyAtOnce) {
     char ok = 0;
     ASSERT_EQ(::read(ready[0], &ok, 1), 1);
     ASSERT_EQ(ok, 'y');
-    Warnings w;
+    strata::test::LogLines w;
     const auto t0 = std::chrono::steady_clock::now();
     SessionStore store({.path = path, .log = w.sink()});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -185,9 +164,9 @@ TEST(GatewayStoreFaults, AFailedWriteOrCommitTurnsTheStoreOffOnce) {
     const auto path = dir / "s.db";
     // A file-size limit (as `ulimit -f`): writes past it fail with EFBIG (SIGXFSZ ignored, as the
     // gateway does) — the store must say so once and the assembler go on answering from memory.
-    const int status = in_child(-1, [&] {
+    const int status = strata::test::run_in_child(-1, [&] {
         ::signal(SIGXFSZ, SIG_IGN);
-        Warnings w;
+        strata::test::LogLines w;
         SessionStore store({.path = path, .log = w.sink()});
         if (!store.available()) return 1;
         const rlimit limit{256 << 10, 256 << 10};
@@ -220,7 +199,7 @@ TEST(GatewayStoreFaults, AStaleSharedMemoryFileIsNeverMapped) {
     // a SIGBUS. The exclusive WAL store never maps one.
     std::ofstream(path.string() + "-shm") << "x";
     ::chmod((path.string() + "-shm").c_str(), 0444);
-    const int status = in_child(-1, [&] {
+    const int status = strata::test::run_in_child(-1, [&] {
         SessionStore store({.path = path});
         ContextAssembler a(&store, rough_count);
         const Conversation c = fault_chat(4, 60);
@@ -283,7 +262,7 @@ private:
 
 // Requests keep being answered from memory after the store turned off mid-run; one warning in all.
 // 0 when every check held; else which one failed (printed).
-int answered_from_memory_after_a_fault(SessionStore& store, const Warnings& w, const char* expect_in_warning) {
+int answered_from_memory_after_a_fault(SessionStore& store, const strata::test::LogLines& w, const char* expect_in_warning) {
     auto fail = [&](int code, const std::string& why) {
         std::fprintf(stderr, "check %d: %s (warnings: %zu%s%s)\n", code, why.c_str(), w.lines.size(), w.lines.empty() ? "" : ": ",
                      w.lines.empty() ? "" : w.lines[0].c_str());
@@ -314,8 +293,8 @@ TEST(GatewayStoreFaults, AFullDiskWhileRunningTurnsTheStoreOffOnce) {
     ASSERT_TRUE(fs.tmpfs("512k")) << fs.why();
     const auto path = fs.at() / "s.db";
     // In a child: a crash (SIGBUS from a mapped file on a full tmpfs) is a failure, not a dead test run.
-    const int status = in_child(-1, [&] {
-        Warnings w;
+    const int status = strata::test::run_in_child(-1, [&] {
+        strata::test::LogLines w;
         SessionStore store({.path = path, .log = w.sink()});
         if (!store.available()) return 1;
         // A first conversation is stored while there is room.
@@ -327,7 +306,7 @@ TEST(GatewayStoreFaults, AFullDiskWhileRunningTurnsTheStoreOffOnce) {
     });
     EXPECT_EQ(status, 0);
     // The file is whole: opened again, it still holds what was committed before the disk filled.
-    Warnings w;
+    strata::test::LogLines w;
     SessionStore again({.path = path, .log = w.sink()});
     EXPECT_TRUE(again.available()) << (w.lines.empty() ? "" : w.lines[0]);
     EXPECT_GE(again.n_sessions(), 1);
@@ -338,8 +317,8 @@ TEST(GatewayStoreFaults, ADiskTurnedReadOnlyWhileRunningTurnsTheStoreOffOnce) {
     TestMount fs;
     ASSERT_TRUE(fs.ext4()) << fs.why();
     const auto path = fs.at() / "s.db";
-    const int status = in_child(-1, [&] {
-        Warnings w;
+    const int status = strata::test::run_in_child(-1, [&] {
+        strata::test::LogLines w;
         SessionStore store({.path = path, .log = w.sink()});
         if (!store.available()) return 1;
         ContextAssembler a(&store, rough_count);

@@ -32,14 +32,7 @@ StoredResponse db_entry(const std::string& id, const std::string& owner, size_t 
     return s;
 }
 
-struct StoreWarnings {
-    std::vector<std::string> lines;
-    std::function<void(const std::string&)> sink() {
-        return [this](const std::string& l) { lines.push_back(l); };
-    }
-};
-
-ResponseStoreOptions db_options(const std::filesystem::path& path, StoreWarnings* w, int64_t count = 100,
+ResponseStoreOptions db_options(const std::filesystem::path& path, strata::test::LogLines* w, int64_t count = 100,
                                 int64_t bytes = 1 << 20) {
     ResponseStoreOptions o;
     o.max_count = count;
@@ -49,23 +42,10 @@ ResponseStoreOptions db_options(const std::filesystem::path& path, StoreWarnings
     return o;
 }
 
-// Runs `body` in a child process (as `uid` when >= 0); its exit status: 0 when every check held.
-int store_in_child(int uid, const std::function<int()>& body) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        if (uid >= 0 && (::setgid(uid) != 0 || ::setuid(uid) != 0)) ::_exit(90);
-        ::_exit(body());
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) return 100 + WTERMSIG(status);
-    return WEXITSTATUS(status);
-}
-
 TEST(ResponsesStoreDb, RoundTripAndReopenKeepsEntries) {
     test::TempDir dir;
     const auto path = dir / "sub" / "responses.db";  // the folder is made
-    StoreWarnings w;
+    strata::test::LogLines w;
     {
         ResponseStore store(db_options(path, &w));
         EXPECT_TRUE(store.persistent());
@@ -160,7 +140,7 @@ TEST(ResponsesStoreDb, CorruptFileMovedAsideAndAFreshStoreMade) {
     std::mt19937 rng(11);
     for (char& ch : junk) ch = static_cast<char>(rng());
     std::ofstream(path, std::ios::binary) << junk;
-    StoreWarnings w;
+    strata::test::LogLines w;
     {
         ResponseStore store(db_options(path, &w));
         EXPECT_TRUE(store.persistent());
@@ -194,10 +174,10 @@ TEST(ResponsesStoreDb, UnwritablePathMeansMemoryOnly) {
     ::chmod(ro_dir.c_str(), 0555);
     std::ofstream(dir / "a-file") << "x";
     const int uid = ::geteuid() == 0 ? 65534 : -1;
-    const int status = store_in_child(uid, [&] {
+    const int status = strata::test::run_in_child(uid, [&] {
         for (const auto& path :
              {ro_file, ro_dir / "r.db", dir / "a-file" / "r.db", std::filesystem::path("/proc/strata-no-such/r.db")}) {
-            StoreWarnings w;
+            strata::test::LogLines w;
             ResponseStore store(db_options(path, &w));
             if (store.persistent()) return 1;
             if (w.lines.size() != 1 || w.lines[0].find("memory only") == std::string::npos) return 2;
@@ -230,7 +210,7 @@ TEST(ResponsesStoreDb, LockedByAnotherProcessMeansMemoryOnlyAtOnce) {
     char ok = 0;
     ASSERT_EQ(::read(ready[0], &ok, 1), 1);
     ASSERT_EQ(ok, 'y');
-    StoreWarnings w;
+    strata::test::LogLines w;
     const auto t0 = std::chrono::steady_clock::now();
     ResponseStore store(db_options(path, &w));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -249,9 +229,9 @@ TEST(ResponsesStoreDb, AFailedWriteTurnsTheFileOffOnce) {
     const auto path = dir / "responses.db";
     // A file-size limit (as `ulimit -f`): writes past it fail with EFBIG (SIGXFSZ ignored, as
     // serve does); the store says so once and goes on from memory.
-    const int status = store_in_child(-1, [&] {
+    const int status = strata::test::run_in_child(-1, [&] {
         ::signal(SIGXFSZ, SIG_IGN);
-        StoreWarnings w;
+        strata::test::LogLines w;
         ResponseStore store(db_options(path, &w, 1000, 64 << 20));
         if (!store.persistent()) return 1;
         const rlimit limit{256 << 10, 256 << 10};
