@@ -429,7 +429,10 @@ void ExpertSlots::wake() {
 // forward's start.
 void ExpertSlots::link_main() {
     std::atomic_ref<unsigned long long> posted(link_->posted), done(link_->done);
-    unsigned long long seen = posted.load(std::memory_order_acquire);
+    // Both counters start at 0 (ensure_exchange), and this thread starts at the first post's
+    // launch, which the GPU may already have executed: reading posted here would skip that post
+    // and leave its join waiting out the timeout (seen on the H100, 2026-12-07).
+    unsigned long long seen = 0;
     int64_t last = now_ns();
     std::vector<backend::HostExpertPair> pairs;
     for (uint32_t spins = 1; !link_stop_.load(std::memory_order_relaxed); ++spins) {

@@ -14,8 +14,7 @@
 //   waits for the copy (wait_upload) before its kernels read the half.
 // - The decode exchange: pinned host rows and device rows of fixed addresses (recorded graphs
 //   keep them). Two ways to join the host's share into a step, both recordable into graphs:
-//   - the link (STRATA_CUDA_HOST_LINK=1; off until it has run on a GPU): link_post() is one kernel that does the slot lookup,
-//   writes the pack
+//   - the link (the default): link_post() is one kernel that does the slot lookup, writes the pack
 //     (and x, when the host has pairs) into the pinned rows and rings a doorbell in pinned memory
 //     with the next number of a device counter; a host thread of ours, spinning while forwards
 //     run (wake() at each forward's start; asleep after 50 ms without one), answers it: the hit
@@ -23,7 +22,7 @@
 //     link_join() is one kernel, after the GPU's experts, that spins on that answer (bounded:
 //     kLinkTimeoutS, then the step's result is void) and adds the host's rows into its target.
 //     No host node, no copy and no second stream in a step: a join costs a PCIe round trip.
-//   - the callback (the default): a side stream and two events fork/join the host's
+//   - the callback (STRATA_CUDA_HOST_LINK=0): a side stream and two events fork/join the host's
 //     share, copies the pack and x down, runs one host-callback job per (layer, tokens) and
 //     copies the result up.
 //   A host share that throws leaves its rows zero and its message for take_error(), which the

@@ -59,8 +59,8 @@ struct WarpsPerRow {
     X(moe_down_rows, RowsPerWarp, 0, "STRATA_CUDA_MOE_DOWN_ROWS", "the experts' down kernel's rows per warp")               \
     X(gemv_rows, RowsPerWarp, 0, "STRATA_CUDA_GEMV_ROWS", "one-input GEMVs' rows per warp")                                 \
     X(gemv_warps, WarpsPerRow, 1, "STRATA_CUDA_GEMV_WARPS", "one-input GEMVs' warps per row, where they take 1 row a warp") \
-    X(host_link, Switch, false, "STRATA_CUDA_HOST_LINK",                                                                    \
-      "1: an expert store's host share of a decode step joins through the mapped link, not a host callback and copies")
+    X(host_link, Switch, true, "STRATA_CUDA_HOST_LINK",                                                                     \
+      "0: an expert store's host share of a decode step joins through a host callback and copies, not the mapped link")
 
 struct CudaTuning {
 #define STRATA_CUDA_TUNING_FIELD(field, kind, value, variable, doc) kind::type field = value;

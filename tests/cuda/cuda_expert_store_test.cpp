@@ -4,7 +4,7 @@
 // architecture: a prefill of more pairs than the device-indexed path takes (the grouped path:
 // resident, uploaded and host experts), then decode steps replayed from recorded graphs, with
 // re-placements mid-generation; none, some, all experts resident; the host's share of decode
-// joined through the host callback and through the mapped link (STRATA_CUDA_HOST_LINK=1), for
+// joined through the host callback (STRATA_CUDA_HOST_LINK=0) and through the mapped link, for
 // one token and for a 40-token chunk (decode-sized: the device-indexed path). The store's error
 // must be of the size of the all-resident GPU's and the CPU backend's own.
 #include <gtest/gtest.h>
@@ -71,7 +71,7 @@ TEST_P(CudaExpertStore, ForwardsMatchTheReference) {
     std::vector<std::unique_ptr<backend::Backend>> store_backends;  // one store per backend
     std::vector<std::unique_ptr<Model>> stores;
     for (const Variant& v : variants) {
-        if (v.link) setenv("STRATA_CUDA_HOST_LINK", "1", 1);  // read when the backend is made
+        setenv("STRATA_CUDA_HOST_LINK", v.link ? "1" : "0", 1);  // read when the backend is made
         store_backends.push_back(devices::make_backend(bo));
         unsetenv("STRATA_CUDA_HOST_LINK");
         LoadOptions lo;
