@@ -9,7 +9,7 @@
 //
 //   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [-g] [--device cpu|cuda]
 //               [--vram-budget SIZE] [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off]
-//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...]
+//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...] [--profile]
 //
 // With an expert store (the weights over --vram-budget, or --experts on): its split, and over the
 // counted decode runs the hit rate, the pairs read in place, and the bytes the host executor read
@@ -18,6 +18,9 @@
 //
 // -g: decode steps return only the greedy token ids (Backend::argmax_rows, as the engine runs
 // greedy requests) instead of copying each logits row to the host.
+//
+// --profile (CPU backend): where a counted prefill and a decode step spend their time, per op and
+// per part of the MoE op (util/phase_times.h), in ms per forward and as a share of it.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +38,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "util/error.h"
+#include "util/phase_times.h"
 #include "util/thread_pool.h"
 
 using namespace strata;
@@ -75,7 +79,7 @@ double read_bandwidth(int threads) {
 constexpr const char* kUsage =
     "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda] [--vram-budget SIZE]\n"
     "       [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N] [--expert-far F]\n"
-    "       [--expert-far-sweep F,F,...]\n";
+    "       [--expert-far-sweep F,F,...] [--profile]\n";
 
 int main(int argc, char** argv) {
     std::string path;
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
     cli::ExpertFlags expert_flags;  // the same flags as generate/engine/serve take
     std::vector<double> far_sweep;  // --expert-far-sweep: decode again at each share
     bool greedy_ids = false;        // -g: decode steps return the greedy token, not the logits row
+    bool profile = false;           // --profile: time per op of the CPU backend
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
         else if (a == "-b") batch = std::atoi(next());
         else if (a == "--device") device = next();
         else if (a == "-g") greedy_ids = true;
+        else if (a == "--profile") profile = true;
         else if (a == "--vram-budget") vram_budget = next();
         else if (a == "--ram-budget") expert_flags.ram_budget = next();
         else if (a == "--expert-stats") expert_flags.stats_file = next();
@@ -135,6 +141,14 @@ int main(int argc, char** argv) {
         model::LoadOptions lo;
         cli::apply_expert_flags(expert_flags, threads, lo);
         auto m = model::Model::load(path, be, lo);
+        auto* cpu_be = dynamic_cast<backend::CpuBackend*>(&be);
+        if (profile && cpu_be == nullptr) throw Error("--profile times the CPU backend's ops; this run uses " + device);
+        util::PhaseTimes pp_times, tg_times;  // --profile: the counted runs' ops
+        double pp_total_s = 0, tg_total_s = 0;
+        int64_t pp_forwards = 0, tg_forwards = 0;
+        const auto time_ops = [&](util::PhaseTimes* t) {
+            if (profile) cpu_be->set_phase_times(t);
+        };
         experts::ExpertStore* store = m->expert_store();
         if (!far_sweep.empty() && store == nullptr) throw Error("--expert-far-sweep needs the expert store");
         experts::StoreStats tg_stats;  // the store's counters over the counted decode runs
@@ -195,14 +209,20 @@ int main(int argc, char** argv) {
             tg_stats = {};
             tg_secs = 0;
             tg_tokens = 0;
+            pp_times.clear();
+            tg_times.clear();
+            pp_total_s = tg_total_s = 0;
+            pp_forwards = tg_forwards = 0;
             for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
                 m->reset_sequence(*pp_seq);
                 model::SequenceState* s = pp_seq.get();
                 model::Batch b;
                 prompt(b, pp);
+                if (r > 0) time_ops(&pp_times);
                 auto t0 = std::chrono::steady_clock::now();
                 m->forward(b, {&s, 1}, logits.data());
                 const double pp_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                time_ops(nullptr);
                 int at = pp;
                 if (own_depth) {  // tg at its own depth, in a fresh sequence
                     m->reset_sequence(*tg_seq);
@@ -212,6 +232,7 @@ int main(int argc, char** argv) {
                     at = depth;
                 }
                 const experts::StoreStats before = store != nullptr ? store->stats() : experts::StoreStats{};
+                if (r > 0) time_ops(&tg_times);
                 t0 = std::chrono::steady_clock::now();
                 for (int i = 0; i < tg; ++i) {
                     b.clear();
@@ -219,6 +240,7 @@ int main(int argc, char** argv) {
                     decode(b, {&s, 1}, logits.data());
                 }
                 const double tg_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                time_ops(nullptr);
                 if (r > 0 && store != nullptr) {
                     const experts::StoreStats after = store->stats();
                     tg_stats.pairs_vram += after.pairs_vram - before.pairs_vram;
@@ -232,6 +254,10 @@ int main(int argc, char** argv) {
                 if (r > 0) {
                     pp_runs.push_back(pp / pp_s);
                     tg_runs.push_back(tg / tg_s);
+                    pp_total_s += pp_s;
+                    tg_total_s += tg_s;
+                    ++pp_forwards;
+                    tg_forwards += tg;
                 }
             }
         };
@@ -239,6 +265,24 @@ int main(int argc, char** argv) {
         const double tg_med = median(tg_runs);
         std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
         std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
+        if (profile) {
+            // "moe" includes its parts (moe.*) and the residual add + norm it ends with.
+            const auto report = [](const char* what, const util::PhaseTimes& t, double total_s, int64_t forwards) {
+                if (forwards == 0) return;
+                const double per = 1e3 * total_s / static_cast<double>(forwards);
+                double ops_s = 0;
+                for (const auto& e : t.sorted())
+                    if (std::strchr(e.name, '.') == nullptr) ops_s += e.seconds;
+                std::printf("profile %s: %.2f ms a forward, ops %.1f %% of it (moe.* are parts of moe)\n", what, per,
+                            100.0 * ops_s / total_s);
+                for (const auto& e : t.sorted())
+                    std::printf("  %-16s %8.3f ms %5.1f %%  %6.1f calls\n", e.name,
+                                1e3 * e.seconds / static_cast<double>(forwards), 100.0 * e.seconds / total_s,
+                                static_cast<double>(e.calls) / static_cast<double>(forwards));
+            };
+            report(("pp" + std::to_string(pp)).c_str(), pp_times, pp_total_s, pp_forwards);
+            report(("tg" + std::to_string(tg)).c_str(), tg_times, tg_total_s, tg_forwards);
+        }
         const auto store_line = [&] {
             if (store == nullptr || tg_tokens == 0) return;
             const double bw = read_bandwidth(threads);

@@ -39,6 +39,21 @@ const float* f32_data(const Weight& w, int64_t n) {
 
 }  // namespace
 
+// fn(r0, r1) over [0, rows) in chunks on the pool when the op is big enough to pay for a dispatch
+// (a prompt's rows: at 16 threads a serial elementwise op would cost as much as a matmul), else
+// on this thread (a decode step's row).
+template <class Fn>
+void CpuBackend::for_rows(int64_t rows, int64_t values_per_row, Fn&& fn) {
+    constexpr int64_t kMinParallelValues = 32768;
+    if (pool_.size() == 1 || rows < 2 || rows * values_per_row < kMinParallelValues) {
+        fn(int64_t{0}, rows);
+        return;
+    }
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows / (4 * pool_.size()), kMinParallelValues / values_per_row));
+    const int64_t n_chunks = (rows + chunk - 1) / chunk;
+    pool_.parallel_for(n_chunks, [&](int64_t c, int) { fn(c * chunk, std::min(rows, (c + 1) * chunk)); });
+}
+
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), kernels_(cpu::default_kernels()) {}
 
 bool CpuBackend::supports(quant::Type t) const { return cpu::act_format_for(t).has_value(); }
@@ -85,6 +100,7 @@ void CpuBackend::copy_rows(const float* src, int64_t src_stride, float* dst, int
 }
 
 void CpuBackend::get_rows(const Weight& table, const int32_t* ids, int64_t n, float* out) {
+    util::PhaseScope phase(times_, "get_rows");
     const int64_t dim = table.ne[0];
     for (int64_t i = 0; i < n; ++i) {
         if (ids[i] < 0 || ids[i] >= table.rows())
@@ -95,6 +111,7 @@ void CpuBackend::get_rows(const Weight& table, const int32_t* ids, int64_t n, fl
 }
 
 void CpuBackend::matmul(std::span<const MatmulArgs> products) {
+    util::PhaseScope phase(times_, "matmul");
     // Quantise each distinct (input, format) once: q, k and v of one input share their activations.
     struct Key {
         const float* x;
@@ -130,54 +147,69 @@ void CpuBackend::matmul(std::span<const MatmulArgs> products) {
 }
 
 void CpuBackend::rms_norm(const float* x, const Weight* weight, int64_t rows, int64_t dim, float eps, float* out) {
+    util::PhaseScope phase(times_, "rms_norm");
     const float* w = weight != nullptr ? f32_data(*weight, dim) : nullptr;
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * dim;
-        float* o = out + r * dim;
-        double ss = 0;
-        for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
-        for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
-    }
+    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* xr = x + r * dim;
+            float* o = out + r * dim;
+            double ss = 0;
+            for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+            const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
+            for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
+        }
+    });
 }
 
 void CpuBackend::add(float* y, const float* x, int64_t n) {
-    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+    util::PhaseScope phase(times_, "add");
+    constexpr int64_t kChunk = 4096;
+    for_rows((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c0, int64_t c1) {
+        for (int64_t i = c0 * kChunk, end = std::min(n, c1 * kChunk); i < end; ++i) y[i] += x[i];
+    });
 }
 
 void CpuBackend::swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) {
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t i = 0; i < dim; ++i) out[r * dim + i] = silu(gate[r * in_stride + i]) * up[r * in_stride + i];
+    util::PhaseScope phase(times_, "swiglu");
+    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) kernels_.swiglu(gate + r * in_stride, up + r * in_stride, out + r * dim, dim);
+    });
 }
 
 void CpuBackend::mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) {
-    for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < dim; ++c) x[r * dim + c] *= sigmoid(g_stride == 0 ? g[r] : g[r * g_stride + c]);
-    }
+    util::PhaseScope phase(times_, "mul_sigmoid");
+    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t c = 0; c < dim; ++c) x[r * dim + c] *= sigmoid(g_stride == 0 ? g[r] : g[r * g_stride + c]);
+    });
 }
 
 void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos, const RopeParams& p) {
+    util::PhaseScope phase(times_, "rope");
     const int64_t half = p.n_rot / 2;
     // Text-only M-RoPE: the three position streams are equal, so every section rotates with the
     // same position and the result is plain RoPE over n_rot dims (sections only matter once
     // images bring distinct h/w positions).
     const std::vector<float> inv_freq = rope_inv_freq(p);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t i = 0; i < half; ++i) {
-            const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];
-            const float c = std::cos(angle), s = std::sin(angle);
-            for (int64_t h = 0; h < n_heads; ++h) {
-                float* v = x + (t * n_heads + h) * head_dim;
-                const float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = b * c + a * s;
+    for_rows(n_tokens, n_heads * head_dim, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+            for (int64_t i = 0; i < half; ++i) {
+                const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];
+                const float c = std::cos(angle), s = std::sin(angle);
+                for (int64_t h = 0; h < n_heads; ++h) {
+                    float* v = x + (t * n_heads + h) * head_dim;
+                    const float a = v[i], b = v[i + half];
+                    v[i] = a * c - b * s;
+                    v[i + half] = b * c + a * s;
+                }
             }
         }
-    }
+    });
 }
 
 void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int64_t n_tokens, const float* k, int64_t k_row,
                           const float* v, int64_t v_row) {
+    util::PhaseScope phase(times_, "kv_store");
     for (int64_t t = 0; t < n_tokens; ++t) {
         const KvCacheView& c = *kv[t];
         if (pos[t] < 0 || pos[t] >= c.capacity())
@@ -190,6 +222,7 @@ void CpuBackend::kv_store(const KvCacheView* const* kv, const int32_t* pos, int6
 }
 
 void CpuBackend::attention(const AttentionArgs& a) {
+    util::PhaseScope phase(times_, "attention");
     const int64_t group = a.n_head / a.n_head_kv;
     const int64_t k_row = a.n_head_kv * a.head_dim_k, v_row = a.n_head_kv * a.head_dim_v;
     // Tiles: runs of up to kAttentionTile consecutive tokens of one sequence (same cache,
@@ -206,15 +239,21 @@ void CpuBackend::attention(const AttentionArgs& a) {
         }
         attn_tiles_.push_back({t, t + 1});
     }
-    const int64_t parts = (group + kMaxAttentionGroup - 1) / kMaxAttentionGroup;
     const int64_t n_tiles = static_cast<int64_t>(attn_tiles_.size());
+    // Query heads per task: all of a KV head's (they share its rows) unless that leaves threads
+    // idle, as a decode step's few KV heads do at 16 threads; then halved until every thread has
+    // a task (each part reads the KV head's rows again, from cache at a decode step's depths).
+    int64_t heads = std::min(group, kMaxAttentionGroup);
+    const auto n_tasks = [&](int64_t h) { return a.n_head_kv * n_tiles * ((group + h - 1) / h); };
+    while (heads > 1 && n_tasks(heads) < pool_.size()) heads = (heads + 1) / 2;
+    const int64_t parts = (group + heads - 1) / heads;
     const AttentionTileFn kernel = attention_tile_kernel(kernels_.isa);
     pool_.parallel_for(a.n_head_kv * n_tiles * parts, [&](int64_t task, int) {
         const int64_t hk = task / (n_tiles * parts), tile = task / parts % n_tiles, part = task % parts;
         const auto [t0, t1] = attn_tiles_[static_cast<size_t>(tile)];
-        const int64_t h0 = hk * group + part * kMaxAttentionGroup;
+        const int64_t h0 = hk * group + part * heads;
         AttentionTileTask g;
-        g.group = std::min(kMaxAttentionGroup, group - part * kMaxAttentionGroup);
+        g.group = std::min(heads, group - part * heads);
         g.q = a.q + (t0 * a.n_head + h0) * a.head_dim_k;
         g.q_token_stride = a.n_head * a.head_dim_k;
         g.out = a.out + (t0 * a.n_head + h0) * a.head_dim_v;
@@ -235,6 +274,7 @@ void CpuBackend::attention(const AttentionArgs& a) {
 
 void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k, bool renorm, int32_t* ids,
                                     float* weights) {
+    util::PhaseScope phase(times_, "route");
     std::vector<float> p(static_cast<size_t>(n_expert));
     std::vector<int32_t> order(static_cast<size_t>(n_expert));
     for (int64_t t = 0; t < n_tokens; ++t) {
@@ -259,6 +299,7 @@ void CpuBackend::route_softmax_topk(const float* logits, int64_t n_tokens, int64
 }
 
 void CpuBackend::moe(const MoeArgs& a) {
+    util::PhaseScope phase(times_, "moe");
     const int64_t n_embd = a.gate->ne[0], n_expert = a.gate->ne[2];
     const int64_t n_pairs = a.n_tokens * a.k;
     // The pairs in (token, slot) order: each token's sum runs in slot order.

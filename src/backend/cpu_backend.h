@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "cpu/matmul.h"
 #include "cpu/moe_pairs.h"
+#include "util/phase_times.h"
 #include "util/thread_pool.h"
 
 namespace strata::backend {
@@ -28,6 +29,11 @@ public:
     bool supports(quant::Type t) const override;
     int n_threads() const { return pool_.size(); }
     util::ThreadPool& pool() { return pool_; }
+    // Wall time per op (and per part of the MoE op) into times from now on; null stops it.
+    void set_phase_times(util::PhaseTimes* times) {
+        times_ = times;
+        moe_run_.set_phase_times(times);
+    }
 
     float* alloc_floats(size_t n) override;
     void free_floats(float* p) override;
@@ -60,6 +66,9 @@ public:
     void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override;
 
 private:
+    template <class Fn>
+    void for_rows(int64_t rows, int64_t values_per_row, Fn&& fn);
+
     util::ThreadPool pool_;
     const cpu::KernelSet& kernels_;
     // Scratch reused across calls (the backend is used by one forward at a time).
@@ -67,10 +76,11 @@ private:
     std::vector<cpu::MatmulJob> jobs_;
     cpu::MoePairs moe_run_;
     std::vector<cpu::ExpertPair> moe_pairs_;
-    std::vector<std::pair<int64_t, int64_t>> attn_tiles_;
+    std::vector<std::pair<int64_t, int64_t>> attn_tiles_;  // [begin, end) token runs of one attention call
     static constexpr size_t kLargeAllocation = size_t{1} << 20;
     std::mutex large_mu_;
-    std::unordered_map<void*, size_t> large_;  // mmap'd buffers and their sizes  // [begin, end) token runs of one attention call
+    std::unordered_map<void*, size_t> large_;  // mmap'd buffers and their sizes
+    util::PhaseTimes* times_ = nullptr;
 };
 
 }  // namespace strata::backend

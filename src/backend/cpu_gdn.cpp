@@ -155,6 +155,7 @@ void delta_rule_chunked(const HeadView& hv, float* S, int64_t chunk, std::vector
 
 void CpuBackend::ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channels, const Weight& weight, int64_t kernel,
                                float* conv_state, float* out) {
+    util::PhaseScope phase(times_, "ssm_conv");
     if (kernel < 1) throw Error("ssm_conv_silu: kernel must be at least 1");
     const float* w = f32_values(weight, channels * kernel);  // [channels][kernel]
     const int64_t hist = kernel - 1;
@@ -184,6 +185,7 @@ void CpuBackend::ssm_conv_silu(const float* x, int64_t n_tokens, int64_t channel
 }
 
 void CpuBackend::gdn_gates(const GdnGateArgs& a) {
+    util::PhaseScope phase(times_, "gdn_gates");
     if (a.group <= 0 || a.n_heads % a.group != 0) throw Error("gdn_gates: group must divide the head count");
     const float* decay_rate = f32_values(*a.a, a.n_heads);  // [n_heads] -exp(A_log)
     const float* dt_bias = f32_values(*a.dt_bias, a.n_heads);
@@ -197,6 +199,7 @@ void CpuBackend::gdn_gates(const GdnGateArgs& a) {
 }
 
 void CpuBackend::delta_rule(const DeltaRuleArgs& a) {
+    util::PhaseScope phase(times_, "delta_rule");
     const int64_t n_k = a.n_k_heads > 0 ? a.n_k_heads : a.n_v_heads;
     if (a.n_v_heads <= 0 || a.n_v_heads % n_k != 0) throw Error("delta_rule: key heads must divide value heads");
     if (a.chunk_size < 0) throw Error("delta_rule: negative chunk size");
@@ -211,6 +214,7 @@ void CpuBackend::delta_rule(const DeltaRuleArgs& a) {
 }
 
 void CpuBackend::l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) {
+    util::PhaseScope phase(times_, "l2_norm");
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
             float* v = x + t * token_stride + r * dim;

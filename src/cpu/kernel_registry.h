@@ -44,5 +44,9 @@ extern const KernelTable kAvx512ActKernels;
 // AVX-512 + VBMI (vec_dot_*_avx512vbmi.cpp): taken over the AVX-512 kernels of the same types
 // when the CPU has VBMI.
 extern const KernelTable kAvx512VbmiKernels;
+// The elementwise kernels of each level (elementwise_*.cpp).
+extern const SwigluFn kScalarSwiglu;
+extern const SwigluFn kAvx2Swiglu;
+extern const SwigluFn kAvx512Swiglu;
 
 }  // namespace strata::cpu::detail

@@ -88,13 +88,16 @@ KernelSet build(Isa isa) {
     apply(ks, detail::kScalarKernels, false);
     apply(ks, detail::kScalarIquantKernels, false);
     apply(ks, detail::kScalarActKernels, false);
+    ks.swiglu = detail::kScalarSwiglu;
     if (isa == Isa::Scalar) return ks;
+    ks.swiglu = detail::kAvx2Swiglu;
     apply(ks, detail::kAvx2ActKernels, false);
     apply(ks, detail::kAvx2LegacyKernels, false);
     apply(ks, detail::kAvx2KquantKernels, false);
     apply(ks, detail::kAvx2IquantKernels, false);
     if (isa == Isa::Avx2) return ks;
     const bool bf16 = has_avx512_bf16();
+    ks.swiglu = detail::kAvx512Swiglu;
     apply(ks, detail::kAvx512ActKernels, bf16);
     apply(ks, detail::kAvx512LegacyKernels, bf16);
     apply(ks, detail::kAvx512KquantKernels, bf16);

@@ -62,6 +62,9 @@ struct DotTile {
 using DotFn = void (*)(const DotTile& tile);
 // Converts n f32 values (a multiple of the format's block) into the format at dst.
 using QuantizeActFn = void (*)(const float* x, void* dst, int64_t n);
+// out[i] = silu(gate[i]) * up[i] for i < n; out may be gate or up. The scalar level's is the
+// reference (std::exp); the vector levels' exp is a polynomial (relative error ~1e-6).
+using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
 
 constexpr int kTypeSlots = 40;  // > largest quant::Type id
 
@@ -69,6 +72,7 @@ struct KernelSet {
     Isa isa = Isa::Scalar;
     DotFn dot[kTypeSlots] = {};                    // by quant::Type id; nullptr = no kernel
     QuantizeActFn quantize[kActFormatCount] = {};  // by ActFormat
+    SwigluFn swiglu = nullptr;                     // every level has one
 
     DotFn dot_for(quant::Type t) const {
         const auto id = static_cast<uint32_t>(t);

@@ -1,22 +1,21 @@
 // (token, expert) pairs on the CPU (moe_pairs.h): pairs grouped by expert, gate and up of every
-// group in one pool dispatch, SwiGLU, down in a second, then the weighted sums in pair order.
+// group in one pool dispatch, SwiGLU, down in a second, then the weighted sums in pair order
+// (SwiGLU and the sums on the pool too when a prompt brings many pairs).
 #include "cpu/moe_pairs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "util/error.h"
 
 namespace strata::cpu {
 
-namespace {
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-}  // namespace
-
 void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<const ExpertPair> pairs, const ExpertFn& expert,
                    float* out, util::ThreadPool* pool, const KernelSet& ks) {
+    std::optional<util::PhaseScope> part(std::in_place, times_, "moe.group");
     std::fill(out, out + n_tokens * n_embd, 0.0f);
     experts_.clear();
     const auto n_pairs = static_cast<int64_t>(pairs.size());
@@ -58,7 +57,9 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
             throw Error("experts of one layer differ in type or shape");
 
     // gate and up: hidden [n_pairs][2][n_ff] in grouped order.
+    part.emplace(times_, "moe.quantize_x");
     x_q_.quantize(ks, *gate_fmt, x, n_embd, n_tokens, n_embd, pool);
+    part.emplace(times_, "moe.gate_up");
     hidden_.resize(static_cast<size_t>(n_pairs * 2 * n_ff));
     jobs_.clear();
     for (size_t g = 0; g < experts_.size(); ++g) {
@@ -76,11 +77,26 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
     }
     matmul_jobs(jobs_.data(), jobs_.size(), pool, ks);
     // silu(gate) * up into the first half of each row, then down.
-    for (int64_t i = 0; i < n_pairs; ++i) {
-        float* h = hidden_.data() + i * 2 * n_ff;
-        for (int64_t c = 0; c < n_ff; ++c) h[c] = silu(h[c]) * h[n_ff + c];
+    part.emplace(times_, "moe.swiglu");
+    const auto swiglu_rows = [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+            float* h = hidden_.data() + i * 2 * n_ff;
+            ks.swiglu(h, h + n_ff, h, n_ff);
+        }
+    };
+    // A prompt's pairs on the pool (at 16 threads this loop, serial, cost as much as the down
+    // products); a decode step's few pairs here.
+    constexpr int64_t kPairsPerTask = 16;
+    if (pool != nullptr && pool->size() > 1 && n_pairs >= 2 * kPairsPerTask) {
+        pool->parallel_for((n_pairs + kPairsPerTask - 1) / kPairsPerTask, [&](int64_t task, int) {
+            swiglu_rows(task * kPairsPerTask, std::min(n_pairs, (task + 1) * kPairsPerTask));
+        });
+    } else {
+        swiglu_rows(0, n_pairs);
     }
+    part.emplace(times_, "moe.quantize_h");
     h_q_.quantize(ks, *down_fmt, hidden_.data(), n_ff, n_pairs, 2 * n_ff, pool);
+    part.emplace(times_, "moe.down");
     pair_out_.resize(static_cast<size_t>(n_pairs * n_embd));
     rows_.resize(static_cast<size_t>(n_pairs));
     std::iota(rows_.begin(), rows_.end(), 0);
@@ -99,11 +115,24 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
     matmul_jobs(jobs_.data(), jobs_.size(), pool, ks);
 
     // Weighted sums in the pairs' order.
-    for (int64_t i = 0; i < n_pairs; ++i) {
-        const ExpertPair& p = pairs[static_cast<size_t>(i)];
-        float* o = out + static_cast<int64_t>(p.token) * n_embd;
-        const float* r = pair_out_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(i)]) * static_cast<size_t>(n_embd);
-        for (int64_t c = 0; c < n_embd; ++c) o[c] += p.weight * r[c];
+    part.emplace(times_, "moe.sum");
+    const auto sum_columns = [&](int64_t c0, int64_t c1) {
+        for (int64_t i = 0; i < n_pairs; ++i) {
+            const ExpertPair& p = pairs[static_cast<size_t>(i)];
+            float* o = out + static_cast<int64_t>(p.token) * n_embd;
+            const float* r =
+                pair_out_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(i)]) * static_cast<size_t>(n_embd);
+            for (int64_t c = c0; c < c1; ++c) o[c] += p.weight * r[c];
+        }
+    };
+    // On the pool by column ranges, so every output value still sums its pairs in their order.
+    constexpr int64_t kSumColumns = 128;
+    if (pool != nullptr && pool->size() > 1 && n_pairs >= 2 * kPairsPerTask && n_embd >= 2 * kSumColumns) {
+        pool->parallel_for((n_embd + kSumColumns - 1) / kSumColumns, [&](int64_t task, int) {
+            sum_columns(task * kSumColumns, std::min(n_embd, (task + 1) * kSumColumns));
+        });
+    } else {
+        sum_columns(0, n_embd);
     }
 }
 

@@ -18,6 +18,7 @@
 
 #include "cpu/kernels.h"
 #include "cpu/matmul.h"
+#include "util/phase_times.h"
 #include "util/thread_pool.h"
 
 namespace strata::cpu {
@@ -42,6 +43,8 @@ public:
              float* out, util::ThreadPool* pool, const KernelSet& ks = default_kernels());
     // The distinct experts the last run() used.
     size_t n_experts() const { return experts_.size(); }
+    // Wall time of each part of run() ("moe.*") into times; null (the default) turns it off.
+    void set_phase_times(util::PhaseTimes* times) { times_ = times; }
 
 private:
     Activations x_q_, h_q_;
@@ -49,6 +52,7 @@ private:
     std::vector<float> hidden_, pair_out_;
     std::vector<int32_t> experts_, order_, offsets_, token_of_, rows_, row_of_;
     std::vector<ExpertMatrices> mats_;
+    util::PhaseTimes* times_ = nullptr;
 };
 
 }  // namespace strata::cpu
