@@ -96,7 +96,9 @@ async function claudeSession(label, base, key, server) {
     await driveClaude(server);
   } finally {
     tmux('kill-session', '-t', session);
-    rmSync(home, { recursive: true, force: true });
+    // claude may still be writing under its home for a moment after the pane is gone (seen:
+    // ENOTEMPTY), so the removal retries.
+    rmSync(home, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 });
   }
 }
 
