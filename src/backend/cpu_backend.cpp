@@ -150,14 +150,7 @@ void CpuBackend::rms_norm(const float* x, const Weight* weight, int64_t rows, in
     util::PhaseScope phase(times_, "rms_norm");
     const float* w = weight != nullptr ? f32_data(*weight, dim) : nullptr;
     for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* xr = x + r * dim;
-            float* o = out + r * dim;
-            double ss = 0;
-            for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-            const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
-            for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * (w != nullptr ? w[i] : 1.0f);
-        }
+        for (int64_t r = r0; r < r1; ++r) kernels_.rms_norm(x + r * dim, w, dim, eps, out + r * dim);
     });
 }
 
@@ -195,7 +188,8 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
         for (int64_t t = t0; t < t1; ++t) {
             for (int64_t i = 0; i < half; ++i) {
                 const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];
-                const float c = std::cos(angle), s = std::sin(angle);
+                float s, c;
+                ::sincosf(angle, &s, &c);
                 for (int64_t h = 0; h < n_heads; ++h) {
                     float* v = x + (t * n_heads + h) * head_dim;
                     const float a = v[i], b = v[i + half];

@@ -6,5 +6,6 @@
 namespace strata::cpu::detail {
 
 const SwigluFn kAvx2Swiglu = swiglu_vectorised;
+const RmsNormFn kAvx2RmsNorm = rms_norm_vectorised;
 
 }  // namespace strata::cpu::detail

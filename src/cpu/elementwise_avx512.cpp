@@ -6,5 +6,6 @@
 namespace strata::cpu::detail {
 
 const SwigluFn kAvx512Swiglu = swiglu_vectorised;
+const RmsNormFn kAvx512RmsNorm = rms_norm_vectorised;
 
 }  // namespace strata::cpu::detail

@@ -48,5 +48,8 @@ extern const KernelTable kAvx512VbmiKernels;
 extern const SwigluFn kScalarSwiglu;
 extern const SwigluFn kAvx2Swiglu;
 extern const SwigluFn kAvx512Swiglu;
+extern const RmsNormFn kScalarRmsNorm;
+extern const RmsNormFn kAvx2RmsNorm;
+extern const RmsNormFn kAvx512RmsNorm;
 
 }  // namespace strata::cpu::detail

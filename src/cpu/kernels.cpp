@@ -89,8 +89,10 @@ KernelSet build(Isa isa) {
     apply(ks, detail::kScalarIquantKernels, false);
     apply(ks, detail::kScalarActKernels, false);
     ks.swiglu = detail::kScalarSwiglu;
+    ks.rms_norm = detail::kScalarRmsNorm;
     if (isa == Isa::Scalar) return ks;
     ks.swiglu = detail::kAvx2Swiglu;
+    ks.rms_norm = detail::kAvx2RmsNorm;
     apply(ks, detail::kAvx2ActKernels, false);
     apply(ks, detail::kAvx2LegacyKernels, false);
     apply(ks, detail::kAvx2KquantKernels, false);
@@ -98,6 +100,7 @@ KernelSet build(Isa isa) {
     if (isa == Isa::Avx2) return ks;
     const bool bf16 = has_avx512_bf16();
     ks.swiglu = detail::kAvx512Swiglu;
+    ks.rms_norm = detail::kAvx512RmsNorm;
     apply(ks, detail::kAvx512ActKernels, bf16);
     apply(ks, detail::kAvx512LegacyKernels, bf16);
     apply(ks, detail::kAvx512KquantKernels, bf16);

@@ -65,6 +65,9 @@ using QuantizeActFn = void (*)(const float* x, void* dst, int64_t n);
 // out[i] = silu(gate[i]) * up[i] for i < n; out may be gate or up. The scalar level's is the
 // reference (std::exp); the vector levels' exp is a polynomial (relative error ~1e-6).
 using SwigluFn = void (*)(const float* gate, const float* up, float* out, int64_t n);
+// out = x / sqrt(mean(x^2) + eps) * w over n values (w null: no scale); out may be x. The scalar
+// level's sums in double one value at a time (the reference); the vector levels' in 16 float lanes.
+using RmsNormFn = void (*)(const float* x, const float* w, int64_t n, float eps, float* out);
 
 constexpr int kTypeSlots = 40;  // > largest quant::Type id
 
@@ -73,6 +76,7 @@ struct KernelSet {
     DotFn dot[kTypeSlots] = {};                    // by quant::Type id; nullptr = no kernel
     QuantizeActFn quantize[kActFormatCount] = {};  // by ActFormat
     SwigluFn swiglu = nullptr;                     // every level has one
+    RmsNormFn rms_norm = nullptr;                  // every level has one
 
     DotFn dot_for(quant::Type t) const {
         const auto id = static_cast<uint32_t>(t);

@@ -200,6 +200,32 @@ TEST_P(KernelLevel, SwigluMatchesScalar) {
     }
 }
 
+// RMS norm of every level against the scalar reference (double sums): rows of 1..5000 values with
+// and without a weight, out of place and in place. Bound 1e-6 relative (float lane sums over a
+// row: ~n / 16 additions of rounding 6e-8 each, relative to a sum of squares).
+TEST_P(KernelLevel, RmsNormMatchesScalar) {
+    STRATA_REQUIRE_ISA(GetParam());
+    const auto& ref = cpu::kernel_set(Isa::Scalar);
+    const auto& ks = cpu::kernel_set(GetParam());
+    ASSERT_NE(ks.rms_norm, nullptr);
+    for (int64_t n : {1, 15, 16, 17, 128, 2048, 5000}) {
+        auto x = random_floats(static_cast<size_t>(n), 700u + static_cast<uint32_t>(n), 3.0f);
+        const auto w = random_floats(static_cast<size_t>(n), 800u + static_cast<uint32_t>(n));
+        for (const float* wp : {w.data(), static_cast<const float*>(nullptr)}) {
+            std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+            ref.rms_norm(x.data(), wp, n, 1e-6f, want.data());
+            ks.rms_norm(x.data(), wp, n, 1e-6f, got.data());
+            double worst = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+                worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]) / (std::fabs(want[i]) + 1e-30));
+            EXPECT_LT(worst, 1e-6) << "n " << n << (wp ? " weighted" : "") << " level " << cpu::isa_name(GetParam());
+            auto in_place = x;
+            ks.rms_norm(in_place.data(), wp, n, 1e-6f, in_place.data());
+            EXPECT_EQ(0, std::memcmp(in_place.data(), got.data(), got.size() * sizeof(float))) << "in place, n " << n;
+        }
+    }
+}
+
 // The kernels a CPU feature brings over its level's own (AVX-512 VBMI: IQ3_XXS) and the level's
 // own kernels of those types, each against the scalar reference on quantised and on random
 // blocks at the seed's row lengths (640, 2560) and 1..9 columns: a CPU with the feature still
