@@ -199,7 +199,8 @@ for (const name of ['qwen3', 'qwen35', 'gateway-qwen3', 'gateway-qwen35']) {
     assert.match(call.id, /^fc_/);
     const args = JSON.parse(call.arguments);
     assert.equal(typeof args.city, 'string');
-    assert.ok(args.city.length <= 12);
+    // JSON Schema's maxLength counts code points; a string's .length counts UTF-16 units.
+    assert.ok([...args.city].length <= 12, JSON.stringify(args.city));
     assert.ok(['C', 'F'].includes(args.unit));
     // The items sent back, as a stateless client does.
     const back = await t().client.responses.create({ model, tools, max_output_tokens: 16, store: false,
