@@ -144,8 +144,6 @@ int main(int argc, char** argv) {
         auto* cpu_be = dynamic_cast<backend::CpuBackend*>(&be);
         if (profile && cpu_be == nullptr) throw Error("--profile times the CPU backend's ops; this run uses " + device);
         util::PhaseTimes pp_times, tg_times;  // --profile: the counted runs' ops
-        double pp_total_s = 0, tg_total_s = 0;
-        int64_t pp_forwards = 0, tg_forwards = 0;
         const auto time_ops = [&](util::PhaseTimes* t) {
             if (profile) cpu_be->set_phase_times(t);
         };
@@ -211,8 +209,6 @@ int main(int argc, char** argv) {
             tg_tokens = 0;
             pp_times.clear();
             tg_times.clear();
-            pp_total_s = tg_total_s = 0;
-            pp_forwards = tg_forwards = 0;
             for (int r = 0; r < reps + 1; ++r) {  // first repetition warms the page cache, not counted
                 m->reset_sequence(*pp_seq);
                 model::SequenceState* s = pp_seq.get();
@@ -254,10 +250,6 @@ int main(int argc, char** argv) {
                 if (r > 0) {
                     pp_runs.push_back(pp / pp_s);
                     tg_runs.push_back(tg / tg_s);
-                    pp_total_s += pp_s;
-                    tg_total_s += tg_s;
-                    ++pp_forwards;
-                    tg_forwards += tg;
                 }
             }
         };
@@ -266,9 +258,14 @@ int main(int argc, char** argv) {
         std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
         std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
         if (profile) {
-            // "moe" includes its parts (moe.*) and the residual add + norm it ends with.
-            const auto report = [](const char* what, const util::PhaseTimes& t, double total_s, int64_t forwards) {
-                if (forwards == 0) return;
+            // "moe" includes its parts (moe.*) and the residual add + norm it ends with. A counted
+            // run is `tokens` tokens in `steps` forwards at the rate in runs.
+            const auto report = [](const char* what, const util::PhaseTimes& t, const std::vector<double>& runs, int tokens,
+                                   int steps) {
+                if (runs.empty()) return;
+                double total_s = 0;
+                for (double rate : runs) total_s += tokens / rate;
+                const auto forwards = static_cast<int64_t>(runs.size()) * steps;
                 const double per = 1e3 * total_s / static_cast<double>(forwards);
                 double ops_s = 0;
                 for (const auto& e : t.sorted())
@@ -280,8 +277,8 @@ int main(int argc, char** argv) {
                                 1e3 * e.seconds / static_cast<double>(forwards), 100.0 * e.seconds / total_s,
                                 static_cast<double>(e.calls) / static_cast<double>(forwards));
             };
-            report(("pp" + std::to_string(pp)).c_str(), pp_times, pp_total_s, pp_forwards);
-            report(("tg" + std::to_string(tg)).c_str(), tg_times, tg_total_s, tg_forwards);
+            report(("pp" + std::to_string(pp)).c_str(), pp_times, pp_runs, pp, 1);
+            report(("tg" + std::to_string(tg)).c_str(), tg_times, tg_runs, tg, tg);
         }
         const auto store_line = [&] {
             if (store == nullptr || tg_tokens == 0) return;

@@ -15,6 +15,7 @@
 #include "quant/dequant.h"
 #include "util/error.h"
 #include "util/fp16.h"
+#include "util/parallel_ranges.h"
 
 namespace strata::backend {
 
@@ -38,21 +39,6 @@ const float* f32_data(const Weight& w, int64_t n) {
 }
 
 }  // namespace
-
-// fn(r0, r1) over [0, rows) in chunks on the pool when the op is big enough to pay for a dispatch
-// (a prompt's rows: at 16 threads a serial elementwise op would cost as much as a matmul), else
-// on this thread (a decode step's row).
-template <class Fn>
-void CpuBackend::for_rows(int64_t rows, int64_t values_per_row, Fn&& fn) {
-    constexpr int64_t kMinParallelValues = 32768;
-    if (pool_.size() == 1 || rows < 2 || rows * values_per_row < kMinParallelValues) {
-        fn(int64_t{0}, rows);
-        return;
-    }
-    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows / (4 * pool_.size()), kMinParallelValues / values_per_row));
-    const int64_t n_chunks = (rows + chunk - 1) / chunk;
-    pool_.parallel_for(n_chunks, [&](int64_t c, int) { fn(c * chunk, std::min(rows, (c + 1) * chunk)); });
-}
 
 CpuBackend::CpuBackend(int n_threads) : pool_(n_threads), kernels_(cpu::default_kernels()) {}
 
@@ -149,7 +135,7 @@ void CpuBackend::matmul(std::span<const MatmulArgs> products) {
 void CpuBackend::rms_norm(const float* x, const Weight* weight, int64_t rows, int64_t dim, float eps, float* out) {
     util::PhaseScope phase(times_, "rms_norm");
     const float* w = weight != nullptr ? f32_data(*weight, dim) : nullptr;
-    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+    util::parallel_ranges(&pool_, rows, dim, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) kernels_.rms_norm(x + r * dim, w, dim, eps, out + r * dim);
     });
 }
@@ -157,21 +143,21 @@ void CpuBackend::rms_norm(const float* x, const Weight* weight, int64_t rows, in
 void CpuBackend::add(float* y, const float* x, int64_t n) {
     util::PhaseScope phase(times_, "add");
     constexpr int64_t kChunk = 4096;
-    for_rows((n + kChunk - 1) / kChunk, kChunk, [&](int64_t c0, int64_t c1) {
+    util::parallel_ranges(&pool_, (n + kChunk - 1) / kChunk, kChunk, [&](int64_t c0, int64_t c1) {
         for (int64_t i = c0 * kChunk, end = std::min(n, c1 * kChunk); i < end; ++i) y[i] += x[i];
     });
 }
 
 void CpuBackend::swiglu(const float* gate, const float* up, int64_t rows, int64_t dim, int64_t in_stride, float* out) {
     util::PhaseScope phase(times_, "swiglu");
-    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+    util::parallel_ranges(&pool_, rows, dim, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) kernels_.swiglu(gate + r * in_stride, up + r * in_stride, out + r * dim, dim);
     });
 }
 
 void CpuBackend::mul_sigmoid(float* x, const float* g, int64_t rows, int64_t dim, int64_t g_stride) {
     util::PhaseScope phase(times_, "mul_sigmoid");
-    for_rows(rows, dim, [&](int64_t r0, int64_t r1) {
+    util::parallel_ranges(&pool_, rows, dim, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)
             for (int64_t c = 0; c < dim; ++c) x[r * dim + c] *= sigmoid(g_stride == 0 ? g[r] : g[r * g_stride + c]);
     });
@@ -184,7 +170,7 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_
     // same position and the result is plain RoPE over n_rot dims (sections only matter once
     // images bring distinct h/w positions).
     const std::vector<float> inv_freq = rope_inv_freq(p);
-    for_rows(n_tokens, n_heads * head_dim, [&](int64_t t0, int64_t t1) {
+    util::parallel_ranges(&pool_, n_tokens, n_heads * head_dim, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
             for (int64_t i = 0; i < half; ++i) {
                 const float angle = static_cast<float>(pos[t]) * inv_freq[static_cast<size_t>(i)];

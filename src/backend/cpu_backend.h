@@ -66,9 +66,6 @@ public:
     void l2_norm(float* x, int64_t n_tokens, int64_t rows, int64_t dim, int64_t token_stride, float eps) override;
 
 private:
-    template <class Fn>
-    void for_rows(int64_t rows, int64_t values_per_row, Fn&& fn);
-
     util::ThreadPool pool_;
     const cpu::KernelSet& kernels_;
     // Scratch reused across calls (the backend is used by one forward at a time).

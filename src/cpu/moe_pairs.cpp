@@ -10,6 +10,7 @@
 #include <string>
 
 #include "util/error.h"
+#include "util/parallel_ranges.h"
 
 namespace strata::cpu {
 
@@ -78,22 +79,12 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
     matmul_jobs(jobs_.data(), jobs_.size(), pool, ks);
     // silu(gate) * up into the first half of each row, then down.
     part.emplace(times_, "moe.swiglu");
-    const auto swiglu_rows = [&](int64_t i0, int64_t i1) {
+    util::parallel_ranges(pool, n_pairs, n_ff, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
             float* h = hidden_.data() + i * 2 * n_ff;
             ks.swiglu(h, h + n_ff, h, n_ff);
         }
-    };
-    // A prompt's pairs on the pool (at 16 threads this loop, serial, cost as much as the down
-    // products); a decode step's few pairs here.
-    constexpr int64_t kPairsPerTask = 16;
-    if (pool != nullptr && pool->size() > 1 && n_pairs >= 2 * kPairsPerTask) {
-        pool->parallel_for((n_pairs + kPairsPerTask - 1) / kPairsPerTask, [&](int64_t task, int) {
-            swiglu_rows(task * kPairsPerTask, std::min(n_pairs, (task + 1) * kPairsPerTask));
-        });
-    } else {
-        swiglu_rows(0, n_pairs);
-    }
+    });
     part.emplace(times_, "moe.quantize_h");
     h_q_.quantize(ks, *down_fmt, hidden_.data(), n_ff, n_pairs, 2 * n_ff, pool);
     part.emplace(times_, "moe.down");
@@ -116,7 +107,8 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
 
     // Weighted sums in the pairs' order.
     part.emplace(times_, "moe.sum");
-    const auto sum_columns = [&](int64_t c0, int64_t c1) {
+    // Split by column ranges, so every output value still sums its pairs in their order.
+    util::parallel_ranges(pool, n_embd, n_pairs, [&](int64_t c0, int64_t c1) {
         for (int64_t i = 0; i < n_pairs; ++i) {
             const ExpertPair& p = pairs[static_cast<size_t>(i)];
             float* o = out + static_cast<int64_t>(p.token) * n_embd;
@@ -124,16 +116,7 @@ void MoePairs::run(const float* x, int64_t n_tokens, int64_t n_embd, std::span<c
                 pair_out_.data() + static_cast<size_t>(row_of_[static_cast<size_t>(i)]) * static_cast<size_t>(n_embd);
             for (int64_t c = c0; c < c1; ++c) o[c] += p.weight * r[c];
         }
-    };
-    // On the pool by column ranges, so every output value still sums its pairs in their order.
-    constexpr int64_t kSumColumns = 128;
-    if (pool != nullptr && pool->size() > 1 && n_pairs >= 2 * kPairsPerTask && n_embd >= 2 * kSumColumns) {
-        pool->parallel_for((n_embd + kSumColumns - 1) / kSumColumns, [&](int64_t task, int) {
-            sum_columns(task * kSumColumns, std::min(n_embd, (task + 1) * kSumColumns));
-        });
-    } else {
-        sum_columns(0, n_embd);
-    }
+    });
 }
 
 }  // namespace strata::cpu
