@@ -1,5 +1,5 @@
 // The soak at full length (tests/integration/soak.mjs; tests/integration/soak.test.mjs runs ~60 s):
-//   STRATA_BIN=build/strata node bench/soak.mjs [--seconds 600] [--clients 4] [--warmup 20]
+//   STRATA_BIN=build/strata node bench/soak.mjs [--seconds 600] [--clients 4] [--warmup 20] [--kill engine,lane,gateway]
 // A gateway with a supervised `strata serve` lane, mixed traffic (OpenAI chat, Anthropic
 // messages, Responses; whole and streamed; some aborted), kill -9 of the engine, the lane and the
 // gateway at random moments (the gateway restarted on its port and store as systemd would).
@@ -13,10 +13,12 @@ const arg = (name, dflt) => {
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 };
 const seconds = arg('seconds', 600), clients = arg('clients', 4), warmup = arg('warmup', 20);
+const killArg = process.argv.indexOf('--kill');
+const kill = killArg > 0 ? process.argv[killArg + 1].split(',').filter((k) => k !== '') : undefined;
 const started = new Date();
 let r;
 try {
-  r = await soak({ harness, seconds, clients, warmup, log: (s) => console.error(s) });
+  r = await soak({ harness, seconds, clients, warmup, kill, log: (s) => console.error(s) });
 } finally {
   await harness.stopAll();
 }

@@ -95,6 +95,7 @@ int run_gateway(GatewayArgs& a) {
         if (!lane.command.empty() && lane.command[0] == "strata") lane.command[0] = self_exe();
     gateway::validate(c);
 
+    tune_malloc_for_http();
     block_stop_signals();  // before any thread (lanes' monitors) starts
     ::signal(SIGPIPE, SIG_IGN);
     // A file-size limit makes a session-store write fail (EFBIG: the store degrades) instead of

@@ -1,5 +1,6 @@
 // `strata serve -m MODEL [options]`: the HTTP server of one lane over a supervised engine child
 // process (docs/serve.md). Engine options are passed through to `strata engine`.
+#include <malloc.h>
 #include <openssl/crypto.h>
 #include <signal.h>
 #include <unistd.h>
@@ -139,6 +140,7 @@ int run_serve(ServeArgs& a) {
         for (std::string& s : expert_flag_args(a.experts)) o.engine_argv.push_back(std::move(s));
     }
 
+    tune_malloc_for_http();
     block_stop_signals();
     // A file-size limit makes a write of the responses database fail (EFBIG: the store degrades
     // to memory) instead of killing serve.
@@ -163,6 +165,13 @@ sigset_t stop_signal_set() {
     return set;
 }
 }  // namespace
+
+void tune_malloc_for_http() {
+#ifdef __GLIBC__
+    if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 4);
+    if (std::getenv("MALLOC_MMAP_THRESHOLD_") == nullptr) mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
+}
 
 void block_stop_signals() {
     const sigset_t set = stop_signal_set();

@@ -47,6 +47,17 @@ void serve_until_signal(const char* name, const std::function<void()>& listen, c
 // The first half of it, for commands that start threads before listening (call it first).
 void block_stop_signals();
 
+// For the HTTP processes (serve, gateway; call before any thread starts), so that memory freed
+// goes back to the system and RSS stays flat (issue #31's soak). glibc gives each thread that
+// allocates an arena of its own, up to 8 per core: hundreds of workers taking requests in turn
+// leave freed memory scattered over dozens of arenas (RSS crept ~2 MiB a minute with 16, flat
+// with 2), so at most 4 unless MALLOC_ARENA_MAX says otherwise. And its mmap threshold rises
+// to the size of the largest mmapped block freed, after which blocks that size (a lane's model
+// info, a request body: MiBs) come from an arena and stay there when freed (+14 MiB at a lane's
+// first restart), so it is fixed at 1 MiB unless MALLOC_MMAP_THRESHOLD_ says otherwise. These
+// processes allocate little and not in hot loops.
+void tune_malloc_for_http();
+
 // The running strata binary (to start `strata engine` children); throws strata::Error.
 std::string self_exe();
 

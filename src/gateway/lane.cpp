@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <regex>
 
 #include "serve/api_shapes.h"
@@ -225,12 +226,23 @@ void Lane::fetch_model() {
     }
     auto info = cli.Get("/strata/v1/model-info.gguf", lane_headers(config_));
     if (info && info->status == 200 && info->body.size() < (size_t{512} << 20)) {
-        try {
-            // Loaded from memory: no file (a killed gateway leaves nothing behind; a file-size
-            // limit or a full disk cannot cost the window guard).
-            m->counter = std::make_shared<serve::ServedModel>(serve::ServedModel::Metadata{info->body}, m->id);
-        } catch (const std::exception& e) {
-            log_line("lane " + config_.name + ": cannot load its tokenizer (" + e.what() + "); no window guard");
+        m->info_bytes = info->body.size();
+        m->info_hash = std::hash<std::string>{}(info->body);
+        const auto before = model();
+        if (before && before->counter && before->id == m->id && before->info_bytes == m->info_bytes &&
+            before->info_hash == m->info_hash) {
+            // The same model after a restart: keep its tokenizer. Loading one again costs ~20 MiB
+            // of short-lived allocations that the allocator keeps (issue #31's soak: a gateway
+            // grew with every restart of its lane).
+            m->counter = before->counter;
+        } else {
+            try {
+                // Loaded from memory: no file (a killed gateway leaves nothing behind; a file-size
+                // limit or a full disk cannot cost the window guard).
+                m->counter = std::make_shared<serve::ServedModel>(serve::ServedModel::Metadata{info->body}, m->id);
+            } catch (const std::exception& e) {
+                log_line("lane " + config_.name + ": cannot load its tokenizer (" + e.what() + "); no window guard");
+            }
         }
     } else if (info && info->status == 404) {
         m->not_strata = true;  // asking again will not help
@@ -240,8 +252,11 @@ void Lane::fetch_model() {
                  (info ? "status " + std::to_string(info->status) : httplib::to_string(info.error())) +
                  "); no window guard until it answers (asked again every 5 s)");
     }
+    const auto before = model();
     log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) +
-             (m->counter ? ", tokenizer loaded" : ""));
+             (!m->counter                               ? ""
+              : before && before->counter == m->counter ? ", tokenizer kept (same model)"
+                                                        : ", tokenizer loaded"));
     std::lock_guard lock(mu_);
     model_ = std::move(m);
 }

@@ -43,6 +43,8 @@ struct LaneModel {
     int64_t window = 0;                                 // positions per sequence
     std::shared_ptr<const serve::ServedModel> counter;  // tokenizer + template; null: no window guard
     bool not_strata = false;                            // the lane has no model-info endpoint (404): not asked again
+    size_t info_bytes = 0;                              // the model-info document `counter` was loaded from:
+    size_t info_hash = 0;                               //   its size and std::hash, to reuse it after a restart
 };
 
 class Lane {

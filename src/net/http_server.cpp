@@ -99,6 +99,11 @@ std::string address_text(const sockaddr_storage& a, int& port) {
 
 // Threads that run handlers. New requests are refused when `bound` tasks already wait;
 // continuations of accepted work (a parked stream resumed, a releaser) are always taken.
+// A task goes to the worker that went idle last (a stack of idle workers, each woken on its own):
+// the same few threads serve a light load, so only as many thread stacks and per-thread
+// allocator caches are touched as requests ran at once, not all of the pool's hundreds in turn
+// (with one shared condition variable every worker took requests in turn, and RSS crept up for
+// minutes: issue #31's soak).
 class WorkerPool {
 public:
     explicit WorkerPool(int n) {
@@ -106,12 +111,18 @@ public:
     }
     ~WorkerPool() { shutdown(); }
     bool submit(std::function<void()> task, size_t bound) {
-        {
-            std::lock_guard lock(mu_);
-            if (stopping_ || (bound > 0 && queue_.size() >= bound + idle_)) return false;
-            queue_.push_back(std::move(task));
+        std::lock_guard lock(mu_);
+        if (stopping_) return false;
+        if (!idle_.empty()) {
+            Idle* w = idle_.back();
+            idle_.pop_back();
+            w->task = std::move(task);
+            w->given = true;
+            w->cv.notify_one();
+            return true;
         }
-        cv_.notify_one();
+        if (bound > 0 && queue_.size() >= bound) return false;
+        queue_.push_back(std::move(task));
         return true;
     }
     // Runs what is queued, then joins.
@@ -120,31 +131,44 @@ public:
             std::lock_guard lock(mu_);
             if (stopping_) return;
             stopping_ = true;
+            for (Idle* w : idle_) w->cv.notify_one();
         }
-        cv_.notify_all();
         for (auto& t : threads_) t.join();
     }
 
 private:
+    struct Idle {
+        std::condition_variable cv;
+        std::function<void()> task;
+        bool given = false;
+    };
     void run() {
+        Idle me;
         for (;;) {
             std::function<void()> task;
             {
                 std::unique_lock lock(mu_);
-                ++idle_;
-                cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-                --idle_;
-                if (queue_.empty()) return;
-                task = std::move(queue_.front());
-                queue_.pop_front();
+                if (queue_.empty() && !stopping_) {
+                    idle_.push_back(&me);
+                    me.cv.wait(lock, [&] { return me.given || stopping_; });
+                    if (!me.given) idle_.erase(std::find(idle_.begin(), idle_.end(), &me));
+                }
+                if (me.given) {
+                    task = std::move(me.task);
+                    me.given = false;
+                } else if (!queue_.empty()) {
+                    task = std::move(queue_.front());
+                    queue_.pop_front();
+                } else {
+                    return;  // stopping, nothing queued
+                }
             }
             task();
         }
     }
     std::mutex mu_;
-    std::condition_variable cv_;
     std::deque<std::function<void()>> queue_;
-    size_t idle_ = 0;
+    std::vector<Idle*> idle_;  // the last to go idle at the back
     bool stopping_ = false;
     std::vector<std::thread> threads_;
 };

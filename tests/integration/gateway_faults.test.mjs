@@ -114,6 +114,9 @@ test('a stopped supervised lane (SIGSTOP): its streams end with an error event a
   assert.equal(next.usage.completion_tokens, 4);
   console.log(`stopped lane (ms after the SIGSTOP): killed by ${killedAfter}, replacement healthy by ${replacedAfter}, next request served ${Date.now() - stoppedAt}`);
   assert.equal(await metric(gw.base, 'strata_gateway_lane_restarts_total'), 1);
+  // The replacement serves the same model: its tokenizer is kept, not loaded again (a reload
+  // cost ~20 MiB of RSS at each restart: docs/BENCHMARKS.md, "Soak").
+  await waitFor('the replacement\'s model info', async () => /serves .*tokenizer kept \(same model\)/.test(gw.log()), 10000);
   await gw.stop();
 });
 

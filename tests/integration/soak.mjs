@@ -60,8 +60,12 @@ async function freePort() {
 }
 
 // Options: harness (tests/integration/harness.mjs), seconds, warmup (s), clients, deadlineMs,
-// killEvery ([min, max] s between kills), log (a line sink).
-export async function soak({ harness, seconds = 60, warmup = 10, clients = 4, deadlineMs = 120000, killEvery = [4, 12], log = () => {} }) {
+// killEvery ([min, max] s between kills), kill (the roles killed, each with its default share:
+// engine 40 %, lane 35 %, gateway 25 %; e.g. ['engine', 'lane'] keeps one gateway alive to watch
+// its memory), log (a line sink; the processes' RSS is logged every 30 s).
+const KILL_SHARES = { engine: 0.4, lane: 0.35, gateway: 0.25 };
+export async function soak({ harness, seconds = 60, warmup = 10, clients = 4, deadlineMs = 120000, killEvery = [4, 12], kill = Object.keys(KILL_SHARES), log = () => {} }) {
+  for (const role of kill) if (!(role in KILL_SHARES)) throw new Error(`soak: unknown role to kill: ${role}`);
   const tag = `soak-${process.pid}`;
   const modelId = tag;
   const port = await freePort();
@@ -227,8 +231,9 @@ models = ["${modelId}"]
     for (;;) {
       await sleep((killEvery[0] + Math.random() * (killEvery[1] - killEvery[0])) * 1000);
       if (Date.now() > until - 5000) return;
-      const r = Math.random();
-      const role = r < 0.4 ? 'engine' : r < 0.75 ? 'lane' : 'gateway';
+      if (kill.length === 0) continue;
+      let r = Math.random() * kill.reduce((a, k) => a + KILL_SHARES[k], 0);
+      const role = kill.find((k) => (r -= KILL_SHARES[k]) < 0) ?? kill[kill.length - 1];
       const pid = pids()[role];
       if (!pid) { kills.missed += 1; continue; }  // between processes: that one is being replaced
       try { process.kill(pid, 'SIGKILL'); } catch { kills.missed += 1; continue; }
@@ -247,7 +252,16 @@ models = ["${modelId}"]
       }
     }
   };
-  const sampler = async () => { while (Date.now() < until) { sample(); await sleep(2000); } };
+  const sampler = async () => {
+    for (let n = 0; Date.now() < until; ++n) {
+      sample();
+      if (n % 15 === 0) {
+        const p = pids();
+        log(`${((Date.now() - until) / 1000 + seconds).toFixed(0)} s: RSS MiB ${Object.entries(p).map(([role, pid]) => `${role} ${pid} ${(processFigures(pid)?.rss / 1024).toFixed(1)}`).join(', ')}`);
+      }
+      await sleep(2000);
+    }
+  };
   const t0 = Date.now();
   await Promise.all([...Array.from({ length: clients }, () => worker(until)), killer(), sampler()]);
   const elapsed = (Date.now() - t0) / 1000;

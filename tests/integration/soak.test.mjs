@@ -20,13 +20,15 @@ test('soak (reduced): mixed traffic with kill -9 of engine, lane and gateway: no
   assert.deepEqual(r.hung, []);
   assert.deepEqual(r.leftBehind, []);
   assert.ok(r.finalOk, 'a request after the soak is answered');
-  // The processes at the end against those after warm-up (issue #31's measure). The growth of
-  // each role's longest-lived process is printed, not asserted here: a young gateway's RSS grows
-  // ~25–50 MiB in its first minute or two under these kills, not yet explained (docs/BENCHMARKS.md,
-  // "Soak"); bench/soak.mjs fails on it.
+  // The processes at the end against those after warm-up (issue #31's measure), and the
+  // longest-lived gateway and lane from 10 s after their start to their last look (a young
+  // gateway grew 25–50 MiB here before the HTTP processes' worker pool went last-idle-first,
+  // malloc was held to 4 arenas and a fixed mmap threshold, and a restarted lane's tokenizer was
+  // kept: docs/BENCHMARKS.md, "Soak"). A young engine's own growth is printed, not asserted: its
+  // KV pages and prefix cache fill in its first seconds (bounded by --kv-mib).
   const problems = growthProblems(r);
   for (const p of problems) t.diagnostic(`growth: ${p}`);
-  assert.deepEqual(problems.filter((p) => !p.startsWith('longest-lived')), []);
+  assert.deepEqual(problems.filter((p) => !p.startsWith('longest-lived engine')), []);
   // The soak did what it says: kills of each kind, most requests answered.
   const kills = r.kills.engine + r.kills.lane + r.kills.gateway;
   assert.ok(kills >= Math.floor(seconds / 10), `${kills} kills in ${seconds} s`);

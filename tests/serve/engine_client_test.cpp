@@ -13,6 +13,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -147,6 +149,25 @@ std::chrono::milliseconds timed(F&& f) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
 }
 
+// Waits until every thread of `pid` is stopped (a SIGSTOP takes effect at each thread's next
+// kernel entry, not when kill() returns: a reader thread may still drain the pipe meanwhile).
+bool wait_stopped(pid_t pid) {
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    for (int i = 0; i < 500; ++i) {
+        bool all = true;
+        for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+            std::ifstream f(t.path() / "stat");
+            std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+            const size_t close = stat.rfind(')');
+            if (close == std::string::npos || close + 2 >= stat.size() || (stat[close + 2] != 'T' && stat[close + 2] != 't'))
+                all = false;
+        }
+        if (all) return true;
+        std::this_thread::sleep_for(10ms);
+    }
+    return false;
+}
+
 TEST(EngineClient, AnEngineThatDoesNotReadNeverBlocksACallerAndAFullQueueRefuses) {
     EngineClient c(engine_argv(tiny_gguf()));
     c.set_max_queued_bytes(128 << 10);
@@ -154,6 +175,7 @@ TEST(EngineClient, AnEngineThatDoesNotReadNeverBlocksACallerAndAFullQueueRefuses
     Collector col;
     const pid_t pid = c.engine_pid();
     ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    ASSERT_TRUE(wait_stopped(pid));
     // ~24 KB submits (4,000 tokens, within the engine's context): the pipe (64 KiB) fills at the
     // third, the queue after a few more.
     const int n_vocab = c.ready_info()["model"]["n_vocab"].get<int>();
@@ -206,6 +228,7 @@ TEST(EngineClient, ARequestCancelledBeforeItsEngineDiedEndsCancelledInsteadOfRun
     Collector col;
     const pid_t pid = c.engine_pid();
     ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+    ASSERT_TRUE(wait_stopped(pid));
     c.submit("q", json{{"prompt", {65, 66}}, {"max_tokens", 1000000}, {"ignore_eos", true}}, col.handler("q"));
     c.cancel("q");  // queued: the stopped engine never reads it
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
