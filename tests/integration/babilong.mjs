@@ -5,7 +5,8 @@
 //             before a room), relations between rooms (qa4) and objects given between people (qa5);
 //   haystacks real, varied text the machine has installed (licences, copyright files, manual
 //             pages, C headers) with the story's statements scattered through it in order;
-//   needles   distinct facts, two-hop pairs and a fact in an old chat turn, with the question at
+//   needles   distinct facts, two-hop pairs and a fact in an old chat turn in that text, a
+//             #define in C headers and a Chinese fact in CJK manual pages, with the question at
 //             the end of the paste;
 //   score     a sample counts when every supporting statement is present in what
 //             POST /v1/gateway/assemble returns (the body a lane would be sent).
@@ -53,8 +54,11 @@ const listFiles = (dir, filter = () => true) => {
   return out;
 };
 
-// Documents from four kinds of installed text, each capped so that no kind dominates. Returns
-// { docs: [{ kind, path, text }], bytes, missing: [what was not found] }.
+// Documents from four kinds of installed text, each capped so that no kind dominates, and apart
+// from them the manual pages in Chinese, Japanese and Korean (man-db, dpkg, passwd... install
+// them) for the CJK needles. Returns { docs: [{ kind, path, text }], bytes, missing: [what was
+// not found], cjk: [{ kind, path, text }] }.
+const stripRoffComments = (text) => text.split('\n').filter((l) => !l.startsWith('.\\"') && !l.startsWith("'\\\"")).join('\n');
 export function realText({ maxBytesPerKind = 8 << 20 } = {}) {
   const kinds = {
     licence: listFiles('/usr/share/common-licenses'),
@@ -80,7 +84,7 @@ export function realText({ maxBytesPerKind = 8 << 20 } = {}) {
       try {
         text = path.endsWith('.gz') ? gunzipSync(readFileSync(path)).toString('utf8') : readFileSync(path, 'utf8');
       } catch { continue; }
-      if (kind === 'manual') text = text.split('\n').filter((l) => !l.startsWith('.\\"') && !l.startsWith("'\\\"")).join('\n');
+      if (kind === 'manual') text = stripRoffComments(text);
       text = text.replace(/\r/g, '').replace(/\n{3,}/g, '\n\n').trim();
       if (text.length < 200) continue;
       const key = text.slice(0, 400);
@@ -91,7 +95,18 @@ export function realText({ maxBytesPerKind = 8 << 20 } = {}) {
     }
     bytes += taken;
   }
-  return { docs, bytes, missing };
+  const cjk = [];
+  for (const lang of ['zh_CN', 'zh_TW', 'ja', 'ko']) {
+    for (const section of readdirSafe(`/usr/share/man/${lang}`)) {
+      for (const path of listFiles(join('/usr/share/man', lang, section), (n) => n.endsWith('.gz'))) {
+        try {
+          const text = stripRoffComments(gunzipSync(readFileSync(path)).toString('utf8')).replace(/\n{3,}/g, '\n\n').trim();
+          if (text.length >= 200) cjk.push({ kind: 'cjk', path, text });
+        } catch { /* unreadable: left out */ }
+      }
+    }
+  }
+  return { docs, bytes, missing, cjk };
 }
 
 function readdirSafe(dir) {
@@ -307,10 +322,35 @@ const COLORS = ['red', 'blue', 'green', 'yellow', 'purple', 'orange', 'black', '
 const CONTAINERS = ['tin', 'chest', 'crate', 'satchel', 'casket', 'jar'];
 const HIDING = ['cellar', 'attic', 'pantry', 'loft', 'vestry', 'scullery'];
 
+const ZH_PLACES = ['北港', '东林', '西山', '南湖', '石桥', '青田', '白沙', '红岩', '松江', '柳溪'];
+const ZH_THINGS = ['仓库', '档案馆', '船库', '粮仓', '工坊', '天文台'];
+
 // Kinds: 'single' (one fact among three of the same shape), 'two-hop' (a fact that names the
-// entity of another), 'chat' (a fact stated in an old turn, the paste in the last).
+// entity of another), 'chat' (a fact stated in an old turn, the paste in the last), 'code' (a
+// #define among three of the same shape in C headers, asked for in words: the identifier's
+// parts must be found), 'cjk' (a Chinese sentence among three of the same shape in Chinese,
+// Japanese and Korean manual pages, asked in Chinese).
 export function needleCase(kind, seed, corpus, bytes) {
   const r = rng(seed * 61);
+  if (kind === 'code') {
+    const hay = haystack({ docs: corpus.docs.filter((d) => d.kind === 'header') }, bytes, seed);
+    const [p, ...others] = r.shuffle(PLACES);
+    const thing = r.pick(THINGS);
+    const define = (place) => `#define ${place.toUpperCase()}_${thing.toUpperCase()}_ACCESS_CODE "${r.int(1000, 9999)}-${r.pick(['KESTREL', 'LARK', 'OSPREY', 'HERON', 'WREN'])}"`;
+    const needle = define(p);
+    const facts = r.shuffle([needle, ...others.slice(0, 3).map(define)]);
+    return { kind, supporting: [needle], messages: [{ role: 'user', content: INTRO + scatter(hay, facts, seed + 4) + `\n\nIn these headers, what is the access code for the ${p} ${thing} defined as?` }] };
+  }
+  if (kind === 'cjk') {
+    // Half the bytes: this text takes about twice the tokens a byte that the English mix does.
+    const hay = haystack({ docs: corpus.cjk }, Math.round(bytes / 2), seed);
+    const [p, ...others] = r.shuffle(ZH_PLACES);
+    const thing = r.pick(ZH_THINGS);
+    const fact = (place) => `${place}${thing}的门禁密码是${r.int(1000, 9999)}。`;
+    const needle = fact(p);
+    const facts = r.shuffle([needle, ...others.slice(0, 3).map(fact)]);
+    return { kind, supporting: [needle], messages: [{ role: 'user', content: '这是我从电脑上复制的一些文字，请仔细阅读。\n\n' + scatter(hay, facts, seed + 5) + `\n\n${p}${thing}的门禁密码是多少？` }] };
+  }
   const hay = haystack(corpus, bytes, seed);
   if (kind === 'single') {
     const [p, ...others] = r.shuffle(PLACES);
@@ -389,7 +429,10 @@ export async function runSuite({ base, model, corpus, bytes, stories = 8, tasks 
     }
   }
   if (needles) {
-    for (const [kind, n] of [['single', 8], ['two-hop', 3], ['chat', 1]]) {
+    const kinds = [['single', 8], ['two-hop', 3], ['chat', 1], ['code', 4]];
+    if (corpus.cjk?.length > 0) kinds.push(['cjk', 4]);
+    else log('  needle cjk: not run (no Chinese, Japanese or Korean manual pages installed)');
+    for (const [kind, n] of kinds) {
       const row = { name: `needle ${kind}`, found: 0, of: 0, tokens: 0, ms: 0, abridged: 0 };
       for (let i = 0; i < n; ++i) {
         const c = needleCase(kind, 500 + 17 * i + kind.length, corpus, bytes);

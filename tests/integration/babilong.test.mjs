@@ -1,8 +1,9 @@
 // The BABILong-style suite at CI size (tests/integration/babilong.mjs; bench/bench_babilong.mjs
 // runs it at 1M tokens): bAbI qa1-qa5 stories scattered through ~200K tokens of text installed
 // on the machine, each asked at the end of the paste and as its own turn (8 stories per task),
-// and the needles (distinct facts, two-hop pairs, a fact in an old chat turn) with the question
-// at the end of the paste. A real gateway in front of a real lane assembles every sample through
+// and the needles (distinct facts, two-hop pairs, a fact in an old chat turn; a #define in C
+// headers; a Chinese fact in CJK manual pages) with the question at the end of the paste. A
+// real gateway in front of a real lane assembles every sample through
 // POST /v1/gateway/assemble; a sample passes when every supporting statement is in the body the
 // lane would be sent. Without installed text (licences, copyright files, manual pages, headers)
 // the suite is skipped with a message, or fails where STRATA_REQUIRE_INTEGRATION is set.
