@@ -1,6 +1,6 @@
 #!/bin/bash
 # The expert store's decode join, A/B on a GPU machine: the host share of a decode step joined by a
-# host callback (STRATA_CUDA_HOST_LINK=0, the default) and by the mapped link (1), each in its own
+# host callback (STRATA_CUDA_HOST_LINK=0) and by the mapped link (1, the default), each in its own
 # process on the same file, the share of missing experts read in place swept in each.
 #   bench/expert_store_ab.sh BIN_DIR MODEL [bench_model flags...]
 # e.g. bench/expert_store_ab.sh build/bench /dev/shm/seed12.gguf --experts on --expert-slots 160
