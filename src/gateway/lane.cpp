@@ -225,16 +225,18 @@ void Lane::fetch_model() {
         return;
     }
     auto info = cli.Get("/strata/v1/model-info.gguf", lane_headers(config_));
+    const auto before = model();
+    bool kept = false;
     if (info && info->status == 200 && info->body.size() < (size_t{512} << 20)) {
         m->info_bytes = info->body.size();
         m->info_hash = std::hash<std::string>{}(info->body);
-        const auto before = model();
         if (before && before->counter && before->id == m->id && before->info_bytes == m->info_bytes &&
             before->info_hash == m->info_hash) {
             // The same model after a restart: keep its tokenizer. Loading one again costs ~20 MiB
             // of short-lived allocations that the allocator keeps (issue #31's soak: a gateway
             // grew with every restart of its lane).
             m->counter = before->counter;
+            kept = true;
         } else {
             try {
                 // Loaded from memory: no file (a killed gateway leaves nothing behind; a file-size
@@ -252,11 +254,10 @@ void Lane::fetch_model() {
                  (info ? "status " + std::to_string(info->status) : httplib::to_string(info.error())) +
                  "); no window guard until it answers (asked again every 5 s)");
     }
-    const auto before = model();
     log_line("lane " + config_.name + ": serves " + m->id + ", window " + std::to_string(m->window) +
-             (!m->counter                               ? ""
-              : before && before->counter == m->counter ? ", tokenizer kept (same model)"
-                                                        : ", tokenizer loaded"));
+             (kept         ? ", tokenizer kept (same model)"
+              : m->counter ? ", tokenizer loaded"
+                           : ""));
     std::lock_guard lock(mu_);
     model_ = std::move(m);
 }

@@ -209,16 +209,20 @@ models = ["${modelId}"]
   // Per process: its figures first seen after its own warm-up (10 s alive) and last seen, to
   // report the growth of the longest-lived one of each role.
   const lifetimes = {};
+  // Returns what it read, by role (for the log every 30 s).
   const sample = () => {
     const p = pids();
+    const read = {};
     for (const [role, pid] of Object.entries(p)) {
       if (!pid) continue;
       const f = processFigures(pid);
       if (!f) continue;
+      read[role] = { pid, rss: f.rss };
       const l = (lifetimes[`${role} ${pid}`] ??= { role, pid, born: Date.now(), first: null, last: null, lastAt: 0 });
       if (!l.first && Date.now() - l.born >= 10000) l.first = { ...f, at: Date.now() };
       if (l.first) { l.last = f; l.lastAt = Date.now(); }
     }
+    return read;
   };
   sample();
   for (const l of Object.values(lifetimes)) { l.born -= 10000; }  // the warmed-up ones count from now
@@ -254,11 +258,8 @@ models = ["${modelId}"]
   };
   const sampler = async () => {
     for (let n = 0; Date.now() < until; ++n) {
-      sample();
-      if (n % 15 === 0) {
-        const p = pids();
-        log(`${((Date.now() - until) / 1000 + seconds).toFixed(0)} s: RSS MiB ${Object.entries(p).map(([role, pid]) => `${role} ${pid} ${(processFigures(pid)?.rss / 1024).toFixed(1)}`).join(', ')}`);
-      }
+      const read = sample();
+      if (n % 15 === 0) log(`${((Date.now() - until) / 1000 + seconds).toFixed(0)} s: RSS MiB ${Object.entries(read).map(([role, f]) => `${role} ${f.pid} ${(f.rss / 1024).toFixed(1)}`).join(', ')}`);
       await sleep(2000);
     }
   };
@@ -309,7 +310,12 @@ export function growthProblems(r) {
     if (b.fds - a.fds > MARGIN.fds) problems.push(`${what}: non-socket fds ${a.fds} -> ${b.fds}`);
   };
   for (const role of ['gateway', 'lane', 'engine']) check(`${role} (after warm-up -> after the soak)`, r.before[role], r.after[role]);
-  for (const [role, l] of Object.entries(r.longest)) check(`longest-lived ${role} ${l.pid} (${l.life.toFixed(0)} s)`, l.first, l.last);
+  // The longest-lived gateway and lane from 10 s after their start; a young engine's own growth
+  // is printed, not held to the margin: its KV pages and prefix cache fill in its first seconds
+  // (bounded by --kv-mib; seen +32 MiB in 10 s), and the engine at the end is checked above.
+  for (const [role, l] of Object.entries(r.longest)) {
+    if (role !== 'engine') check(`longest-lived ${role} ${l.pid} (${l.life.toFixed(0)} s)`, l.first, l.last);
+  }
   return problems;
 }
 
