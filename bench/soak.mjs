@@ -14,7 +14,17 @@ const arg = (name, dflt) => {
 };
 const seconds = arg('seconds', 600), clients = arg('clients', 4), warmup = arg('warmup', 20);
 const killArg = process.argv.indexOf('--kill');
+if (killArg > 0 && process.argv[killArg + 1] === undefined) {
+  console.error('soak: --kill needs a list of roles: engine,lane,gateway (any of them; "" for none)');
+  process.exit(2);
+}
 const kill = killArg > 0 ? process.argv[killArg + 1].split(',').filter((k) => k !== '') : undefined;
+for (const role of kill ?? []) {
+  if (!['engine', 'lane', 'gateway'].includes(role)) {
+    console.error(`soak: --kill: unknown role '${role}' (engine, lane or gateway)`);
+    process.exit(2);
+  }
+}
 const started = new Date();
 let r;
 try {
