@@ -39,7 +39,7 @@ case $mode in
     wait
     echo "== Strata $(ts)"
     peak "$bin/bench_model" -m /dev/shm/seed.gguf --device cuda --vram-budget 22.5G -t 16 -p 512 -n 64 -r 2 -d 0 -b 16 \
-      --expert-far-sweep 1,0.7,0.5,0.3,0.2,-1
+      --expert-far-sweep 1,0.7,0.5,0.3,0.2,0.1,0,-1
     echo "== llama.cpp $(ts)"
     peak "$ll/llama-bench" -m /dev/shm/seed.gguf -ngl 99 --n-cpu-moe 32 -t 16 -fa 1 -p 512 -n 64 -r 2
     "$ll/llama-batched-bench" -m /dev/shm/seed.gguf -ngl 99 --n-cpu-moe 32 -t 16 -fa 1 -c 2048 -npp 16 -ntg 32 -npl 1,16

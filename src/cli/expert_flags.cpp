@@ -21,7 +21,7 @@ void add_expert_flags(CLI::App* cmd, ExpertFlags* f) {
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     cmd->add_option("--expert-far", f->far,
                     "share of the missing experts the GPU reads in place from host RAM in decode; the rest run on the CPU "
-                    "(default: from the measured speeds)")
+                    "(default: tuned from the decode steps' times, starting from the measured speeds)")
         ->check(CLI::Range(0.0, 1.0));
 }
 

@@ -22,8 +22,6 @@ namespace strata::experts {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 std::string mib(uint64_t b) { return std::to_string((b + (1u << 19)) >> 20) + " MiB"; }
 
 uint64_t slice_bytes(const backend::Weight& w) { return static_cast<uint64_t>(w.ne[1]) * w.row_bytes; }
@@ -46,7 +44,7 @@ constexpr double kSwapMargin = 1.5, kSwapFloor = 2.0;
 // at every layer cost more than its share of the work.
 constexpr int kHostSpinUs = 3000;
 // The fixed cost of the host executor's share of a decode layer: the callback's launch, the
-// hidden row down and the result up (far_target).
+// hidden row down and the result up (model_share).
 constexpr double kHostJoinS = 50e-6;
 
 }  // namespace
@@ -162,6 +160,7 @@ void ExpertStore::make_slots() {
     {
         std::lock_guard<std::mutex> g(mu_);
         st_.pinned = far_ok_;  // registered (and mapped) for the device
+        if (far_ok_) tuner_.restart(model_share());
         reassign_far();
     }
     log(describe());
@@ -264,22 +263,27 @@ void ExpertStore::replan() {
 
 void ExpertStore::reassign_far() {
     if (!far_ok_) return;
-    const double f = far_target();
+    const double f = far_share();
     for (Layer& L : layers_)
         if (assign_far(L, f)) be_.set_expert_slots(L.w.layer, L.slot_of.data(), n_expert_);
 }
 
-// The share of missing experts to read in place in decode. Given: the share that makes the host
+double ExpertStore::far_share() const {
+    if (o_.far_fraction >= 0) return std::min(1.0, o_.far_fraction);
+    return tuner_.climbs() > 0 ? tuner_.share() : model_share();
+}
+
+// Where the tuner starts: the share of missing experts to read in place in decode that makes the host
 // executor's part of a layer take as long as the GPU's reads over the bus, the two running at
 // the same time. With m the missing pairs of a decode layer (measured), h the host's time per
 // expert of a decode run (measured), o the host share's fixed cost in a layer (the callback and
 // its copies) and b an expert's bytes over the in-place read rate (the copy engine's measured
 // rate: the GPU's in-place reads reached about as much, 42 GB/s against 41-47):
 //   f m b = o + (1 - f) m h,  so  f = (o / m + h) / (h + b),  in steps of 0.05.
-// Without a measured bus rate, all of them. On the H200 host, seed-125b at 24 GiB with the VBMI
-// IQ3_XXS kernel: 46.1 / 51.7 / 52.6 / 53.0 t/s at f = 1 / 0.8 / 0.7 / 0.6 (docs/BENCHMARKS.md).
-double ExpertStore::far_target() const {
-    if (o_.far_fraction >= 0) return std::min(1.0, o_.far_fraction);
+// Without a measured bus rate, all of them. Measured alone, the two rates overstate what they
+// reach together (they share the host's RAM): on the H100 host, seed-125b at 24 GiB, this gave
+// 45 % where 30 % was 5 % faster (docs/BENCHMARKS.md), hence the tuner.
+double ExpertStore::model_share() const {
     const double rate = be_.expert_copy_rate();
     if (rate <= 0 || host_fixed_s_ <= 0 || layers_.empty()) return 1.0;
     const double b =
@@ -339,18 +343,26 @@ bool ExpertStore::assign_far(Layer& L, double fraction) {
 void ExpertStore::before_forward() {
     if (!slots_made_) make_slots();
     map_reached();
-    if (far_dirty_) {
+    const auto now = Clock::now();
+    if (far_ok_) {
         std::lock_guard<std::mutex> g(mu_);
-        reassign_far();
-        far_dirty_ = false;
+        if (far_dirty_) {
+            // Back to automatic: climb again from where the tuner was, finely.
+            if (o_.far_fraction < 0) tuner_.restart(tuner_.share(), 0.05);
+            reassign_far();
+            far_dirty_ = false;
+        } else if (o_.far_fraction < 0) {
+            // The previous forward, when it was a decode step (up to 64 pairs in each layer).
+            if (fwd_key_ > 0 && fwd_key_ <= 64 && st_.forwards > 0)
+                tuner_.add(fwd_key_, std::chrono::duration<double>(now - fwd_start_).count());
+            if (std::abs(far_share() - st_.far_fraction) > 1e-9) reassign_far();
+            if (std::string note = tuner_.take_note(); !note.empty()) log("experts: in-place share: " + note);
+        }
+        fwd_key_ = -1;
     }
+    fwd_start_ = now;
     const bool plan_now = st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 && st_.forwards > 0;
     if (o_.adapt && st_.slots_per_layer > 0 && plan_now) replan();
-    if (far_ok_ && o_.far_fraction < 0 && plan_now) {
-        // The far share follows the host's measured speed (far_target).
-        std::lock_guard<std::mutex> g(mu_);
-        if (std::abs(far_target() - st_.far_fraction) > 0.01) reassign_far();
-    }
     // The cost model the backend reads for prefill's upload-or-host choice.
     const double rate = be_.expert_copy_rate() > 0 ? be_.expert_copy_rate() : 20e9;
     std::lock_guard<std::mutex> g(mu_);
@@ -431,7 +443,8 @@ void ExpertStore::saw(int layer, const int32_t* ids, int64_t n, int64_t n_far, i
     st_.pairs_vram += static_cast<uint64_t>(n - n_far - n_host);
     st_.pairs_far += static_cast<uint64_t>(n_far);
     st_.pairs_host += static_cast<uint64_t>(n_host);
-    // Missing pairs of a decode layer, a moving average (far_target).
+    fwd_key_ = fwd_key_ == -1 ? n : (fwd_key_ == n ? n : -2);
+    // Missing pairs of a decode layer, a moving average (model_share).
     if (n <= 64) {
         const auto missing = static_cast<double>(n_far + n_host);
         missing_per_layer_ = missing_per_layer_ < 0 ? missing : 0.98 * missing_per_layer_ + 0.02 * missing;
@@ -462,8 +475,8 @@ std::string ExpertStore::describe() const {
     if (far_ok_) {
         o << "; decode reads " << static_cast<int>(100.0 * s.far_fraction + 0.5) << " % of the missing experts in place";
         if (o_.far_fraction < 0)
-            o << " (host " << static_cast<int>(1e6 * host_s + 0.5) << " us an expert, bus "
-              << static_cast<int>(be_.expert_copy_rate() / 1e9 + 0.5) << " GB/s)";
+            o << " (tuned from the decode steps' times; it starts from host " << static_cast<int>(1e6 * host_s + 0.5)
+              << " us an expert, bus " << static_cast<int>(be_.expert_copy_rate() / 1e9 + 0.5) << " GB/s)";
     }
     o << "; host executor: " << pool_.size() << " threads";
     return o.str();

@@ -27,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "cpu/moe_pairs.h"
+#include "experts/share_tuner.h"
 #include "util/thread_pool.h"
 
 namespace strata::experts {
@@ -41,7 +42,8 @@ struct StoreOptions {
     int replan_every = 8;                           // forwards between re-placement plans
     int max_swaps_per_layer = 2;                    // copies one plan may start per layer
     // The share of the missing experts a GPU reads in place from host memory in decode (the rest
-    // run on the host executor, at the same time); -1: from the measured speeds (far_target).
+    // run on the host executor, at the same time); -1: tuned from the decode steps' times, from a
+    // start the measured speeds give (far_share).
     double far_fraction = -1;
     std::string model_id;                         // identifies the model in the statistics file
     std::function<void(const std::string&)> log;  // the split and re-placements; null: stderr
@@ -76,6 +78,8 @@ struct StoreStats {
         return n == 0 ? 0.0 : static_cast<double>(pairs_vram) / static_cast<double>(n);
     }
 };
+
+using Clock = std::chrono::steady_clock;
 
 class ExpertStore final : public backend::HostExperts {
 public:
@@ -132,7 +136,8 @@ private:
     void file_tier_touch(Layer& L, std::span<const backend::HostExpertPair> pairs);
     bool assign_far(Layer& L, double fraction);  // codes of the missing experts; true when changed
     void reassign_far();                         // assign_far on every layer, tables sent (mu_ held)
-    double far_target() const;
+    double far_share() const;                    // the share in force: the fixed one, the tuner's, or model_share's
+    double model_share() const;
     void calibrate_host();
     cpu::ExpertMatrices matrices(const Layer& L, int32_t e) const;
 
@@ -150,6 +155,11 @@ private:
     uint64_t run_clock_ = 0;
     double host_fixed_s_ = 0.0, host_token_s_ = 0.0;  // measured cost model of the host executor
     double missing_per_layer_ = -1;                   // missing pairs of a decode layer (average; -1: none seen)
+    // The tuner of the in-place share and what it measures: each forward's pairs a layer (its
+    // key; -1: none seen, -2: layers differed) and the time from one forward's start to the next.
+    ShareTuner tuner_;
+    int64_t fwd_key_ = -1;
+    Clock::time_point fwd_start_{};
 };
 
 }  // namespace strata::experts
