@@ -7,7 +7,7 @@
 #include "gateway/context/session_cache.h"
 #include "gateway/context/session_store.h"
 #include "gateway/lane.h"
-#include "gateway/lane_reranker.h"
+#include "gateway/lane_pooling.h"
 #include "gateway/upstream_call.h"
 #include "gateway/window_guard.h"
 #include "net/http_server.h"
@@ -101,10 +101,15 @@ Gateway::~Gateway() {
 }
 
 void Gateway::start() {
-    for (auto& l : lanes_)
-        if (l->name() == config_.long_context.rerank_lane)
-            reranker_ = std::make_shared<LaneReranker>(*l, std::chrono::milliseconds(config_.long_context.rerank_timeout_ms));
-    guard_ = std::make_unique<WindowGuard>(config_.long_context, reranker_);
+    const LongContextConfig& lc = config_.long_context;
+    for (auto& l : lanes_) {
+        if (l->name() == lc.rerank_lane)
+            reranker_ = std::make_shared<LaneReranker>(*l, std::chrono::milliseconds(lc.rerank_timeout_ms));
+        if (l->name() == lc.embed_lane)
+            embedder_ = std::make_shared<LaneEmbedder>(*l, std::chrono::milliseconds(lc.embed_timeout_ms), lc.embed_instruction,
+                                                       static_cast<int>(lc.embed_dimensions));
+    }
+    guard_ = std::make_unique<WindowGuard>(lc, reranker_, embedder_);
     for (auto& l : lanes_) {
         log_line("starting lane " + l->name() + (l->supervised() ? " (supervised)" : " at " + l->config().upstream));
         l->start(l->supervised() ? std::chrono::minutes(10) : std::chrono::seconds(3));
@@ -363,7 +368,10 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
                 return fail(e, "rejected");
             }
             if (report.ms > 0) assemble_seconds_.observe(report.ms / 1000.0);
-            if (report.abridged) (report.retrieval == "bm25+rerank" ? abridged_reranked_ : abridged_bm25_)++;
+            if (report.abridged)
+                for (size_t m = 0; m < std::size(kRetrievalModes); ++m)
+                    if (report.retrieval == kRetrievalModes[m]) ++abridged_[m];
+            if (report.stats.is_object()) chunks_embedded_ += report.stats.value("chunks_embedded", 0);
             if (report.thinking_clamped || report.thinking_disabled) ++thinking_clamped_;
             flight->abridged = report.abridged;
             flight->prompt_tokens = report.prompt_tokens_out;
@@ -706,14 +714,26 @@ void Gateway::metrics(net::Response& res) {
     line("strata_gateway_requests_running", "Requests holding a key's concurrency slot.", "gauge", {{"", running}});
     line("strata_gateway_requests_queued", "Requests waiting for a key's concurrency slot.", "gauge", {{"", queued}});
     line("strata_gateway_abridged_total", "Requests whose conversation was abridged to fit the lane's window, by retrieval mode.",
-         "counter",
-         {{"{retrieval=\"bm25\"}", static_cast<double>(abridged_bm25_.load())},
-          {"{retrieval=\"bm25+rerank\"}", static_cast<double>(abridged_reranked_.load())}});
+         "counter", [&] {
+             std::vector<std::pair<std::string, double>> v;
+             for (size_t m = 0; m < std::size(kRetrievalModes); ++m)
+                 v.emplace_back(std::string("{retrieval=\"") + kRetrievalModes[m] + "\"}",
+                                static_cast<double>(abridged_[m].load()));
+             return v;
+         }());
     if (reranker_)
         line("strata_gateway_rerank_failures_total",
              "Retrievals whose rerank lane failed or was late (their pool kept the BM25 order), of all rerank calls.", "counter",
              {{"{result=\"failed\"}", static_cast<double>(reranker_->failures())},
               {"{result=\"all\"}", static_cast<double>(reranker_->calls())}});
+    if (embedder_) {
+        line("strata_gateway_embed_failures_total",
+             "Embedding calls to the embed lane that failed or were late (retrieval went on without them), of all.", "counter",
+             {{"{result=\"failed\"}", static_cast<double>(embedder_->failures())},
+              {"{result=\"all\"}", static_cast<double>(embedder_->calls())}});
+        line("strata_gateway_chunks_embedded_total", "Conversation chunks embedded for dense retrieval (each once).", "counter",
+             {{"", static_cast<double>(chunks_embedded_.load())}});
+    }
     line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter",
          {{"", static_cast<double>(thinking_clamped_.load())}});
     line("strata_gateway_lane_retries_total", "Requests retried because a lane failed before answering.", "counter",

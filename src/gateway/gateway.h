@@ -29,6 +29,7 @@ namespace strata::gateway {
 
 class Lane;
 class LaneReranker;
+class LaneEmbedder;
 class WindowGuard;
 
 class Gateway {
@@ -79,8 +80,12 @@ private:
     std::unique_ptr<net::Server> http_;
     serve::Metrics metrics_;
     serve::Histogram assemble_seconds_{{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10}};
-    std::atomic<uint64_t> abridged_bm25_{0}, abridged_reranked_{0}, thinking_clamped_{0}, lane_retries_{0};
+    // Abridged requests by retrieval mode: bm25, bm25+dense, bm25+rerank, bm25+dense+rerank.
+    static constexpr const char* kRetrievalModes[4] = {"bm25", "bm25+dense", "bm25+rerank", "bm25+dense+rerank"};
+    std::atomic<uint64_t> abridged_[4] = {};
+    std::atomic<uint64_t> thinking_clamped_{0}, lane_retries_{0}, chunks_embedded_{0};
     std::shared_ptr<LaneReranker> reranker_;  // [long_context] rerank_lane's (null: none)
+    std::shared_ptr<LaneEmbedder> embedder_;  // [long_context] embed_lane's (null: none)
     mutable std::mutex flights_mu_;
     std::map<std::string, std::shared_ptr<Flight>> flights_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -174,6 +174,11 @@ GatewayConfig load_gateway_config(const std::string& path) {
         r.get("default_output_tokens", c.long_context.default_output_tokens);
         r.get("rerank_lane", c.long_context.rerank_lane);
         r.get("rerank_timeout_ms", c.long_context.rerank_timeout_ms);
+        r.get("embed_lane", c.long_context.embed_lane);
+        r.get("embed_timeout_ms", c.long_context.embed_timeout_ms);
+        r.get("embed_budget_ms", c.long_context.embed_budget_ms);
+        r.get("embed_instruction", c.long_context.embed_instruction);
+        r.get("embed_dimensions", c.long_context.embed_dimensions);
         r.finish();
     }
     if (auto arr = root.tables("lanes")) {
@@ -244,6 +249,17 @@ void validate(const GatewayConfig& c) {
         throw Error("long_context.rerank_lane: no lane is named '" + c.long_context.rerank_lane + "'");
     if (c.long_context.rerank_timeout_ms < 1 || c.long_context.rerank_timeout_ms > 600000)
         throw Error("long_context.rerank_timeout_ms must be within 1-600000");
+    const LongContextConfig& lc = c.long_context;
+    if (!lc.embed_lane.empty() &&
+        std::none_of(c.lanes.begin(), c.lanes.end(), [&](const LaneConfig& l) { return l.name == lc.embed_lane; }))
+        throw Error("long_context.embed_lane: no lane is named '" + lc.embed_lane + "'");
+    if (lc.embed_timeout_ms < 1 || lc.embed_timeout_ms > 600000)
+        throw Error("long_context.embed_timeout_ms must be within 1-600000");
+    if (lc.embed_budget_ms < 0 || lc.embed_budget_ms > 600000)
+        throw Error("long_context.embed_budget_ms must be within 0-600000");
+    if (lc.embed_dimensions < 0 || lc.embed_dimensions > 65536)
+        throw Error("long_context.embed_dimensions must be within 0-65536");
+    if (lc.embed_instruction.size() > 4096) throw Error("long_context.embed_instruction: at most 4096 bytes");
     if (c.long_context.recent_fraction < 0 || c.long_context.recent_fraction > 0.9)
         throw Error("long_context.recent_fraction must be within 0-0.9");
     if (c.limits.max_concurrency_per_key < 1) throw Error("limits.max_concurrency_per_key must be at least 1");

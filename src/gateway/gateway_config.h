@@ -67,6 +67,11 @@ struct LongContextConfig {
     int64_t default_output_tokens = 4096;  // reserved for the answer when a request names no max
     std::string rerank_lane;               // a lane whose /v1/rerank reorders retrieval's pool ("": BM25 alone)
     int64_t rerank_timeout_ms = 5000;      // its answer's first byte at most this late, else BM25 alone
+    std::string embed_lane;                // a lane whose /v1/embeddings adds dense ranks to retrieval ("": none)
+    int64_t embed_timeout_ms = 30000;      // each of its answers' first byte at most this late
+    int64_t embed_budget_ms = 15000;       // a request embeds its new chunks for at most this long (the rest: later turns)
+    std::string embed_instruction = "Given a web search query, retrieve relevant passages that answer the query";
+    int64_t embed_dimensions = 0;  // the vectors' leading dimensions kept (0: all)
 };
 
 struct GatewayConfig {

@@ -201,10 +201,11 @@ struct WindowGuard::Assemblers {
     std::map<std::string, std::pair<std::shared_ptr<const serve::ServedModel>, std::shared_ptr<ContextAssembler>>> by_lane;
 };
 
-WindowGuard::WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker)
+WindowGuard::WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker, std::shared_ptr<Embedder> embedder)
     : cache_(std::make_shared<SessionCache>(config.cache_max_bytes)),
       config_(config),
       reranker_(std::move(reranker)),
+      embedder_(std::move(embedder)),
       assemblers_(std::make_unique<Assemblers>()) {
     if (config_.enabled && !config_.store_path.empty())
         store_ = std::make_unique<SessionStore>(SessionStoreOptions{config_.store_path, config_.store_max_bytes, log_line});
@@ -303,6 +304,8 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
             indexing.cache_space = std::hash<std::string>()(lane.lane) * 0x9e3779b97f4a7c15ull + ++assemblers_->made;
             RetrievalOptions retrieval;
             retrieval.reranker = reranker_;
+            retrieval.embedder = embedder_;
+            retrieval.dense_budget_ms = static_cast<int>(config_.embed_budget_ms);
             slot.second = std::make_shared<ContextAssembler>(store_.get(), std::move(count), retrieval, indexing);
         }
         assembler = slot.second;
@@ -332,6 +335,9 @@ GuardReport WindowGuard::apply(ApiKind api, ojson& body, size_t body_bytes, cons
                         {"ms_chunk_count", r.stats.ms_chunk_count},
                         {"ms_index", r.stats.ms_index},
                         {"ms_retrieve", r.stats.ms_retrieve},
+                        {"chunks_embedded", r.stats.chunks_embedded},
+                        {"chunks_unembedded", r.stats.chunks_unembedded},
+                        {"ms_embed", r.stats.ms_embed},
                         {"retrieval", r.stats.retrieval},
                         {"first_verbatim_message", r.first_verbatim},
                         {"budget_tokens", budget}};

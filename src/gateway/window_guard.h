@@ -39,8 +39,10 @@ struct GuardReport {
 
 class WindowGuard {
 public:
-    // Opens the session store; throws strata::Error. reranker: reorders retrieval's pool (null: BM25 alone).
-    explicit WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker = nullptr);
+    // Opens the session store; throws strata::Error. reranker: reorders retrieval's pool; embedder:
+    // adds dense ranks to it (null: without them).
+    explicit WindowGuard(const LongContextConfig& config, std::shared_ptr<Reranker> reranker = nullptr,
+                         std::shared_ptr<Embedder> embedder = nullptr);
     ~WindowGuard();
 
     // Applies both guards to `body` (an OpenAI chat or Anthropic messages body), rewriting it in
@@ -58,6 +60,7 @@ private:
     std::shared_ptr<SessionCache> cache_;
     LongContextConfig config_;
     std::shared_ptr<Reranker> reranker_;
+    std::shared_ptr<Embedder> embedder_;
     serve::RequestLimits limits_;
     // One assembler per lane tokenizer (its counter), made on first use.
     struct Assemblers;

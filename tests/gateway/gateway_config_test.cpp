@@ -57,7 +57,9 @@ TEST(GatewayConfig, ReadsEveryTable) {
         "[limits]\nmax_concurrency_per_key = 3\nqueue_per_key = 7\nrequests_per_minute = 90\nmax_body_mib = 8\nlane_wait_s = 5\n"
         "lane_dead_s = 9\nupstream_first_byte_s = 600\nupstream_idle_s = 120\n"
         "[long_context]\nenabled = false\nrecent_fraction = 0.5\nstore = \"s.sqlite\"\nstore_max_mib = 10\ndefault_output_tokens "
-        "= 512\ncache_max_mib = 64\n"
+        "= 512\ncache_max_mib = 64\nrerank_lane = \"small\"\nembed_lane = \"small\"\nembed_timeout_ms = 700\nembed_budget_ms = "
+        "0\n"
+        "embed_instruction = \"Find it\"\nembed_dimensions = 256\n"
         "[[lanes]]\nname = \"big\"\ncommand = [\"strata\", \"serve\", \"-m\", \"x.gguf\"]\nmodels = [\"q\", \"q-fast\"]\n"
         "cpus = \"0-3,8\"\ngpu = \"1\"\nfallback = \"small\"\n"
         "[[lanes]]\nname = \"small\"\nupstream = \"http://127.0.0.1:8081\"\nmodels = [\"*\"]\nupstream_key = \"lane-secret\"\n"
@@ -79,6 +81,12 @@ TEST(GatewayConfig, ReadsEveryTable) {
     EXPECT_FALSE(c.long_context.enabled);
     EXPECT_EQ(c.long_context.store_path, "s.sqlite");
     EXPECT_EQ(c.long_context.default_output_tokens, 512);
+    EXPECT_EQ(c.long_context.rerank_lane, "small");
+    EXPECT_EQ(c.long_context.embed_lane, "small");
+    EXPECT_EQ(c.long_context.embed_timeout_ms, 700);
+    EXPECT_EQ(c.long_context.embed_budget_ms, 0);
+    EXPECT_EQ(c.long_context.embed_instruction, "Find it");
+    EXPECT_EQ(c.long_context.embed_dimensions, 256);
     ASSERT_EQ(c.lanes.size(), 2u);
     EXPECT_EQ(c.lanes[0].cpus, "0-3,8");
     EXPECT_EQ(c.lanes[0].fallback, "small");
@@ -112,6 +120,11 @@ TEST(GatewayConfig, MistakesAreErrorsNamingTheFileAndKey) {
         {"[server]\ntls_cert = \"c.pem\"\n" + kLane, "TLS needs both"},
         {"[long_context]\nrecent_fraction = 2.0\n" + kLane, "recent_fraction"},
         {"[limits]\nlane_dead_s = 1\n" + kLane, "lane_dead_s must be at least 2"},
+        {"[long_context]\nembed_lane = \"zz\"\n" + kLane, "embed_lane: no lane is named 'zz'"},
+        {"[long_context]\nrerank_lane = \"zz\"\n" + kLane, "rerank_lane: no lane is named 'zz'"},
+        {"[long_context]\nembed_budget_ms = -1\n" + kLane, "embed_budget_ms"},
+        {"[long_context]\nembed_timeout_ms = 0\n" + kLane, "embed_timeout_ms must be within 1-600000"},
+        {"[long_context]\nembed_dimensions = -4\n" + kLane, "embed_dimensions"},
         {"[limits]\nupstream_first_byte_s = 0\n" + kLane, "upstream_first_byte_s"},
         {"this is not toml", "g.toml"},
     };

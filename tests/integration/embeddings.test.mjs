@@ -6,7 +6,9 @@
 // instruction form) and the rerank order and bounds; the numbers themselves against a plain forward
 // are the engine's unit test (tests/runtime/pooled_request_test.cpp). Last, a gateway whose
 // retrieval reranks its pool on a rerank lane ([long_context] rerank_lane), and keeps BM25's
-// order, still answering, when that lane is gone.
+// order, still answering, when that lane is gone; and one that adds dense ranks from an embed
+// lane ([long_context] embed_lane), embedding each chunk once, and goes on with BM25 alone when
+// that lane is gone.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
@@ -128,6 +130,45 @@ test('a gateway reranks retrieval\'s pool on its rerank lane, and answers with B
   await reranker.stop();
   assert.match(await ask(), /^abridged; retrieval=bm25;/);
   assert.ok(await metric(front.base, 'strata_gateway_rerank_failures_total{result="failed"}') >= 1);
+  await front.stop();
+  await chat.stop();
+});
+
+test('a gateway adds dense ranks from its embed lane, embeds each chunk once, and answers with BM25 alone when the lane is gone', async () => {
+  const chat = await startServer({ args: ['--ctx', '1024'], logName: 'embeddings-chat-lane-dense' });
+  const embedder = await startServer({ name: 'strata-embedder', logName: 'embeddings-embed-lane' });
+  const cfg = join(workDir, `gateway-dense-${process.pid}.toml`);
+  writeFileSync(cfg, `[server]\nlisten = "127.0.0.1:0"\n[limits]\nlane_wait_s = 3\n[long_context]\nembed_lane = "embed"\nembed_timeout_ms = 20000\n` +
+    `[[lanes]]\nname = "chat"\nupstream = "${chat.base}"\nmodels = ["strata-tiny"]\n` +
+    `[[lanes]]\nname = "embed"\nupstream = "${embedder.base}"\nmodels = ["strata-embedder"]\n`);
+  const front = await startGateway(['--config', cfg], { logName: 'embeddings-gw-dense' });
+  const paste = Array.from({ length: 400 }, (_, i) => `Note ${i}: the ${['red', 'blue', 'green'][i % 3]} crate went to dock ${i % 17}.`).join('\n');
+  const messages = [{ role: 'user', content: `${paste}\n\nWhere did the blue crate go?` }];
+  const ask = async () => {
+    const r = await fetch(`${front.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'strata-tiny', messages, max_tokens: 4 }) });
+    assert.equal(r.status, 200, await r.clone().text());
+    const body = await r.json();
+    return { context: r.headers.get('x-strata-context') ?? '', answer: body.choices[0].message.content ?? '' };
+  };
+  const embedded = () => metric(front.base, 'strata_gateway_chunks_embedded_total');
+  const first = await ask();
+  assert.match(first.context, /^abridged; retrieval=bm25\+dense;/);
+  assert.match(embedder.log(), /POST \/v1\/embeddings 200/);
+  const n1 = await embedded();
+  assert.ok(n1 > 20, `${n1} chunks embedded`);
+  assert.ok(await metric(front.base, 'strata_gateway_abridged_total{retrieval="bm25+dense"}') >= 1);
+  // The same conversation again: every chunk has its vector already.
+  assert.match((await ask()).context, /retrieval=bm25\+dense;/);
+  assert.equal(await embedded(), n1);
+  // The next turn: only the chunks that left the verbatim window are new.
+  messages.push({ role: 'assistant', content: first.answer || 'Dock 1.' }, { role: 'user', content: `${paste.slice(0, 3000)}\n\nAnd the green crate?` });
+  assert.match((await ask()).context, /retrieval=bm25\+dense;/);
+  const n2 = await embedded();
+  assert.ok(n2 > n1 && n2 - n1 < n1, `${n1} then ${n2} chunks embedded`);
+  assert.equal(await metric(front.base, 'strata_gateway_embed_failures_total{result="failed"}'), 0);
+  await embedder.stop();
+  assert.match((await ask()).context, /^abridged; retrieval=bm25;/);
   await front.stop();
   await chat.stop();
 });

@@ -259,6 +259,35 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
     return static_cast<int>(jobs.size());
 }
 
+// Candidates without a vector, newest first, in the embedder's batches until the dense budget
+// is spent or the embedder fails (the rest wait for a later turn).
+void ContextAssembler::embed_new(Session& s, std::span<const uint32_t> candidates,
+                                 const std::function<std::string_view(uint32_t)>& text, AssembleStats& st) {
+    constexpr size_t kBatch = 64;
+    std::vector<uint32_t> todo;
+    for (uint32_t c : candidates)
+        if (!s.dense.has(c)) todo.push_back(c);
+    std::sort(todo.begin(), todo.end(), std::greater<>());
+    const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(0, retrieval_.dense_budget_ms));
+    size_t done = 0;
+    while (done < todo.size() && Clock::now() < deadline) {
+        const size_t n = std::min(kBatch, todo.size() - done);
+        std::vector<std::string_view> texts;
+        for (size_t i = 0; i < n; ++i) texts.push_back(text(todo[done + i]));
+        std::vector<std::vector<float>> v;
+        try {
+            v = retrieval_.embedder->embed_passages(texts);
+        } catch (const std::exception&) {
+            break;  // the lane is down or late: BM25 goes on alone for what has no vector
+        }
+        if (v.size() != n) break;
+        for (size_t i = 0; i < n; ++i) s.dense.set(todo[done + i], v[i]);
+        done += n;
+    }
+    st.chunks_embedded = static_cast<int>(done);
+    st.chunks_unembedded = static_cast<int>(todo.size() - done);
+}
+
 AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversation& conv, const AssembleOptions& opt) {
     const auto t_start = Clock::now();
     AssembleResult result;
@@ -422,15 +451,22 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     result.first_verbatim = first_verbatim;
     result.split_message = split;
 
+    auto chunk_text = [&](uint32_t c) {
+        const ChunkRecord& r = s.chunk(c);
+        return std::string_view(conv.messages[r.message].text).substr(r.offset, r.length);
+    };
+    if (retrieval_.embedder) {
+        t = Clock::now();
+        embed_new(s, candidates, chunk_text, st);
+        st.ms_embed = ms_since(t);
+        if (st.chunks_embedded > 0) cache_->put(a.session, indexing_.cache_space);  // re-measured with its vectors
+    }
+
     // Retrieval: the query is the latest user turn's question (found inside a paste, question.h).
     t = Clock::now();
     std::vector<QueryPart> query;
     add_question_parts(conv.messages[last_turn].text, query);
     if (n - 1 != last_turn) add_query_parts(conv.messages[n - 1].text, kExtraQueryBytes, 0.5, query);
-    auto chunk_text = [&](uint32_t c) {
-        const ChunkRecord& r = s.chunk(c);
-        return std::string_view(conv.messages[r.message].text).substr(r.offset, r.length);
-    };
     int64_t candidate_tokens = 0;
     for (uint32_t c : candidates) candidate_tokens += s.chunk(c).tokens;
     const int64_t mean_chunk =

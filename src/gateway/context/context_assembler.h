@@ -64,7 +64,11 @@ struct AssembleStats {
     double ms_total = 0, ms_chunk_count = 0, ms_index = 0, ms_retrieve = 0;
     double ms_session = 0;     // finding the session (and loading it from the store after a restart)
     bool session_hit = false;  // an earlier request of this conversation was found (memory or store)
-    std::string retrieval;     // "bm25" (or "bm25+rerank" with a reranker)
+    std::string retrieval;     // "bm25", "bm25+dense", "bm25+rerank" or "bm25+dense+rerank" (retriever.h)
+    // With an embedder: chunks embedded by this request (candidates never embedded before, newest
+    // first, until RetrievalOptions::dense_budget_ms), its time, candidates still without a vector.
+    int chunks_embedded = 0, chunks_unembedded = 0;
+    double ms_embed = 0;
 };
 
 struct AssembleResult {
@@ -108,6 +112,8 @@ private:
     Acquired acquire(std::string_view scope, const std::vector<uint64_t>& chain);
     // Chunks, counts and indexes messages [session.n_messages(), n); returns the new chunks.
     int extend(Session& session, const Conversation& conversation, const std::vector<uint64_t>& chain);
+    void embed_new(Session& session, std::span<const uint32_t> candidates, const std::function<std::string_view(uint32_t)>& text,
+                   AssembleStats& stats);
 
     SessionStore* store_;
     TokenCounter count_;

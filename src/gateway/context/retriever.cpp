@@ -156,7 +156,36 @@ void mmr_into(const Session& session, const std::vector<RankedChunk>& ranked, do
     }
 }
 
-// BM25 rounds 1 and 2, the reranker, MMR: the general context.
+// The `n` candidates nearest to the query's vector (stored vectors only), nearest first; empty
+// when the query cannot be embedded (the embedder threw, or its vectors' size is not the stored
+// ones').
+std::vector<uint32_t> nearest(const Session& session, std::span<const uint32_t> candidates, std::span<const QueryPart> query,
+                              size_t n, Embedder& embedder) {
+    std::string text;  // the question's own parts when there are any, else all
+    for (const QueryPart& p : query)
+        if (p.question) text.append(p.text).append("\n");
+    if (text.empty())
+        for (const QueryPart& p : query) text.append(p.text).append("\n");
+    std::vector<float> q;
+    try {
+        q = embedder.embed_query(text);
+    } catch (const std::exception&) {
+        return {};
+    }
+    const DenseIndex& dense = session.dense;
+    if (q.size() != dense.dims()) return {};
+    std::vector<std::pair<double, uint32_t>> near;
+    for (uint32_t c : candidates)
+        if (dense.has(c)) near.emplace_back(dense.dot(c, q), c);
+    n = std::min(n, near.size());
+    std::partial_sort(near.begin(), near.begin() + static_cast<ptrdiff_t>(n), near.end(),
+                      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::vector<uint32_t> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = near[i].second;
+    return out;
+}
+
+// BM25 rounds 1 and 2, dense ranks, the reranker, MMR: the general context.
 RetrievalOutput rank_general(const Session& session, std::span<const uint32_t> candidates, std::span<const uint32_t> visible,
                              std::span<const QueryPart> query, size_t pool, const ChunkTextFn& text, const RetrievalOptions& o) {
     RetrievalOutput out;
@@ -200,13 +229,23 @@ RetrievalOutput rank_general(const Session& session, std::span<const uint32_t> c
         for (size_t j = 0; j < hits2.size(); ++j)
             place(hits2[j], static_cast<double>(r) + 0.5 + static_cast<double>(j) / o.expansion_weight);
     }
-    std::unordered_map<uint32_t, double> rel;  // chunk -> relevance in (0, 1]
-    for (const auto& [c, p] : position) rel[c] = 1.0 / (1.0 + p / 16.0);
-    if (rel.empty()) return out;
+    // Dense ranks interleaved: the nearest chunk by vector at rank k sits at position k too, so
+    // each list's best come first whatever the other says (a fact in other words than the
+    // question's); a chunk both lists hold sits half a place before the better of its two.
+    if (o.embedder && session.dense.count() > 0) {
+        if (const std::vector<uint32_t> near = nearest(session, candidates, query, pool, *o.embedder); !near.empty()) {
+            for (size_t k = 0; k < near.size(); ++k) {
+                auto [it, fresh] = position.try_emplace(near[k], static_cast<double>(k));
+                if (!fresh) it->second = std::max(0.0, std::min(it->second, static_cast<double>(k)) - 0.5);
+            }
+            out.mode = "bm25+dense";
+        }
+    }
+    if (position.empty()) return out;
 
     std::vector<RankedChunk> ranked;
-    ranked.reserve(rel.size());
-    for (const auto& [c, r] : rel) ranked.push_back({c, r});
+    ranked.reserve(position.size());
+    for (const auto& [c, p] : position) ranked.push_back({c, 1.0 / (1.0 + p / 16.0)});  // relevance in (0, 1]
     auto better = [](const RankedChunk& a, const RankedChunk& b) {
         return a.relevance != b.relevance ? a.relevance > b.relevance : a.chunk < b.chunk;
     };
@@ -236,7 +275,7 @@ RetrievalOutput rank_general(const Session& session, std::span<const uint32_t> c
             const double top = *std::max_element(fused.begin(), fused.end());
             for (size_t i = 0; i < ranked.size(); ++i) ranked[i].relevance = fused[i] / top;
             std::sort(ranked.begin(), ranked.end(), better);
-            out.mode = "bm25+rerank";
+            out.mode += "+rerank";
         }
     }
 

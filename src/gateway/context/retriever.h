@@ -1,4 +1,4 @@
-// Ranks a session's chunks for a query, BM25 only for now ("bm25" mode):
+// Ranks a session's chunks for a query:
 //   facts    first, the chunks holding facts about the entities the question names and those
 //            they lead to (fact_coverage.h), when the query has question parts;
 //   round 1  BM25 of the query's terms;
@@ -6,12 +6,20 @@
 //            matched the query best lends its rarer terms to a new query ("the key to the red
 //            door is in the blue box" -> blue, box), whose hits ("the blue box is in the attic")
 //            inherit the hit's confidence;
+//   dense    with an Embedder: the query's vector against the candidates' stored vectors
+//            (Session::dense, embedded by the assembler); the nearest `pool` interleaved with
+//            rounds 1-2 (the k-th nearest at position k, as a round-1 hit; half a place earlier
+//            when both hold a chunk), so a chunk that says the same in other words comes in
+//            ("bm25+dense"). Not reciprocal-rank fusion: with k = 60 it ranks any chunk both lists
+//            hold in their top 60 above the nearest chunk that BM25 misses, the very case dense
+//            retrieval is for;
+//   rerank   with a Reranker: the pool's order fused with the reranker's by reciprocal rank
+//            ("+rerank");
 //   MMR      over a pool larger than what fits, λ·rel − (1−λ)·max sim to those already picked
 //            (idf-weighted cosine of bags of words), so near-duplicates don't crowd out facts.
-// Dense embeddings and a cross-encoder reranker served by lanes plug in through Embedder and
-// Reranker; a reranker, when given, is fused with BM25 by reciprocal rank ("bm25+rerank"; a
-// reranker that throws leaves the BM25 order, "bm25"). The gateway's is a lane's /v1/rerank
-// (lane_reranker.h).
+// An embedder or reranker that throws (its lane down or slow) is left out of this retrieval and
+// the mode says so: "bm25" alone at worst. The gateway's are lanes' /v1/embeddings and
+// /v1/rerank (lane_pooling.h).
 #pragma once
 
 #include <cstdint>
@@ -28,12 +36,15 @@ namespace strata::gateway {
 
 class Session;
 
-// bge-m3-style dense vectors from an embedding lane (not wired yet: stored vectors per chunk
-// and a fusion with BM25 by reciprocal rank are the next step).
+// Dense vectors (Qwen3-Embedding through a lane's /v1/embeddings), unit length; throw when they
+// cannot be had.
 class Embedder {
 public:
     virtual ~Embedder() = default;
-    virtual std::vector<std::vector<float>> embed(std::span<const std::string_view> texts) = 0;
+    // One per text, in order (documents: no instruction).
+    virtual std::vector<std::vector<float>> embed_passages(std::span<const std::string_view> texts) = 0;
+    // The query's (in the model's query form: the instruction first).
+    virtual std::vector<float> embed_query(std::string_view query) = 0;
 };
 
 // Cross-encoder relevance (Qwen3-Reranker through a lane's /v1/rerank); higher is better; throws
@@ -67,7 +78,8 @@ struct RetrievalOptions {
     double mmr_lambda = 0.7;
     int min_pool = 48;  // MMR candidates: at least this many, or 2x what fits
     int max_pool = 400;
-    std::shared_ptr<Embedder> embedder;  // unused until dense retrieval lands
+    std::shared_ptr<Embedder> embedder;  // fuses dense ranks into the pool when set
+    int dense_budget_ms = 15000;         // embedding a request's new chunks stops after this (the rest: later turns)
     std::shared_ptr<Reranker> reranker;  // reranks the pool when set
     CoverageOptions coverage;
 };
@@ -82,9 +94,9 @@ struct RankedChunk {
 using ChunkTextFn = std::function<std::string_view(uint32_t chunk)>;
 
 struct RetrievalOutput {
-    std::vector<RankedChunk> ranked;  // the facts' sentences first (fact_coverage.h), then chunks in MMR order; only chunks that
-                                      // share a term with the query
-    std::string mode;                 // "bm25" or "bm25+rerank"
+    std::vector<RankedChunk> ranked;  // the facts' sentences first (fact_coverage.h), then chunks in MMR order: chunks that
+                                      // share a term with the query, and with dense ranks the nearest by vector
+    std::string mode;                 // "bm25", "bm25+dense", "bm25+rerank" or "bm25+dense+rerank"
     int facts = 0;                    // entries at the head of `ranked` that are facts about the question's entities
 };
 

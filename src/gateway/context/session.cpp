@@ -58,6 +58,7 @@ std::unique_ptr<Session> Session::fork(size_t n) {
         copy->base_chunks_ = n_chunks;
         copy->index_ = Bm25Index(std::shared_ptr<const Bm25Index>(base_, &base_->index), n_chunks);
     }
+    copy->dense = dense.prefix(n_chunks);
     copy->system_hash = system_hash;
     copy->system_tokens = system_tokens;
     return copy;
@@ -65,7 +66,8 @@ std::unique_ptr<Session> Session::fork(size_t n) {
 
 size_t Session::memory_bytes() const {
     return sizeof(Session) + scope_.capacity() + messages_.capacity() * sizeof(MessageRecord) +
-           chunks_.capacity() * sizeof(ChunkRecord) + terms_.capacity() * sizeof(TermCount) + index_.memory_bytes();
+           chunks_.capacity() * sizeof(ChunkRecord) + terms_.capacity() * sizeof(TermCount) + index_.memory_bytes() +
+           dense.memory_bytes();
 }
 
 }  // namespace strata::gateway

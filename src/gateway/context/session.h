@@ -1,5 +1,6 @@
 // One conversation's retrieval state: its messages' chain hashes and token counts, its chunks
-// (as byte ranges of the messages, with token counts and bags of words) and their BM25 index.
+// (as byte ranges of the messages, with token counts and bags of words), their BM25 index and
+// the dense vectors embedded so far.
 // Chunk text is not kept: every request carries the whole conversation, and a message whose
 // chain hash matches is byte-identical, so chunk text is read from the request.
 //
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "gateway/context/bm25_index.h"
+#include "gateway/context/dense_index.h"
 #include "gateway/context/terms.h"
 
 namespace strata::gateway {
@@ -80,6 +82,9 @@ public:
 
     // Held while the session is extended or read by one request.
     std::mutex mutex;
+    // Its chunks' dense vectors, those embedded so far (the assembler adds them; a fork copies its
+    // prefix's). Not kept in the session store: after a restart they are embedded again.
+    DenseIndex dense;
     // The last system prompt counted for this conversation (system prompts rarely change).
     uint64_t system_hash = 0;
     int64_t system_tokens = -1;

@@ -1,0 +1,238 @@
+// Dense retrieval in the gateway (context/dense_index.h, retriever.h's dense ranks, the
+// assembler's embedding of new chunks): the int8 store's error bound on random vectors; a fact
+// that shares no word with the question reaches the prompt only with dense ranks; each turn
+// embeds only the chunks never embedded; a failing embedder leaves BM25 alone and the chunks
+// for a later turn; a fork keeps its prefix's vectors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "../../bench/gateway_needles.h"
+#include "context_test_util.h"
+#include "gateway/context/context_assembler.h"
+#include "gateway/context/dense_index.h"
+
+namespace strata::gateway {
+namespace {
+
+using bench::needles::Gen;
+using test_helpers::paragraph;
+using test_helpers::rough_count;
+
+TEST(GatewayDenseIndex, Int8VectorsKeepDotProductsWithinTheirBound) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    constexpr size_t kDims = 384;
+    DenseIndex d;
+    std::vector<std::vector<float>> v(50, std::vector<float>(kDims));
+    for (uint32_t c = 0; c < 50; ++c) {
+        if (c % 7 == 3) continue;  // some chunks never embedded
+        float norm = 0;
+        for (float& x : v[c]) {
+            x = nd(rng);
+            norm += x * x;
+        }
+        for (float& x : v[c]) x /= std::sqrt(norm);
+        d.set(c, v[c]);
+    }
+    EXPECT_EQ(d.count(), 50u - 7u);
+    EXPECT_EQ(d.dims(), kDims);
+    std::vector<float> q(kDims);
+    for (float& x : q) x = nd(rng);
+    double q_l1 = 0;
+    for (float x : q) q_l1 += std::abs(x);
+    for (uint32_t c = 0; c < 50; ++c) {
+        if (c % 7 == 3) {
+            EXPECT_FALSE(d.has(c));
+            continue;
+        }
+        double exact = 0, m = 0;
+        for (size_t i = 0; i < kDims; ++i) {
+            exact += static_cast<double>(q[i]) * v[c][i];
+            m = std::max(m, static_cast<double>(std::abs(v[c][i])));
+        }
+        // Each stored component is off by at most half a step (max |v| / 127 / 2).
+        const double bound = q_l1 * m / 254.0 + 1e-5;
+        EXPECT_NEAR(d.dot(c, q), exact, bound) << "chunk " << c;
+        EXPECT_GT(std::abs(d.dot(c, q) - exact), 0.0);  // it is int8, not the floats
+    }
+    const DenseIndex p = d.prefix(20);
+    EXPECT_EQ(p.count(), 20u - 3u);  // 3, 10, 17 were never set
+    EXPECT_DOUBLE_EQ(p.dot(5, q), d.dot(5, q));
+    EXPECT_FALSE(p.has(25));
+    // Vectors of other dimensions (the lane's model changed): the old ones go.
+    d.set(60, std::vector<float>(16, 0.25f));
+    EXPECT_EQ(d.count(), 1u);
+    EXPECT_FALSE(d.has(5));
+}
+
+// An embedder whose dimensions are concepts: the words of a group land on one dimension, so
+// "lighthouse keeper" and "beacon warden" are near, as a real embedding model makes them;
+// other words spread over hashed dimensions. Counts what it embeds; fails while `down`.
+class ConceptEmbedder : public Embedder {
+public:
+    std::vector<std::vector<float>> embed_passages(std::span<const std::string_view> texts) override {
+        if (down) throw std::runtime_error("the embed lane is down");
+        std::vector<std::vector<float>> out;
+        for (std::string_view t : texts) out.push_back(vec(t));
+        passages += static_cast<int>(texts.size());
+        return out;
+    }
+    std::vector<float> embed_query(std::string_view q) override {
+        if (down) throw std::runtime_error("the embed lane is down");
+        ++queries;
+        return vec(q);
+    }
+    bool down = false;
+    int passages = 0, queries = 0;
+
+private:
+    static constexpr size_t kDims = 64;
+    static std::vector<float> vec(std::string_view t) {
+        static const std::vector<std::vector<std::string>> groups = {{"lighthouse", "beacon", "pharos"},
+                                                                     {"keeper", "warden", "custodian"},
+                                                                     {"storm", "gale", "tempest"},
+                                                                     {"record", "logged", "noted", "wrote"}};
+        std::vector<float> v(kDims, 0.0f);
+        std::string word;
+        auto flush = [&] {
+            if (word.empty()) return;
+            size_t dim = 8 + std::hash<std::string>()(word) % (kDims - 8);
+            float w = 0.05f;  // other words: faint
+            for (size_t g = 0; g < groups.size(); ++g)
+                for (const auto& x : groups[g])
+                    if (word == x) dim = g, w = 1.0f;
+            v[dim] += w;
+            word.clear();
+        };
+        for (char ch : t) {
+            if (std::isalpha(static_cast<unsigned char>(ch)))
+                word += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            else flush();
+        }
+        flush();
+        float n = 0;
+        for (float x : v) n += x * x;
+        for (float& x : v) x /= n > 0 ? std::sqrt(n) : 1.0f;
+        return v;
+    }
+};
+
+// 120 turns of prose; at turn 40 a fact in words the question never uses.
+Conversation beacon_conversation() {
+    Gen g(77);
+    Conversation c;
+    for (int t = 0; t < 120; ++t) {
+        std::string u = paragraph(g, 4);
+        if (t == 40) u += " The beacon warden Ansel noted one tempest.";
+        c.messages.push_back({"user", u, true});
+        c.messages.push_back({"assistant", paragraph(g, 4), false});
+    }
+    c.messages.push_back({"user", "What did the lighthouse keeper record in the storm?", true});
+    return c;
+}
+
+TEST(GatewayDenseRetrieval, AFactInOtherWordsComesInOnlyWithDenseRanks) {
+    const Conversation c = beacon_conversation();
+    const std::string fact = "The beacon warden Ansel noted one tempest.";
+    {
+        ContextAssembler a(nullptr, rough_count);
+        const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+        ASSERT_TRUE(r.abridged && r.fits);
+        EXPECT_EQ(r.stats.retrieval, "bm25");
+        EXPECT_EQ(r.history_block.find(fact), std::string::npos) << "BM25 alone found it: the test shows nothing";
+    }
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r.abridged && r.fits);
+    EXPECT_EQ(r.stats.retrieval, "bm25+dense");
+    EXPECT_NE(r.history_block.find(fact), std::string::npos);
+    EXPECT_GT(r.stats.chunks_embedded, 100);
+    EXPECT_EQ(r.stats.chunks_unembedded, 0);
+    EXPECT_EQ(embedder->passages, r.stats.chunks_embedded);
+    EXPECT_EQ(embedder->queries, 1);
+}
+
+TEST(GatewayDenseRetrieval, EachTurnEmbedsOnlyChunksNeverEmbedded) {
+    Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r1 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r1.abridged);
+    const int first = r1.stats.chunks_embedded;
+    // The next turn: the answer and a new question. The candidates grow by the turns that left
+    // the verbatim window; only those are embedded.
+    Gen g(5);
+    c.messages.push_back({"assistant", paragraph(g, 3), false});
+    c.messages.push_back({"user", "And who was the lighthouse keeper?", true});
+    const AssembleResult r2 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r2.abridged);
+    EXPECT_TRUE(r2.stats.session_hit);
+    EXPECT_LT(r2.stats.chunks_embedded, first / 4);
+    EXPECT_EQ(embedder->passages, first + r2.stats.chunks_embedded);
+    // The same request again: nothing new to embed.
+    const AssembleResult r3 = a.assemble("", c, {.budget_tokens = 1200});
+    EXPECT_EQ(r3.stats.chunks_embedded, 0);
+    EXPECT_EQ(r3.stats.retrieval, "bm25+dense");
+}
+
+TEST(GatewayDenseRetrieval, AFailingEmbedderLeavesBm25AndItsChunksForLater) {
+    const Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    embedder->down = true;
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r1 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r1.abridged && r1.fits);
+    EXPECT_EQ(r1.stats.retrieval, "bm25");
+    EXPECT_EQ(r1.stats.chunks_embedded, 0);
+    EXPECT_GT(r1.stats.chunks_unembedded, 100);
+    embedder->down = false;  // the lane is back
+    const AssembleResult r2 = a.assemble("", c, {.budget_tokens = 1200});
+    EXPECT_EQ(r2.stats.retrieval, "bm25+dense");
+    EXPECT_EQ(r2.stats.chunks_embedded, r1.stats.chunks_unembedded);
+    EXPECT_EQ(r2.stats.chunks_unembedded, 0);
+}
+
+TEST(GatewayDenseRetrieval, ABudgetOfNothingEmbedsNothingAndSaysSo) {
+    const Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ro.dense_budget_ms = 0;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r.abridged && r.fits);
+    EXPECT_EQ(r.stats.chunks_embedded, 0);
+    EXPECT_GT(r.stats.chunks_unembedded, 100);
+    EXPECT_EQ(r.stats.retrieval, "bm25");  // no vectors stored: no dense ranks
+    EXPECT_EQ(embedder->queries, 0);
+}
+
+TEST(GatewayDenseRetrieval, AForkKeepsItsPrefixsVectors) {
+    Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const AssembleResult r1 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r1.abridged);
+    // An edited last question (a fork at the last message): every candidate chunk is shared.
+    c.messages.back().text = "Who kept the lighthouse during the storm?";
+    const AssembleResult r2 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_TRUE(r2.abridged);
+    EXPECT_EQ(r2.stats.chunks_embedded, 0);
+    EXPECT_EQ(r2.stats.retrieval, "bm25+dense");
+    EXPECT_NE(r2.history_block.find("The beacon warden Ansel noted one tempest."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::gateway
