@@ -14,12 +14,20 @@
 //       sharing the prefix (a prefix-cache hit), median of 3 each.
 //   bench_engine -m MODEL constraint [-n 64] [-t 2]
 //       time per decode step, unconstrained vs under a JSON schema, one sequence, same seed.
+//   bench_engine -m MODEL spec [-n 64] [--k 4] [--accept 0,0.25,0.5,0.65,0.8,1] [-r 3] [-t 2]
+//       speculative decoding's end-to-end speed-up at a controlled acceptance (issue #30): one
+//       greedy request's continuation is recorded without speculation, then replayed as drafts
+//       (SchedulerOptions::drafter) with each drafted token replaced by another with probability
+//       1 - a; decode tokens/s (first token to done) against the plain run, medians of -r
+//       alternating rounds; the outputs must be the same token for token.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -146,6 +154,36 @@ double decode_rate(model::Model& m, const tokenizer::Tokenizer& tok, int c, int 
     return static_cast<double>(after.generated_tokens - before.generated_tokens) / dt;
 }
 
+struct RecordingSink : runtime::EventSink {
+    std::vector<int32_t> ids;
+    bool done = false;
+    clock_type::time_point first;
+    double decode_s = 0;
+    void on_tokens(const std::string&, const std::vector<runtime::GeneratedToken>& t, const std::string&) override {
+        if (ids.empty() && !t.empty()) first = clock_type::now();
+        for (const auto& g : t) ids.push_back(g.id);
+    }
+    void on_done(const std::string&, runtime::FinishReason, const runtime::Usage&, const std::string&) override {
+        done = true;
+        decode_s = secs_since(first);
+    }
+};
+
+// One greedy request of n tokens alone; drafts from `drafter` when set (spec_ngram k).
+RecordingSink run_spec(model::Model& m, const tokenizer::Tokenizer& tok, int n, int k,
+                       decltype(runtime::SchedulerOptions::drafter) drafter, runtime::SchedulerStats* stats) {
+    runtime::SchedulerOptions o;
+    o.kv.kv_bytes = int64_t{1} << 30;
+    o.spec_ngram = drafter ? k : 0;
+    o.drafter = std::move(drafter);
+    runtime::Scheduler s(m, tok, o);
+    RecordingSink sink;
+    s.submit(request("s", prompt_of(64, 3, m.config().n_vocab), n), &sink);  // the spec mode's `prompt`
+    while (s.has_work()) s.step();
+    *stats = s.stats();
+    return sink;
+}
+
 double time_to_first_token(runtime::Scheduler& s, const std::string& id, std::vector<int32_t> prompt, int64_t* cached) {
     CountingSink sink;
     const auto t0 = clock_type::now();
@@ -161,7 +199,8 @@ int main(int argc, char** argv) {
     std::string path, mode, device = "cpu";
     std::vector<std::string> samplings = {"greedy"};
     std::vector<RowSampling> rows_modes = {RowSampling::Auto};
-    int rounds = 1;
+    int rounds = 1, spec_k = 4;
+    std::vector<double> accepts = {0, 0.25, 0.5, 0.65, 0.8, 1};
     std::vector<int> conc = {1, 4, 16, 64};
     int n = 32, threads = 2;
     int64_t prefix = 8192, suffix = 64;
@@ -200,16 +239,22 @@ int main(int argc, char** argv) {
                 rows_modes.push_back(v == "never" ? RowSampling::Never : RowSampling::Auto);
             }
         } else if (a == "-r") rounds = std::atoi(next());
-        else if (mode.empty() && a[0] != '-') mode = a;
+        else if (a == "--k") spec_k = std::atoi(next());
+        else if (a == "--accept") {
+            accepts.clear();
+            for (const std::string& v : split_list(next())) accepts.push_back(std::atof(v.c_str()));
+        } else if (mode.empty() && a[0] != '-') mode = a;
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
         }
     }
-    if (path.empty() || (mode != "decode" && mode != "ttft" && mode != "constraint")) {
+    if (path.empty() || (mode != "decode" && mode != "ttft" && mode != "constraint" && mode != "spec") || spec_k < 1 ||
+        spec_k > 16) {
         std::fprintf(stderr,
                      "usage: bench_engine -m MODEL (decode [-c 1,4,16,64] [-n 32] [--sampling S,..] [--rows auto,never] [-r R] | "
-                     "ttft [--prefix 8192] [--suffix 64] | constraint [-n 64]) [-t 2] [--device cpu|cuda]\n");
+                     "ttft [--prefix 8192] [--suffix 64] | constraint [-n 64] | spec [-n 64] [--k 4] [--accept A,..] [-r R]) "
+                     "[-t 2] [--device cpu|cuda]\n");
         return 2;
     }
     devices::BackendOptions bo;
@@ -252,6 +297,49 @@ int main(int argc, char** argv) {
                 for (int c : conc)
                     std::printf("| %s | %s | %d | %.1f |\n", sm.c_str(), rm == RowSampling::Never ? "never" : "auto", c,
                                 median(rates[{sm, static_cast<int>(rm), c}]));
+    } else if (mode == "spec") {
+        runtime::SchedulerStats st;
+        const RecordingSink plain0 = run_spec(*m, *tok, n, spec_k, nullptr, &st);
+        const std::vector<int32_t> truth = plain0.ids;  // the continuation drafts replay
+        const size_t n_prompt = 64;
+        const std::vector<int32_t> prompt = prompt_of(n_prompt, 3, m->config().n_vocab);  // run_spec's
+        std::map<double, std::vector<double>> rate, kept;
+        std::vector<double> plain;
+        bool same = true;
+        for (int round = 0; round < std::max(1, rounds); ++round) {
+            plain.push_back(static_cast<double>(n - 1) / run_spec(*m, *tok, n, spec_k, nullptr, &st).decode_s);
+            for (double acc : accepts) {
+                std::mt19937 rng(static_cast<unsigned>(1000 * acc) + static_cast<unsigned>(round));
+                std::uniform_real_distribution<double> u(0.0, 1.0);
+                auto drafter = [&](const std::string&, std::span<const int32_t> tokens, int k) {
+                    std::vector<int32_t> d;
+                    for (size_t at = tokens.size() - n_prompt; at < truth.size() && static_cast<int>(d.size()) < k; ++at)
+                        // A wrong draft: another token of the prompt (a valid id the model might say).
+                        d.push_back(u(rng) < acc ? truth[at] : [&] {
+                            int32_t w = truth[at];
+                            while (w == truth[at]) w = prompt[rng() % prompt.size()];
+                            return w;
+                        }());
+                    return d;
+                };
+                const RecordingSink r = run_spec(*m, *tok, n, spec_k, drafter, &st);
+                same = same && r.ids == truth;
+                rate[acc].push_back(static_cast<double>(n - 1) / r.decode_s);
+                kept[acc].push_back(
+                    st.drafted_tokens > 0 ? static_cast<double>(st.accepted_tokens) / static_cast<double>(st.drafted_tokens) : 0);
+            }
+        }
+        const double p = median(plain);
+        std::printf(
+            "| drafted token correct with probability | drafts kept | decode tok/s (median of %d) | vs no speculation |\n"
+            "|---:|---:|---:|---:|\n| no speculation | | %.2f | 1.00x |\n",
+            std::max(1, rounds), p);
+        for (double acc : accepts)
+            std::printf("| %.2f | %.0f %% | %.2f | %.2fx |\n", acc, 100.0 * median(kept[acc]), median(rate[acc]),
+                        median(rate[acc]) / p);
+        std::printf("k = %d drafted tokens a step, %d tokens generated; outputs %s\n", spec_k, n,
+                    same ? "identical to the plain run's in every run" : "DIFFERENT from the plain run's");
+        if (!same) return 1;
     } else if (mode == "ttft") {
         const auto shared = prompt_of(static_cast<size_t>(prefix), 1, m->config().n_vocab);
         std::vector<double> cold, warm;

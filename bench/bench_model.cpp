@@ -9,7 +9,7 @@
 //
 //   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [-g] [--device cpu|cuda]
 //               [--vram-budget SIZE] [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off]
-//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...] [--profile]
+//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...] [--profile] [--verify K]
 //
 // With an expert store (the weights over --vram-budget, or --experts on): its split, and over the
 // counted decode runs the hit rate, the pairs read in place, and the bytes the host executor read
@@ -21,6 +21,10 @@
 //
 // --profile (CPU backend): where a counted prefill and a decode step spend their time, per op and
 // per part of the MoE op (util/phase_times.h), in ms per forward and as a share of it.
+//
+// --verify K (speculative decoding's cost): a step of k+1 positions of one sequence after the pp
+// prompt, every row's argmax back, for k = 0..K (K <= -n), the median of -n steps each, and its
+// ratio to one position.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -79,7 +83,7 @@ double read_bandwidth(int threads) {
 constexpr const char* kUsage =
     "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda] [--vram-budget SIZE]\n"
     "       [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N] [--expert-far F]\n"
-    "       [--expert-far-sweep F,F,...] [--profile]\n";
+    "       [--expert-far-sweep F,F,...] [--profile] [--verify K]\n";
 
 int main(int argc, char** argv) {
     std::string path;
@@ -89,6 +93,7 @@ int main(int argc, char** argv) {
     std::vector<double> far_sweep;  // --expert-far-sweep: decode again at each share
     bool greedy_ids = false;        // -g: decode steps return the greedy token, not the logits row
     bool profile = false;           // --profile: time per op of the CPU backend
+    int verify = 0;                 // --verify K: a step of k+1 positions against one, k = 1..K
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> const char* {
@@ -108,6 +113,7 @@ int main(int argc, char** argv) {
         else if (a == "--device") device = next();
         else if (a == "-g") greedy_ids = true;
         else if (a == "--profile") profile = true;
+        else if (a == "--verify") verify = std::atoi(next());
         else if (a == "--vram-budget") vram_budget = next();
         else if (a == "--ram-budget") expert_flags.ram_budget = next();
         else if (a == "--expert-stats") expert_flags.stats_file = next();
@@ -128,6 +134,10 @@ int main(int argc, char** argv) {
     }
     if (path.empty()) {
         std::fprintf(stderr, "%s", kUsage);
+        return 2;
+    }
+    if (verify < 0 || verify > 16 || verify > tg) {
+        std::fprintf(stderr, "--verify must be within 0-16 and at most -n\n");
         return 2;
     }
     try {
@@ -304,6 +314,31 @@ int main(int argc, char** argv) {
             std::printf("expert-far %.2f: pp%d %.1f t/s, tg%d %.2f t/s (medians of %d)\n", f, pp, median(pp_runs), tg,
                         median(tg_runs), reps);
             store_line();
+        }
+        if (verify > 0) {
+            // Speculative decoding's verify step (Scheduler::accept_drafts): the last token and
+            // k drafted ones, k+1 positions of one sequence after a pp-token prompt, every row's
+            // argmax back; `tg` steps at each k (the same positions rewritten), median step time.
+            model::SequenceState* s = pp_seq.get();
+            model::Batch b;
+            std::vector<int32_t> vids(static_cast<size_t>(verify + 1));
+            double one = 0;
+            for (int k = 0; k <= verify; ++k) {
+                m->reset_sequence(*s);
+                prompt(b, pp);
+                m->forward(b, {&s, 1}, logits.data());
+                std::vector<double> steps;
+                for (int i = 0; i < tg + 1; ++i) {
+                    b.clear();
+                    for (int j = 0; j <= k; ++j) b.add((i * 104729 + 31 * j + 7) % static_cast<int>(c.n_vocab), pp + j, 0, true);
+                    const auto t0 = std::chrono::steady_clock::now();
+                    m->forward(b, {&s, 1}, nullptr, vids.data());
+                    if (i > 0) steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                }
+                const double ms = 1e3 * median(steps);
+                if (k == 0) one = ms;
+                std::printf("verify k=%d: %.3f ms a step of %d positions (%.2fx one)\n", k, ms, k + 1, ms / one);
+            }
         }
         // Freed before the batch runs below, whose many small caches then take their place
         // (kept alive, batch 16 after pp512 measured 12 % slower in the same process).

@@ -264,6 +264,10 @@ void add_engine_command(CLI::App& app, Runner& run) {
     cmd->add_option("--prefill-chunk", a->sched.prefill_chunk, "most prompt tokens of one sequence per step")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
+    cmd->add_option("--spec-ngram", a->sched.spec_ngram,
+                    "speculative decoding by prompt lookup: up to N drafted tokens a step for greedy requests (0: off)")
+        ->check(CLI::Range(0, 16))
+        ->capture_default_str();
     cmd->add_option("--ctx", a->sched.max_context, "positions per sequence (default: the model's, capped by KV memory)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
     cmd->add_option("--kv-mib", a->kv_mib, "memory for the paged KV cache, MiB")

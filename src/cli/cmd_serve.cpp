@@ -91,7 +91,7 @@ struct ServeArgs {
     std::string key_file;
     std::string device = "cpu", vram_budget;
     ExpertFlags experts;
-    int threads = 2, max_batched_tokens = 512, prefill_chunk = 256;
+    int threads = 2, max_batched_tokens = 512, prefill_chunk = 256, spec_ngram = 0;
     int64_t ctx = 0, kv_mib = 2048, snapshot_mib = 1024;
     bool no_prefix_cache = false;
     int header_timeout_s = 10, keepalive_timeout_s = 30;
@@ -132,6 +132,7 @@ int run_serve(ServeArgs& a) {
                      std::to_string(a.snapshot_mib)};
     if (a.ctx > 0) o.engine_argv.insert(o.engine_argv.end(), {"--ctx", std::to_string(a.ctx)});
     if (a.no_prefix_cache) o.engine_argv.push_back("--no-prefix-cache");
+    if (a.spec_ngram > 0) o.engine_argv.insert(o.engine_argv.end(), {"--spec-ngram", std::to_string(a.spec_ngram)});
     o.engine_argv.insert(o.engine_argv.end(), {"--device", a.device});
     if (!a.vram_budget.empty()) o.engine_argv.insert(o.engine_argv.end(), {"--vram-budget", a.vram_budget});
     {
@@ -251,6 +252,10 @@ void add_serve_command(CLI::App& app, Runner& run) {
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not reuse KV of earlier requests");
+    cmd->add_option("--spec-ngram", a->spec_ngram,
+                    "speculative decoding by prompt lookup: up to N drafted tokens a step for greedy requests (0: off)")
+        ->check(CLI::Range(0, 16))
+        ->capture_default_str();
     cmd->callback([&run, a] { run = [a] { return run_serve(*a); }; });
 }
 

@@ -192,6 +192,7 @@ std::string ready_event(const Scheduler& s) {
                 {"max_running", o.max_running},
                 {"max_batched_tokens", o.max_batched_tokens},
                 {"prefill_chunk", o.prefill_chunk},
+                {"spec_ngram", o.spec_ngram},
                 {"block_size", o.kv.block_size}}}};
     return dump(j);
 }
@@ -261,7 +262,8 @@ std::string stats_event(const SchedulerStats& s, const std::string& id) {
                 {"snapshots", s.snapshots},
                 {"snapshot_capacity", s.snapshot_capacity}}},
               {"kv", {{"blocks", s.kv_blocks}, {"in_use", s.kv_blocks_in_use}, {"block_size", s.block_size}}},
-              {"preemptions", s.preemptions}};
+              {"preemptions", s.preemptions},
+              {"speculation", {{"steps", s.spec_steps}, {"drafted", s.drafted_tokens}, {"accepted", s.accepted_tokens}}}};
     if (s.has_expert_store) {
         const experts::StoreStats& e = s.experts;
         j["experts"] = {{"slots_per_layer", e.slots_per_layer}, {"vram_bytes", e.vram_bytes},     {"pairs_vram", e.pairs_vram},

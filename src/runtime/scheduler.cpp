@@ -5,6 +5,7 @@
 
 #include "model/gated_delta_net.h"
 #include "runtime/json_constraint.h"
+#include "runtime/prompt_lookup.h"
 #include "runtime/stop_strings.h"
 #include "runtime/xml_call_constraint.h"
 #include "tokenizer/tokenizer.h"
@@ -47,6 +48,14 @@ struct Scheduler::Sequence {
     // This step: tokens [step_begin, step_end) are in the batch; wants a logits row when
     // step_end == tokens.size().
     int64_t step_begin = 0, step_end = 0;
+    // Speculation (SchedulerOptions::spec_ngram): its tokens indexed so far, and this step's
+    // drafted tokens (in the batch after tokens[step_end - 1], each wanting a row).
+    std::unique_ptr<PromptLookup> lookup;
+    std::vector<int32_t> draft;
+    int32_t spec_k = 0;  // this sequence's draft length now: halved after a wholly rejected draft, doubled after a kept one
+    // After a wholly rejected single-token draft, steps without drafting: 2, 4, ... 64 while they
+    // keep failing (a draft that keeps anything resets it).
+    int32_t spec_backoff = 0, spec_skip = 0;
 };
 
 Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tok, SchedulerOptions opts)
@@ -301,6 +310,39 @@ void Scheduler::step() {
     }
     std::vector<Sequence*> in_batch = decodes;
     in_batch.insert(in_batch.end(), prefills.begin(), prefills.end());
+    // Drafts, when every sequence that samples this step is greedy: then the backend's argmax
+    // of every row is all the verification needs. Budget: the batch's tokens left over.
+    bool drafting = opts_.spec_ngram > 0 && !mem_->has_recurrent() && !decodes.empty();
+    for (Sequence* s : in_batch)
+        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && !may_draft(*s)) drafting = false;
+    for (Sequence* s : in_batch) s->draft.clear();
+    for (Sequence* s : drafting ? decodes : std::vector<Sequence*>{}) {
+        if (budget <= 0) break;
+        if (s->spec_k == 0) s->spec_k = opts_.spec_ngram;
+        if (s->spec_skip > 0) {
+            --s->spec_skip;
+            continue;
+        }
+        // No draft past what the request may still generate or the context holds.
+        int64_t k = std::min<int64_t>({s->spec_k, budget, opts_.max_context - static_cast<int64_t>(s->tokens.size())});
+        if (s->req.sampling.max_tokens >= 0)
+            k = std::min<int64_t>(k, s->req.sampling.max_tokens - s->usage.completion_tokens - 1);
+        if (k <= 0) continue;
+        if (opts_.drafter) {
+            s->draft = opts_.drafter(s->req.id, s->tokens, static_cast<int>(k));
+            if (static_cast<int64_t>(s->draft.size()) > k) s->draft.resize(static_cast<size_t>(k));
+            // Only ids the model has rows for (a drafter's mistake must not reach the embedding).
+            const auto bad = std::find_if(s->draft.begin(), s->draft.end(),
+                                          [&](int32_t t) { return t < 0 || t >= model_.config().n_vocab || !tok_.valid(t); });
+            s->draft.erase(bad, s->draft.end());
+        } else {
+            if (!s->lookup) s->lookup = std::make_unique<PromptLookup>();
+            s->lookup->push(std::span<const int32_t>(s->tokens).subspan(s->lookup->size()));
+            s->draft = s->lookup->draft(static_cast<int>(k));
+        }
+        if (!s->draft.empty() && !ensure_blocks(*s, s->step_end + static_cast<int64_t>(s->draft.size()))) s->draft.clear();
+        budget -= static_cast<int64_t>(s->draft.size());
+    }
     int64_t n_logits = 0;
     for (Sequence* s : in_batch) {
         const int32_t idx = static_cast<int32_t>(batch_seqs_.size());
@@ -308,7 +350,9 @@ void Scheduler::step() {
         const bool last = s->step_end == static_cast<int64_t>(s->tokens.size());
         for (int64_t p = s->step_begin; p < s->step_end; ++p)
             batch_.add(s->tokens[static_cast<size_t>(p)], static_cast<int32_t>(p), idx, last && p == s->step_end - 1);
-        n_logits += last ? 1 : 0;
+        for (size_t j = 0; j < s->draft.size(); ++j)
+            batch_.add(s->draft[j], static_cast<int32_t>(s->step_end + static_cast<int64_t>(j)), idx, true);
+        n_logits += (last ? 1 : 0) + static_cast<int64_t>(s->draft.size());
         if (s->phase == Sequence::Phase::Prefill) stats_.prefill_tokens += s->step_end - s->step_begin;
     }
     // When every sequence that samples this step takes the argmax of its raw logits, the
@@ -347,12 +391,51 @@ void Scheduler::step() {
             finish_pooled(*s, row++);
             continue;
         }
+        if (!s->draft.empty()) {  // drafting implies argmax_only
+            const auto rows = 1 + static_cast<int64_t>(s->draft.size());
+            accept_drafts(*s, row);
+            row += rows;
+            continue;
+        }
         if (last && argmax_only) o.argmax = argmax_[static_cast<size_t>(row)];
         else if (last && !sample_rows) o.logits = logits_.data() + row * model_.config().n_vocab;
         if (last) ++row;
         after_forward(*s, std::move(o));
     }
     reap();
+}
+
+bool Scheduler::may_draft(const Sequence& s) const { return s.sampler.argmax_only() && !s.constraint && !s.req.pooling.any(); }
+
+// The token after the step's last one comes from the first row; each drafted token equal to the
+// token just picked is then the sequence's own next token, computed already: its row gives the
+// one after. The first mismatch (or the request's end) leaves the rest of the draft unused; its
+// KV entries sit past n_computed, where the next step's tokens write over them before any token
+// attends that far (attention is causal by position).
+void Scheduler::accept_drafts(Sequence& s, int64_t row) {
+    ++stats_.spec_steps;
+    stats_.drafted_tokens += static_cast<int64_t>(s.draft.size());
+    Outcome o;
+    o.argmax = argmax_[static_cast<size_t>(row)];
+    after_forward(s, std::move(o));
+    size_t kept = 0;
+    for (size_t j = 0; j < s.draft.size(); ++j) {
+        if (s.phase != Sequence::Phase::Decode || s.tokens.back() != s.draft[j]) break;
+        ++stats_.accepted_tokens;
+        ++kept;
+        s.step_end = s.n_computed + 1;  // the drafted token's position, computed this step
+        Outcome next;
+        next.argmax = argmax_[static_cast<size_t>(row + 1 + static_cast<int64_t>(j))];
+        after_forward(s, std::move(next));
+    }
+    if (s.state) s.state->set_n_past(s.n_computed);
+    // Verifying costs more positions' work (on a CPU, MoE steps grow almost linearly with the
+    // positions: each touches its own experts): drafts that keep failing get shorter.
+    if (kept == s.draft.size()) s.spec_k = std::min(opts_.spec_ngram, 2 * s.spec_k);
+    else if (kept == 0 && s.spec_k > 1) s.spec_k = s.spec_k / 2;
+    else if (kept == 0) s.spec_skip = s.spec_backoff = std::min(64, std::max(2, 2 * s.spec_backoff));
+    if (kept > 0) s.spec_backoff = 0;
+    s.draft.clear();
 }
 
 void Scheduler::forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out) {

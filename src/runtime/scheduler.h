@@ -20,8 +20,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +52,15 @@ struct SchedulerOptions {
     // prompt (a system prompt, earlier turns) reuse it. 0: only at prompt ends.
     int32_t snapshot_interval = 1024;
     bool prefix_cache = true;
+    // Speculative decoding by prompt lookup (prompt_lookup.h): up to this many drafted tokens a
+    // step for each greedy sequence, verified in the same forward (0: off). Exact: a draft is
+    // kept only where it equals the token the model picks, so the output is the same as without.
+    // Taken in steps whose every sampling sequence is greedy (argmax, no constraint), on models
+    // without recurrent layers (a hybrid's Gated DeltaNet state cannot be rolled back yet).
+    int32_t spec_ngram = 0;
+    // Where drafts come from instead of prompt lookup (benchmarks replaying a known continuation,
+    // tests): up to k tokens to follow `tokens` (the sequence's prompt and output so far).
+    std::function<std::vector<int32_t>(const std::string& id, std::span<const int32_t> tokens, int k)> drafter;
     // Sampling where the logits are (Backend::sample_rows, docs/sampling.md): Auto where the
     // backend does it there (a GPU), Always also elsewhere (tests), Never: rows to the host.
     enum class RowSampling : uint8_t { Auto, Always, Never };
@@ -62,9 +73,11 @@ struct SchedulerStats {
     int64_t prompt_tokens = 0, prefill_tokens = 0, generated_tokens = 0;
     int64_t prefix_lookups = 0, prefix_hits = 0, reused_tokens = 0;
     int64_t preemptions = 0;
-    int64_t argmax_steps = 0;        // steps whose tokens the backend picked (no logits to the host)
-    int64_t row_sampled_tokens = 0;  // tokens sampled from the backend's row summaries
-    int64_t whole_rows = 0;          // ... and rows copied to the host (constraints, undecided summaries)
+    int64_t argmax_steps = 0;                         // steps whose tokens the backend picked (no logits to the host)
+    int64_t row_sampled_tokens = 0;                   // tokens sampled from the backend's row summaries
+    int64_t whole_rows = 0;                           // ... and rows copied to the host (constraints, undecided summaries)
+    int64_t spec_steps = 0;                           // steps that verified drafted tokens
+    int64_t drafted_tokens = 0, accepted_tokens = 0;  // prompt-lookup drafts verified, and kept
     int32_t kv_blocks = 0, kv_blocks_in_use = 0, kv_blocks_cached = 0, block_size = 0;
     int32_t snapshots = 0, snapshot_capacity = 0;
     int64_t max_context = 0;
@@ -113,6 +126,9 @@ private:
         std::string error;
     };
     void after_forward(Sequence& s, Outcome o);
+    // A greedy sequence's drafted tokens verified: rows [row, row + draft] of argmax_.
+    void accept_drafts(Sequence& s, int64_t row);
+    bool may_draft(const Sequence& s) const;
     void sample_next(Sequence& s, Outcome o);
     // The forward and each sequence's outcome when sampling through Backend::sample_rows.
     void forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out);

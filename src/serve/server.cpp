@@ -409,6 +409,13 @@ void Server::metrics(net::Response& res) {
     }
     if (s.contains("preemptions"))
         gauge("strata_preemptions_total", "Sequences preempted (recomputed later).", s.value("preemptions", 0.0), "counter");
+    if (s.contains("speculation")) {
+        const auto& sp = s["speculation"];
+        gauge("strata_spec_drafted_tokens_total", "Tokens drafted by prompt lookup and verified.", sp.value("drafted", 0.0),
+              "counter");
+        gauge("strata_spec_accepted_tokens_total", "Drafted tokens the model's own choice confirmed (kept).",
+              sp.value("accepted", 0.0), "counter");
+    }
     if (s.contains("experts")) {
         const auto& e = s["experts"];
         gauge("strata_expert_slots_per_layer", "VRAM expert slots per MoE layer.", e.value("slots_per_layer", 0.0));
