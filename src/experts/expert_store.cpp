@@ -344,6 +344,7 @@ void ExpertStore::before_forward() {
     if (!slots_made_) make_slots();
     map_reached();
     const auto now = Clock::now();
+    std::string note;  // logged after the lock: the link thread's saw() and run() wait on mu_
     if (far_ok_) {
         std::lock_guard<std::mutex> g(mu_);
         if (far_dirty_) {
@@ -356,10 +357,11 @@ void ExpertStore::before_forward() {
             if (fwd_key_ > 0 && fwd_key_ <= 64 && st_.forwards > 0)
                 tuner_.add(fwd_key_, std::chrono::duration<double>(now - fwd_start_).count());
             if (std::abs(far_share() - st_.far_fraction) > 1e-9) reassign_far();
-            if (std::string note = tuner_.take_note(); !note.empty()) log("experts: in-place share: " + note);
+            note = tuner_.take_note();
         }
         fwd_key_ = -1;
     }
+    if (!note.empty()) log("experts: in-place share: " + note);
     fwd_start_ = now;
     const bool plan_now = st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 && st_.forwards > 0;
     if (o_.adapt && st_.slots_per_layer > 0 && plan_now) replan();

@@ -14,7 +14,8 @@
 //   forwards of the climb's key count (a batch of 16 is not compared with a batch of 1); when
 //   another key has come `key_patience` times in a row, the climb starts again on that key. A
 //   sample more than twice the median so far of its window is dropped (an idle gap before the
-//   next request), and so is the first forward after a change of share (it ran under the old one).
+//   next request), and so is the first forward after a change of share (its step also carries
+//   the upload of every layer's new table).
 // - The climb: the median of `window` forwards at the centre, then at centre -/+ step (down
 //   first); a probe better by more than `gain` becomes the centre and the climb goes on that way;
 //   when neither side is better, the step halves down to min_step, then the share is settled.

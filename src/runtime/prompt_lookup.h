@@ -10,7 +10,8 @@
 // - draft(k) tries n = max_ngram down to min_ngram: the last n tokens, if they occurred earlier
 //   (checked token by token, not only by hash), give the up-to-k tokens that followed that
 //   occurrence, stopping at the end of what is known. Empty when nothing matches. O(max_ngram).
-// - Memory: ~(max_ngram - min_ngram + 1) table entries of 16 bytes a token, plus the tokens.
+// - Memory: up to (max_ngram - min_ngram + 1) entries a token in an open-addressing table kept at
+//   most half full (16 bytes a slot, 2-4 slots an entry), plus the tokens: 17 MiB at 128K tokens.
 #pragma once
 
 #include <cstdint>

@@ -340,7 +340,14 @@ void Scheduler::step() {
             s->lookup->push(std::span<const int32_t>(s->tokens).subspan(s->lookup->size()));
             s->draft = s->lookup->draft(static_cast<int>(k));
         }
-        if (!s->draft.empty() && !ensure_blocks(*s, s->step_end + static_cast<int64_t>(s->draft.size()))) s->draft.clear();
+        if (!s->draft.empty()) {
+            // Blocks for draft positions only from a surplus: a rejected draft's blocks hold
+            // nothing, and running sequences must not be preempted for them.
+            const int64_t end = s->step_end + static_cast<int64_t>(s->draft.size());
+            const int64_t need = (end + bs - 1) / bs - static_cast<int64_t>(s->state->blocks().size());
+            if (need > 0 && pool.n_available() - need < static_cast<int64_t>(running_.size())) s->draft.clear();
+            else if (!ensure_blocks(*s, end)) s->draft.clear();
+        }
         budget -= static_cast<int64_t>(s->draft.size());
     }
     int64_t n_logits = 0;

@@ -161,6 +161,8 @@ void mmr_into(const Session& session, const std::vector<RankedChunk>& ranked, do
 // ones').
 std::vector<uint32_t> nearest(const Session& session, std::span<const uint32_t> candidates, std::span<const QueryPart> query,
                               size_t n, Embedder& embedder) {
+    const DenseIndex& dense = session.dense;
+    if (std::none_of(candidates.begin(), candidates.end(), [&](uint32_t c) { return dense.has(c); })) return {};
     std::string text;  // the question's own parts when there are any, else all
     for (const QueryPart& p : query)
         if (p.question) text.append(p.text).append("\n");
@@ -172,7 +174,6 @@ std::vector<uint32_t> nearest(const Session& session, std::span<const uint32_t> 
     } catch (const std::exception&) {
         return {};
     }
-    const DenseIndex& dense = session.dense;
     if (q.size() != dense.dims()) return {};
     std::vector<std::pair<double, uint32_t>> near;
     for (uint32_t c : candidates)
