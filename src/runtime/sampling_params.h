@@ -52,6 +52,7 @@ struct SamplingParams {
     std::vector<std::string> stop;        // stop strings (not included in the output)
     std::vector<int32_t> stop_token_ids;  // extra ids that end generation (besides eos/eot)
     bool ignore_eos = false;              // keep going past eos/eot (benchmarks)
+    bool speculative = true;              // drafts may be verified for it (the engine's --spec-ngram); false: never
 
     static constexpr float kGreedyTemperature = 1e-5f;  // below this, temperature means greedy
     static constexpr int32_t kMaxTopLogprobs = 20;
@@ -125,6 +126,9 @@ inline constexpr SamplingKnob kSamplingKnobs[] = {
      .lo_open = true},
     // An extension (vLLM's too): generate past end-of-sequence, so benchmarks get exact lengths.
     {.kind = SamplingKnob::Kind::Flag, .name = "ignore_eos", .flag = &SamplingParams::ignore_eos},
+    // Ours: false keeps this request out of speculative decoding (it never changes the output,
+    // only how many positions a step computes for it).
+    {.kind = SamplingKnob::Kind::Flag, .name = "speculative", .flag = &SamplingParams::speculative},
     // {"id": bias}: at most kMaxLogitBias entries, ids inside the vocabulary, bias in [-100, 100].
     {.kind = SamplingKnob::Kind::LogitBias,
      .name = "logit_bias",

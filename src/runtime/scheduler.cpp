@@ -318,6 +318,7 @@ void Scheduler::step() {
     for (Sequence* s : in_batch) s->draft.clear();
     for (Sequence* s : drafting ? decodes : std::vector<Sequence*>{}) {
         if (budget <= 0) break;
+        if (!s->req.sampling.speculative) continue;
         if (s->spec_k == 0) s->spec_k = opts_.spec_ngram;
         if (s->spec_skip > 0) {
             --s->spec_skip;

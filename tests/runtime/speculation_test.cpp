@@ -145,6 +145,18 @@ TEST(Speculation, WrongAndInvalidDraftsChangeNothingAndBackOff) {
     }
 }
 
+TEST(Speculation, ARequestThatSaysNoIsNeverDraftedForAndDoesNotStopOthers) {
+    auto reqs = requests(6);
+    for (Request& r : reqs) r.sampling.speculative = false;
+    SchedulerStats none, some;
+    const auto plain = run("qwen3moe", reqs, 0, true);
+    expect_same(plain, run("qwen3moe", reqs, 4, true, &none), "all say no");
+    EXPECT_EQ(none.drafted_tokens, 0);
+    for (size_t i = 0; i < reqs.size(); i += 2) reqs[i].sampling.speculative = true;
+    expect_same(plain, run("qwen3moe", reqs, 4, true, &some), "half say no");
+    EXPECT_GT(some.drafted_tokens, 0);
+}
+
 TEST(Speculation, AHybridModelDraftsNothingAndKeepsItsOutput) {
     const auto reqs = requests(6);
     SchedulerStats st;
