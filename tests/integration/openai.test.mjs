@@ -1,10 +1,11 @@
 // strata serve through the official `openai` npm client: chat completions whole and streamed,
 // the SDK's stream helper, tools (forced, required, streamed deltas), response_format, logprobs,
-// n, seed, stop, legacy completions, reasoning, errors.
+// n, seed, stop, legacy completions, reasoning, errors; a server with speculative decoding
+// (--spec-ngram) answers greedy requests exactly as one without, and counts its drafts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
-import { stopAll, startServer, tinyPng } from './harness.mjs';
+import { metric, stopAll, startServer, tinyPng } from './harness.mjs';
 
 let server, thinking, client, thinkingClient;
 const EOS = '151645';
@@ -306,4 +307,24 @@ test('a tool call cut by max_tokens stays a call with finish_reason length, whol
     assert.equal(args, call.arguments, kind);
     assert.equal(text, choice.message.content ?? '', kind);
   }
+});
+
+test('--spec-ngram: greedy answers equal a plain server\'s, drafts are counted, "speculative": false opts out', async () => {
+  const spec = await startServer({ kind: 'qwen35', args: ['--spec-ngram', '4'], logName: 'openai-spec' });
+  const specClient = new OpenAI({ baseURL: `${spec.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const messages = [{ role: 'user', content: 'Repeat after me: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog.' }];
+  const body = { model: 'strata-tiny', messages, max_tokens: 64, temperature: 0 };
+  const plain = await thinkingClient.chat.completions.create(body);
+  const drafted = await specClient.chat.completions.create(body);
+  assert.equal(drafted.choices[0].message.content, plain.choices[0].message.content);
+  assert.equal(drafted.choices[0].message.reasoning_content, plain.choices[0].message.reasoning_content);
+  assert.equal(drafted.usage.completion_tokens, 64);
+  const n = await metric(spec.base, 'strata_spec_drafted_tokens_total');
+  assert.ok(n > 0, `${n} tokens drafted`);
+  assert.ok(await metric(spec.base, 'strata_spec_accepted_tokens_total') > 0);
+  // Opted out: the same answer, no more drafts.
+  const out = await specClient.chat.completions.create({ ...body, speculative: false });
+  assert.equal(out.choices[0].message.content, plain.choices[0].message.content);
+  assert.equal(await metric(spec.base, 'strata_spec_drafted_tokens_total'), n);
+  await spec.stop();
 });
