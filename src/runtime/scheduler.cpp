@@ -310,15 +310,21 @@ void Scheduler::step() {
     }
     std::vector<Sequence*> in_batch = decodes;
     in_batch.insert(in_batch.end(), prefills.begin(), prefills.end());
-    // Drafts, when every sequence that samples this step is greedy: then the backend's argmax
-    // of every row is all the verification needs. Budget: the batch's tokens left over.
-    bool drafting = opts_.spec_ngram > 0 && !mem_->has_recurrent() && !decodes.empty();
+    // Drafts for greedy sequences, verified by the argmax of their rows: the backend's when every
+    // sequence that samples this step is greedy, else the sampler's on rows that come to the host
+    // (not when the others' rows are sampled where the logits are: a GPU's). Budget: the batch's
+    // tokens left over.
+    using RowSampling = SchedulerOptions::RowSampling;
+    const bool rows_on_device = opts_.row_sampling != RowSampling::Never &&
+                                (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
+    bool all_greedy = true;
     for (Sequence* s : in_batch)
-        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && !may_draft(*s)) drafting = false;
+        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && !may_draft(*s)) all_greedy = false;
+    const bool drafting = opts_.spec_ngram > 0 && !mem_->has_recurrent() && !decodes.empty() && (all_greedy || !rows_on_device);
     for (Sequence* s : in_batch) s->draft.clear();
     for (Sequence* s : drafting ? decodes : std::vector<Sequence*>{}) {
         if (budget <= 0) break;
-        if (!s->req.sampling.speculative) continue;
+        if (!s->req.sampling.speculative || !may_draft(*s)) continue;
         if (s->spec_k == 0) s->spec_k = opts_.spec_ngram;
         if (s->spec_skip > 0) {
             --s->spec_skip;
@@ -373,9 +379,7 @@ void Scheduler::step() {
             pooled = pooled || s->req.pooling.any();
         }
     argmax_only = argmax_only && !pooled;
-    using RowSampling = SchedulerOptions::RowSampling;
-    const bool sample_rows = n_logits > 0 && !argmax_only && !pooled && opts_.row_sampling != RowSampling::Never &&
-                             (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
+    const bool sample_rows = n_logits > 0 && !argmax_only && !pooled && rows_on_device;
     std::vector<Outcome> outcomes(in_batch.size());
     if (argmax_only) {
         argmax_.resize(static_cast<size_t>(n_logits));
@@ -399,9 +403,9 @@ void Scheduler::step() {
             finish_pooled(*s, row++);
             continue;
         }
-        if (!s->draft.empty()) {  // drafting implies argmax_only
+        if (!s->draft.empty()) {  // drafts imply argmax_only, or rows on the host
             const auto rows = 1 + static_cast<int64_t>(s->draft.size());
-            accept_drafts(*s, row);
+            accept_drafts(*s, row, argmax_only);
             row += rows;
             continue;
         }
@@ -420,21 +424,24 @@ bool Scheduler::may_draft(const Sequence& s) const { return s.sampler.argmax_onl
 // one after. The first mismatch (or the request's end) leaves the rest of the draft unused; its
 // KV entries sit past n_computed, where the next step's tokens write over them before any token
 // attends that far (attention is causal by position).
-void Scheduler::accept_drafts(Sequence& s, int64_t row) {
+void Scheduler::accept_drafts(Sequence& s, int64_t row, bool ids) {
     ++stats_.spec_steps;
     stats_.drafted_tokens += static_cast<int64_t>(s.draft.size());
-    Outcome o;
-    o.argmax = argmax_[static_cast<size_t>(row)];
-    after_forward(s, std::move(o));
+    // Row r's outcome: the backend's argmax, or the row itself for the (greedy) sampler.
+    const auto outcome = [&](int64_t r) {
+        Outcome o;
+        if (ids) o.argmax = argmax_[static_cast<size_t>(r)];
+        else o.logits = logits_.data() + r * model_.config().n_vocab;
+        return o;
+    };
+    after_forward(s, outcome(row));
     size_t kept = 0;
     for (size_t j = 0; j < s.draft.size(); ++j) {
         if (s.phase != Sequence::Phase::Decode || s.tokens.back() != s.draft[j]) break;
         ++stats_.accepted_tokens;
         ++kept;
         s.step_end = s.n_computed + 1;  // the drafted token's position, computed this step
-        Outcome next;
-        next.argmax = argmax_[static_cast<size_t>(row + 1 + static_cast<int64_t>(j))];
-        after_forward(s, std::move(next));
+        after_forward(s, outcome(row + 1 + static_cast<int64_t>(j)));
     }
     if (s.state) s.state->set_n_past(s.n_computed);
     // Verifying costs more positions' work (on a CPU, MoE steps grow almost linearly with the

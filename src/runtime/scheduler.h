@@ -55,8 +55,9 @@ struct SchedulerOptions {
     // Speculative decoding by prompt lookup (prompt_lookup.h): up to this many drafted tokens a
     // step for each greedy sequence, verified in the same forward (0: off). Exact: a draft is
     // kept only where it equals the token the model picks, so the output is the same as without.
-    // Taken in steps whose every sampling sequence is greedy (argmax, no constraint), on models
-    // without recurrent layers (a hybrid's Gated DeltaNet state cannot be rolled back yet).
+    // Taken for greedy sequences (argmax, no constraint) — beside sampled ones too, unless their
+    // rows are sampled where the logits are (a GPU) — on models without recurrent layers (a
+    // hybrid's Gated DeltaNet state cannot be rolled back yet).
     int32_t spec_ngram = 0;
     // Where drafts come from instead of prompt lookup (benchmarks replaying a known continuation,
     // tests): up to k tokens to follow `tokens` (the sequence's prompt and output so far).
@@ -126,8 +127,9 @@ private:
         std::string error;
     };
     void after_forward(Sequence& s, Outcome o);
-    // A greedy sequence's drafted tokens verified: rows [row, row + draft] of argmax_.
-    void accept_drafts(Sequence& s, int64_t row);
+    // A greedy sequence's drafted tokens verified: rows [row, row + draft] of argmax_ (ids) or
+    // of logits_ (through its sampler).
+    void accept_drafts(Sequence& s, int64_t row, bool ids);
     bool may_draft(const Sequence& s) const;
     void sample_next(Sequence& s, Outcome o);
     // The forward and each sequence's outcome when sampling through Backend::sample_rows.

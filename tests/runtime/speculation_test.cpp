@@ -113,7 +113,35 @@ TEST(Speculation, SampledRequestsInTheBatchKeepTheirOutputsAndTheGreedyOnesTheir
         reqs[i].sampling.temperature = 0.8f;
         reqs[i].sampling.seed = 77 + i;
     }
-    expect_same(run("qwen3moe", reqs, 0, true), run("qwen3moe", reqs, 4, true), "mixed greedy and sampled");
+    SchedulerStats st;
+    expect_same(run("qwen3moe", reqs, 0, true), run("qwen3moe", reqs, 4, true, &st), "mixed greedy and sampled");
+    // On the CPU the rows come to the host: the greedy ones draft beside the sampled ones.
+    EXPECT_GT(st.accepted_tokens, 0);
+}
+
+TEST(Speculation, RowsSampledWhereTheLogitsAreGiveTheSameOutputs) {
+    // As on a GPU: a step with a sampled sequence samples its rows on the backend, so its greedy
+    // companions do not draft; steps of greedy sequences alone still do.
+    auto reqs = requests(12);
+    for (size_t i = 0; i < reqs.size(); i += 3) {
+        reqs[i].sampling.temperature = 0.8f;
+        reqs[i].sampling.seed = 77 + i;
+    }
+    auto& m = tiny_model("qwen3moe");
+    std::map<std::string, test::Outcome> out[2];
+    SchedulerStats st;
+    for (int spec : {0, 4}) {
+        SchedulerOptions o = options(spec);
+        o.row_sampling = SchedulerOptions::RowSampling::Always;
+        Scheduler s(*m.model, *m.tok, o);
+        RecordingSink sink;
+        for (const Request& r : reqs) s.submit(r, &sink);
+        run_until_idle(s);
+        out[spec > 0] = std::map<std::string, test::Outcome>(sink.out.begin(), sink.out.end());
+        st = s.stats();
+    }
+    expect_same(out[0], out[1], "rows sampled on the backend");
+    EXPECT_GT(st.drafted_tokens, 0);  // once the sampled requests are done
 }
 
 TEST(Speculation, WrongAndInvalidDraftsChangeNothingAndBackOff) {
