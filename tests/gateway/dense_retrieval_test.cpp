@@ -2,12 +2,17 @@
 // assembler's embedding of new chunks): the int8 store's error bound on random vectors; a fact
 // that shares no word with the question reaches the prompt only with dense ranks; each turn
 // embeds only the chunks never embedded; a failing embedder leaves BM25 alone and the chunks
-// for a later turn; a fork keeps its prefix's vectors.
+// for a later turn; a fork keeps its prefix's vectors; another request of the conversation does
+// not wait for a lane call.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 #include "../../bench/gateway_needles.h"
 #include "context_test_util.h"
@@ -85,8 +90,8 @@ public:
         ++queries;
         return vec(q);
     }
-    bool down = false;
-    int passages = 0, queries = 0;
+    std::atomic<bool> down{false};
+    std::atomic<int> passages{0}, queries{0};  // requests may embed at once
 
 private:
     static constexpr size_t kDims = 64;
@@ -154,8 +159,8 @@ TEST(GatewayDenseRetrieval, AFactInOtherWordsComesInOnlyWithDenseRanks) {
     EXPECT_NE(r.history_block.find(fact), std::string::npos);
     EXPECT_GT(r.stats.chunks_embedded, 100);
     EXPECT_EQ(r.stats.chunks_unembedded, 0);
-    EXPECT_EQ(embedder->passages, r.stats.chunks_embedded);
-    EXPECT_EQ(embedder->queries, 1);
+    EXPECT_EQ(embedder->passages.load(), r.stats.chunks_embedded);
+    EXPECT_EQ(embedder->queries.load(), 1);
 }
 
 TEST(GatewayDenseRetrieval, EachTurnEmbedsOnlyChunksNeverEmbedded) {
@@ -176,7 +181,7 @@ TEST(GatewayDenseRetrieval, EachTurnEmbedsOnlyChunksNeverEmbedded) {
     ASSERT_TRUE(r2.abridged);
     EXPECT_TRUE(r2.stats.session_hit);
     EXPECT_LT(r2.stats.chunks_embedded, first / 4);
-    EXPECT_EQ(embedder->passages, first + r2.stats.chunks_embedded);
+    EXPECT_EQ(embedder->passages.load(), first + r2.stats.chunks_embedded);
     // The same request again: nothing new to embed.
     const AssembleResult r3 = a.assemble("", c, {.budget_tokens = 1200});
     EXPECT_EQ(r3.stats.chunks_embedded, 0);
@@ -214,7 +219,57 @@ TEST(GatewayDenseRetrieval, ABudgetOfNothingEmbedsNothingAndSaysSo) {
     EXPECT_EQ(r.stats.chunks_embedded, 0);
     EXPECT_GT(r.stats.chunks_unembedded, 100);
     EXPECT_EQ(r.stats.retrieval, "bm25");  // no vectors stored: no dense ranks
-    EXPECT_EQ(embedder->queries, 0);
+    EXPECT_EQ(embedder->queries.load(), 0);
+}
+
+// Holds its first caller until released (or 20 s): a request of the same conversation arriving
+// meanwhile must get through without waiting for that call.
+class HeldEmbedder : public ConceptEmbedder {
+public:
+    std::vector<std::vector<float>> embed_passages(std::span<const std::string_view> texts) override {
+        {
+            std::unique_lock<std::mutex> l(mu);
+            if (!held) {
+                held = true;
+                entered.notify_all();
+                released_in_time = cv.wait_for(l, std::chrono::seconds(20), [&] { return released; });
+            }
+        }
+        return ConceptEmbedder::embed_passages(texts);
+    }
+    void release() {
+        std::lock_guard<std::mutex> l(mu);
+        released = true;
+        cv.notify_all();
+    }
+    void wait_entered() {
+        std::unique_lock<std::mutex> l(mu);
+        entered.wait(l, [&] { return held; });
+    }
+    std::mutex mu;
+    std::condition_variable cv, entered;
+    bool held = false, released = false, released_in_time = false;
+};
+
+TEST(GatewayDenseRetrieval, AnotherRequestOfTheConversationDoesNotWaitForItsEmbedding) {
+    const Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<HeldEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(nullptr, rough_count, ro);
+    AssembleResult first;
+    std::thread t([&] { first = a.assemble("", c, {.budget_tokens = 1200}); });
+    embedder->wait_entered();  // the first request is inside a lane call now
+    // The same conversation again: it embeds too (nothing has a vector yet) and finishes while
+    // the first request's call is still held.
+    const AssembleResult second = a.assemble("", c, {.budget_tokens = 1200});
+    embedder->release();
+    t.join();
+    EXPECT_TRUE(embedder->released_in_time) << "the second request waited for the first one's lane call";
+    ASSERT_TRUE(second.abridged && first.abridged);
+    EXPECT_EQ(second.stats.retrieval, "bm25+dense");
+    EXPECT_EQ(first.stats.retrieval, "bm25+dense");
+    EXPECT_EQ(first.history_block, second.history_block);
 }
 
 TEST(GatewayDenseRetrieval, AForkKeepsItsPrefixsVectors) {

@@ -260,32 +260,39 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
 }
 
 // Candidates without a vector, newest first, in the embedder's batches until the dense budget
-// is spent or the embedder fails (the rest wait for a later turn).
-void ContextAssembler::embed_new(Session& s, std::span<const uint32_t> candidates,
+// is spent or the embedder fails (the rest wait for a later turn). The lane calls run without
+// the session's lock (`lock`, held on entry and on return): another request of the conversation
+// need not wait for them. Chunk ids stay valid meanwhile (a session only grows; a fork copies
+// the vectors it has), and the texts are the request's own; a chunk another request embedded
+// meanwhile keeps its vector.
+void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock, std::span<const uint32_t> candidates,
                                  const std::function<std::string_view(uint32_t)>& text, AssembleStats& st) {
     constexpr size_t kBatch = 64;
     std::vector<uint32_t> todo;
     for (uint32_t c : candidates)
         if (!s.dense.has(c)) todo.push_back(c);
     std::sort(todo.begin(), todo.end(), std::greater<>());
+    std::vector<std::string_view> texts(todo.size());
+    for (size_t i = 0; i < todo.size(); ++i) texts[i] = text(todo[i]);
     const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(0, retrieval_.dense_budget_ms));
-    size_t done = 0;
-    while (done < todo.size() && Clock::now() < deadline) {
-        const size_t n = std::min(kBatch, todo.size() - done);
-        std::vector<std::string_view> texts;
-        for (size_t i = 0; i < n; ++i) texts.push_back(text(todo[done + i]));
+    std::vector<std::vector<float>> vectors;
+    lock.unlock();
+    while (vectors.size() < todo.size() && Clock::now() < deadline) {
+        const size_t n = std::min(kBatch, todo.size() - vectors.size());
         std::vector<std::vector<float>> v;
         try {
-            v = retrieval_.embedder->embed_passages(texts);
+            v = retrieval_.embedder->embed_passages(std::span<const std::string_view>(texts).subspan(vectors.size(), n));
         } catch (const std::exception&) {
             break;  // the lane is down or late: BM25 goes on alone for what has no vector
         }
         if (v.size() != n) break;
-        for (size_t i = 0; i < n; ++i) s.dense.set(todo[done + i], v[i]);
-        done += n;
+        for (auto& x : v) vectors.push_back(std::move(x));
     }
-    st.chunks_embedded = static_cast<int>(done);
-    st.chunks_unembedded = static_cast<int>(todo.size() - done);
+    lock.lock();
+    for (size_t i = 0; i < vectors.size(); ++i)
+        if (!s.dense.has(todo[i])) s.dense.set(todo[i], vectors[i]);
+    st.chunks_embedded = static_cast<int>(vectors.size());
+    st.chunks_unembedded = static_cast<int>(todo.size() - vectors.size());
 }
 
 AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversation& conv, const AssembleOptions& opt) {
@@ -457,7 +464,7 @@ AssembleResult ContextAssembler::assemble(std::string_view scope, const Conversa
     };
     if (retrieval_.embedder) {
         t = Clock::now();
-        embed_new(s, candidates, chunk_text, st);
+        embed_new(s, a.lock, candidates, chunk_text, st);
         st.ms_embed = ms_since(t);
         if (st.chunks_embedded > 0) cache_->put(a.session, indexing_.cache_space);  // re-measured with its vectors
     }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -112,8 +113,8 @@ private:
     Acquired acquire(std::string_view scope, const std::vector<uint64_t>& chain);
     // Chunks, counts and indexes messages [session.n_messages(), n); returns the new chunks.
     int extend(Session& session, const Conversation& conversation, const std::vector<uint64_t>& chain);
-    void embed_new(Session& session, std::span<const uint32_t> candidates, const std::function<std::string_view(uint32_t)>& text,
-                   AssembleStats& stats);
+    void embed_new(Session& session, std::unique_lock<std::mutex>& lock, std::span<const uint32_t> candidates,
+                   const std::function<std::string_view(uint32_t)>& text, AssembleStats& stats);
 
     SessionStore* store_;
     TokenCounter count_;
