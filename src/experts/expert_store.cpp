@@ -349,7 +349,7 @@ void ExpertStore::before_forward() {
         std::lock_guard<std::mutex> g(mu_);
         if (far_dirty_) {
             // Back to automatic: climb again from where the tuner was, finely.
-            if (o_.far_fraction < 0) tuner_.restart(tuner_.share(), 0.05);
+            if (o_.far_fraction < 0) tuner_.refine();
             reassign_far();
             far_dirty_ = false;
         } else if (o_.far_fraction < 0) {

@@ -52,7 +52,7 @@ void ShareTuner::add(int64_t key, double seconds) {
     if (settled_) {
         if (++settled_for_ >= o_.retune_after) {
             note_ = "retuning from " + pct(centre_);
-            restart(centre_, o_.min_step);
+            refine();
         }
         return;
     }

@@ -44,6 +44,8 @@ public:
 
     // A climb from `share` with the first step (step <= 0: Options::step).
     void restart(double share, double step = 0);
+    // A climb from the share now in force at the finest step (a retune).
+    void refine() { restart(share(), o_.min_step); }
     void add(int64_t key, double seconds);
     double share() const { return probing_ ? probe_ : centre_; }
     bool settled() const { return settled_; }

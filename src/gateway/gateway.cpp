@@ -371,7 +371,6 @@ void Gateway::forward_authenticated(const net::Request& req, net::Response& res,
             if (report.abridged)
                 for (size_t m = 0; m < std::size(kRetrievalModes); ++m)
                     if (report.retrieval == kRetrievalModes[m]) ++abridged_[m];
-            if (report.stats.is_object()) chunks_embedded_ += report.stats.value("chunks_embedded", 0);
             if (report.thinking_clamped || report.thinking_disabled) ++thinking_clamped_;
             flight->abridged = report.abridged;
             flight->prompt_tokens = report.prompt_tokens_out;
@@ -731,8 +730,10 @@ void Gateway::metrics(net::Response& res) {
              "Embedding calls to the embed lane that failed or were late (retrieval went on without them), of all.", "counter",
              {{"{result=\"failed\"}", static_cast<double>(embedder_->failures())},
               {"{result=\"all\"}", static_cast<double>(embedder_->calls())}});
-        line("strata_gateway_chunks_embedded_total", "Conversation chunks embedded for dense retrieval (each once).", "counter",
-             {{"", static_cast<double>(chunks_embedded_.load())}});
+        line("strata_gateway_chunks_embedded_total",
+             "Conversation chunks the embed lane embedded for dense retrieval (a chunk once, barring two requests of one "
+             "conversation at once).",
+             "counter", {{"", static_cast<double>(embedder_->passages())}});
     }
     line("strata_gateway_thinking_clamped_total", "Requests whose thinking budget was clamped or turned off.", "counter",
          {{"", static_cast<double>(thinking_clamped_.load())}});

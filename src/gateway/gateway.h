@@ -83,7 +83,7 @@ private:
     // Abridged requests by retrieval mode: bm25, bm25+dense, bm25+rerank, bm25+dense+rerank.
     static constexpr const char* kRetrievalModes[4] = {"bm25", "bm25+dense", "bm25+rerank", "bm25+dense+rerank"};
     std::atomic<uint64_t> abridged_[4] = {};
-    std::atomic<uint64_t> thinking_clamped_{0}, lane_retries_{0}, chunks_embedded_{0};
+    std::atomic<uint64_t> thinking_clamped_{0}, lane_retries_{0};
     std::shared_ptr<LaneReranker> reranker_;  // [long_context] rerank_lane's (null: none)
     std::shared_ptr<LaneEmbedder> embedder_;  // [long_context] embed_lane's (null: none)
     mutable std::mutex flights_mu_;

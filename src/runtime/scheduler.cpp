@@ -324,37 +324,7 @@ void Scheduler::step() {
     for (Sequence* s : in_batch) s->draft.clear();
     for (Sequence* s : drafting ? decodes : std::vector<Sequence*>{}) {
         if (budget <= 0) break;
-        if (!s->req.sampling.speculative || !may_draft(*s)) continue;
-        if (s->spec_k == 0) s->spec_k = opts_.spec_ngram;
-        if (s->spec_skip > 0) {
-            --s->spec_skip;
-            continue;
-        }
-        // No draft past what the request may still generate or the context holds.
-        int64_t k = std::min<int64_t>({s->spec_k, budget, opts_.max_context - static_cast<int64_t>(s->tokens.size())});
-        if (s->req.sampling.max_tokens >= 0)
-            k = std::min<int64_t>(k, s->req.sampling.max_tokens - s->usage.completion_tokens - 1);
-        if (k <= 0) continue;
-        if (opts_.drafter) {
-            s->draft = opts_.drafter(s->req.id, s->tokens, static_cast<int>(k));
-            if (static_cast<int64_t>(s->draft.size()) > k) s->draft.resize(static_cast<size_t>(k));
-            // Only ids the model has rows for (a drafter's mistake must not reach the embedding).
-            const auto bad = std::find_if(s->draft.begin(), s->draft.end(),
-                                          [&](int32_t t) { return t < 0 || t >= model_.config().n_vocab || !tok_.valid(t); });
-            s->draft.erase(bad, s->draft.end());
-        } else {
-            if (!s->lookup) s->lookup = std::make_unique<PromptLookup>();
-            s->lookup->push(std::span<const int32_t>(s->tokens).subspan(s->lookup->size()));
-            s->draft = s->lookup->draft(static_cast<int>(k));
-        }
-        if (!s->draft.empty()) {
-            // Blocks for draft positions only from a surplus: a rejected draft's blocks hold
-            // nothing, and running sequences must not be preempted for them.
-            const int64_t end = s->step_end + static_cast<int64_t>(s->draft.size());
-            const int64_t need = (end + bs - 1) / bs - static_cast<int64_t>(s->state->blocks().size());
-            if (need > 0 && pool.n_available() - need < static_cast<int64_t>(running_.size())) s->draft.clear();
-            else if (!ensure_blocks(*s, end)) s->draft.clear();
-        }
+        plan_draft(*s, budget);
         budget -= static_cast<int64_t>(s->draft.size());
     }
     int64_t n_logits = 0;
@@ -415,6 +385,42 @@ void Scheduler::step() {
         after_forward(*s, std::move(o));
     }
     reap();
+}
+
+// This step's draft of a greedy decode sequence (s.draft; empty: none): up to its draft length,
+// the batch's budget, what the request may still generate and what the context holds, with KV
+// blocks for the drafted positions.
+void Scheduler::plan_draft(Sequence& s, int64_t budget) {
+    if (!s.req.sampling.speculative || !may_draft(s)) return;
+    if (s.spec_k == 0) s.spec_k = opts_.spec_ngram;
+    if (s.spec_skip > 0) {
+        --s.spec_skip;
+        return;
+    }
+    int64_t k = std::min<int64_t>({s.spec_k, budget, opts_.max_context - static_cast<int64_t>(s.tokens.size())});
+    if (s.req.sampling.max_tokens >= 0) k = std::min<int64_t>(k, s.req.sampling.max_tokens - s.usage.completion_tokens - 1);
+    if (k <= 0) return;
+    if (opts_.drafter) {
+        s.draft = opts_.drafter(s.req.id, s.tokens, static_cast<int>(k));
+        if (static_cast<int64_t>(s.draft.size()) > k) s.draft.resize(static_cast<size_t>(k));
+        // Only ids the model has rows for (a drafter's mistake must not reach the embedding).
+        const auto bad = std::find_if(s.draft.begin(), s.draft.end(),
+                                      [&](int32_t t) { return t < 0 || t >= model_.config().n_vocab || !tok_.valid(t); });
+        s.draft.erase(bad, s.draft.end());
+    } else {
+        if (!s.lookup) s.lookup = std::make_unique<PromptLookup>();
+        s.lookup->push(std::span<const int32_t>(s.tokens).subspan(s.lookup->size()));
+        s.draft = s.lookup->draft(static_cast<int>(k));
+    }
+    if (s.draft.empty()) return;
+    // Blocks for draft positions only from a surplus: a rejected draft's blocks hold nothing,
+    // and running sequences must not be preempted for them.
+    kv::BlockPool& pool = mem_->blocks();
+    const int64_t bs = pool.block_size();
+    const int64_t end = s.step_end + static_cast<int64_t>(s.draft.size());
+    const int64_t need = (end + bs - 1) / bs - static_cast<int64_t>(s.state->blocks().size());
+    if ((need > 0 && pool.n_available() - need < static_cast<int64_t>(running_.size())) || !ensure_blocks(s, end))
+        s.draft.clear();
 }
 
 bool Scheduler::may_draft(const Sequence& s) const { return s.sampler.argmax_only() && !s.constraint && !s.req.pooling.any(); }

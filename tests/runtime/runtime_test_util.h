@@ -88,6 +88,20 @@ public:
     std::map<std::string, Outcome> out;
 };
 
+// A scheduler small enough for the tiny models: several prefill chunks per prompt, 16 running,
+// a little KV and snapshot memory, snapshots every 128 tokens.
+inline SchedulerOptions small_options() {
+    SchedulerOptions o;
+    o.max_running = 16;
+    o.max_batched_tokens = 160;
+    o.prefill_chunk = 64;
+    o.kv.kv_bytes = 64 << 20;
+    o.kv.block_size = 16;
+    o.kv.snapshot_bytes = 64 << 20;
+    o.snapshot_interval = 128;
+    return o;
+}
+
 inline void run_until_idle(Scheduler& s, int max_steps = 100000) {
     for (int i = 0; i < max_steps && s.has_work(); ++i) s.step();
     ASSERT_FALSE(s.has_work()) << "scheduler did not finish within " << max_steps << " steps";

@@ -20,19 +20,8 @@ using test::greedy_request;
 using test::make_prompt;
 using test::RecordingSink;
 using test::run_until_idle;
+using test::small_options;
 using test::tiny_model;
-
-SchedulerOptions small_options() {
-    SchedulerOptions o;
-    o.max_running = 16;
-    o.max_batched_tokens = 160;
-    o.prefill_chunk = 64;
-    o.kv.kv_bytes = 64 << 20;
-    o.kv.block_size = 16;
-    o.kv.snapshot_bytes = 64 << 20;
-    o.snapshot_interval = 128;
-    return o;
-}
 
 // Runs each request alone in a fresh scheduler.
 std::map<std::string, test::Outcome> run_alone(const std::string& arch, const std::vector<Request>& reqs, SchedulerOptions o) {

@@ -19,14 +19,7 @@ using test::run_until_idle;
 using test::tiny_model;
 
 SchedulerOptions options(int spec) {
-    SchedulerOptions o;
-    o.max_running = 16;
-    o.max_batched_tokens = 160;
-    o.prefill_chunk = 64;
-    o.kv.kv_bytes = 64 << 20;
-    o.kv.block_size = 16;
-    o.kv.snapshot_bytes = 64 << 20;
-    o.snapshot_interval = 128;
+    SchedulerOptions o = test::small_options();
     o.spec_ngram = spec;
     return o;
 }
