@@ -9,12 +9,15 @@
 //
 //   bench_model -m MODEL [-p 256] [-n 32] [-d DEPTH] [-r 3] [-t 2] [-b N] [-g] [--device cpu|cuda]
 //               [--vram-budget SIZE] [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off]
-//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...] [--profile] [--verify K]
+//               [--expert-slots N] [--expert-far F] [--expert-far-sweep F,F,...] [--prefill-balance-ab]
+//               [--profile] [--verify K]
 //
 // With an expert store (the weights over --vram-budget, or --experts on): its split, and over the
 // counted decode runs the hit rate, the pairs read in place, and the bytes the host executor read
 // per token against the host's read bandwidth measured in the same run. --expert-far-sweep runs
 // pp and tg again at each share of missing experts read in place (the same loaded model).
+// --prefill-balance-ab runs them again with prefill's upload-or-host split from the cost model
+// alone, then corrected from the layers' times again (ExpertStore::set_prefill_balance).
 //
 // -g: decode steps return only the greedy token ids (Backend::argmax_rows, as the engine runs
 // greedy requests) instead of copying each logits row to the host.
@@ -83,7 +86,7 @@ double read_bandwidth(int threads) {
 constexpr const char* kUsage =
     "usage: bench_model -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [-b N] [-g] [--device cpu|cuda] [--vram-budget SIZE]\n"
     "       [--ram-budget SIZE] [--expert-stats FILE] [--experts auto|on|off] [--expert-slots N] [--expert-far F]\n"
-    "       [--expert-far-sweep F,F,...] [--profile] [--verify K]\n";
+    "       [--expert-far-sweep F,F,...] [--prefill-balance-ab] [--profile] [--verify K]\n";
 
 int main(int argc, char** argv) {
     std::string path;
@@ -91,6 +94,7 @@ int main(int argc, char** argv) {
     std::string device = "cpu", vram_budget;
     cli::ExpertFlags expert_flags;  // the same flags as generate/engine/serve take
     std::vector<double> far_sweep;  // --expert-far-sweep: decode again at each share
+    bool balance_ab = false;        // --prefill-balance-ab
     bool greedy_ids = false;        // -g: decode steps return the greedy token, not the logits row
     bool profile = false;           // --profile: time per op of the CPU backend
     int verify = 0;                 // --verify K: a step of k+1 positions against one, k = 1..K
@@ -120,6 +124,7 @@ int main(int argc, char** argv) {
         else if (a == "--experts") expert_flags.mode = next();
         else if (a == "--expert-slots") expert_flags.slots = std::atoll(next());
         else if (a == "--expert-far") expert_flags.far = std::atof(next());
+        else if (a == "--prefill-balance-ab") balance_ab = true;
         else if (a == "--expert-far-sweep") {
             std::string list = next();
             for (size_t at = 0; at < list.size();) {
@@ -159,6 +164,7 @@ int main(int argc, char** argv) {
         };
         experts::ExpertStore* store = m->expert_store();
         if (!far_sweep.empty() && store == nullptr) throw Error("--expert-far-sweep needs the expert store");
+        if (balance_ab && store == nullptr) throw Error("--prefill-balance-ab needs the expert store");
         experts::StoreStats tg_stats;  // the store's counters over the counted decode runs
         double tg_secs = 0;
         int64_t tg_tokens = 0;
@@ -266,6 +272,7 @@ int main(int argc, char** argv) {
         measure();
         const double tg_med = median(tg_runs);
         std::printf("pp%d: %.1f t/s (median of %d)\n", pp, median(pp_runs), reps);
+        if (store != nullptr) std::printf("prefill host cost scale: %.3f\n", store->stats().prefill_host_scale);
         std::printf("tg%d @ d%d: %.2f t/s (median of %d)\n", tg, depth >= 0 ? depth : pp, tg_med, reps);
         if (profile) {
             // "moe" includes its parts (moe.*) and the residual add + norm it ends with. A counted
@@ -314,6 +321,13 @@ int main(int argc, char** argv) {
             std::printf("expert-far %.2f: pp%d %.1f t/s, tg%d %.2f t/s (medians of %d)\n", f, pp, median(pp_runs), tg,
                         median(tg_runs), reps);
             store_line();
+        }
+        for (const bool on : {false, true}) {
+            if (!balance_ab) break;
+            store->set_prefill_balance(on);
+            measure();
+            std::printf("prefill-balance %s: pp%d %.1f t/s, tg%d %.2f t/s (medians of %d; host cost scale %.3f)\n",
+                        on ? "on" : "off", pp, median(pp_runs), tg, median(tg_runs), reps, store->stats().prefill_host_scale);
         }
         if (verify > 0) {
             // Speculative decoding's verify step (Scheduler::accept_drafts): the last token and

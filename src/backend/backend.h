@@ -95,6 +95,14 @@ public:
     // ran on the GPU with their expert brought over the bus (read in place in decode, uploaded in
     // prefill), n_host ran on the host executor, the rest from VRAM slots.
     virtual void saw(int layer, const int32_t* ids, int64_t n, int64_t n_far, int64_t n_host) = 0;
+    // A prefill layer split between the GPU and the host executor (ExpertPlacement's cost
+    // model): how long the GPU's side took and how long the host's did (0: it had no share),
+    // both from the layer's start, so the store can correct the model's balance.
+    virtual void prefill_times(int layer, double gpu_s, double host_s) {
+        (void)layer;
+        (void)gpu_s;
+        (void)host_s;
+    }
 };
 
 // Where one layer's experts are: filled by the store, read by the backend's moe.

@@ -248,8 +248,10 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
     if (const auto eps = cfg.find_number({"rms_norm_eps", "norm_eps"})) f32(names::kRmsEps, *eps);
     if (const auto eps = cfg.find_number({"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon"}))
         f32(names::kLayerNormEps, *eps);
-    u32(names::kExpertCount, cfg.n_expert);
-    u32(names::kExpertUsedCount, cfg.n_expert_used);
+    if (cfg.n_expert > 0) {
+        u32(names::kExpertCount, cfg.n_expert);
+        u32(names::kExpertUsedCount, cfg.n_expert_used);
+    }
     if (cfg.find({"head_dim"}) != nullptr) {
         u32(names::kKeyLength, cfg.head_dim);
         u32(names::kValueLength, cfg.head_dim);
@@ -258,7 +260,7 @@ void add_arch_metadata(gguf::Writer& w, const HfConfig& cfg, const TensorPlan& p
     opt_u32(names::kExpertFfLength, {"moe_intermediate_size"});
     opt_u32(names::kExpertSharedFfLength, {"shared_expert_intermediate_size"});
 
-    if (cfg.arch != HfArch::Qwen3Moe) {
+    if (is_hybrid(cfg.arch)) {
         if (plan.n_mtp_layers > 0) u32(names::kNextnPredictLayers, plan.n_mtp_layers);
         u32(names::kSsmConvKernel, cfg.conv_kernel);
         u32(names::kSsmStateSize, cfg.lin_k_dim);

@@ -14,6 +14,7 @@ using ojson = nlohmann::ordered_json;
 
 const std::vector<SupportedArch>& supported_hf_architectures() {
     static const std::vector<SupportedArch> list = {
+        {"Qwen3ForCausalLM", HfArch::Qwen3, model::names::kArchQwen3},
         {"Qwen3MoeForCausalLM", HfArch::Qwen3Moe, model::names::kArchQwen3Moe},
         {"Qwen3NextForCausalLM", HfArch::Qwen3Next, model::names::kArchQwen3Next},
         {"Qwen3_5MoeForCausalLM", HfArch::Qwen35Moe, model::names::kArchQwen35Moe},
@@ -144,8 +145,12 @@ HfConfig load_hf_config(const fs::path& dir) {
     c.head_dim = c.find_int({"head_dim"}).value_or(c.n_embd / c.n_head);
     if (c.n_head_kv <= 0 || c.head_dim <= 0) throw fail("key/value head count and head_dim must be positive");
     c.n_vocab = need({"vocab_size"});
-    c.n_expert = need({"num_local_experts", "num_experts", "n_routed_experts"});
-    c.n_expert_used = need({"num_experts_per_tok", "num_experts_per_token", "top_k_experts"});
+    if (c.arch != HfArch::Qwen3) {
+        c.n_expert = need({"num_local_experts", "num_experts", "n_routed_experts"});
+        c.n_expert_used = need({"num_experts_per_tok", "num_experts_per_token", "top_k_experts"});
+    } else {
+        need({"intermediate_size"});
+    }
     if (c.n_expert_used > c.n_expert)
         throw fail("num_experts_per_tok " + std::to_string(c.n_expert_used) + " exceeds the expert count " +
                    std::to_string(c.n_expert));
@@ -164,7 +169,7 @@ HfConfig load_hf_config(const fs::path& dir) {
         for (const model::LayerKind k : m.layers) full.push_back(k == model::LayerKind::Attention);
         return full;
     };
-    if (c.arch == HfArch::Qwen3Moe) {
+    if (!is_hybrid(c.arch)) {
         c.full_attention = full_attention_for(0);
         return c;
     }

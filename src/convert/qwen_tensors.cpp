@@ -83,7 +83,8 @@ public:
     Planner(const HfConfig& cfg, const Checkpoint& ck, const PlanOptions& opts) : cfg_(cfg), ck_(ck), opts_(opts) {
         where_ = ck.n_files() == 1 ? ck.tensors().empty() ? ck.dir().string() : ck.tensors().front()->file->string()
                                    : (ck.dir() / "model.safetensors.index.json").string();
-        hybrid_ = cfg.arch != HfArch::Qwen3Moe;
+        hybrid_ = is_hybrid(cfg.arch);
+        dense_ = cfg.arch == HfArch::Qwen3;
         zero_centred_ = hybrid_;
         if (hybrid_) {
             v_per_k_ = cfg.lin_v_heads / cfg.lin_k_heads;
@@ -288,6 +289,15 @@ private:
             return emit_plain(t, names::layer(layer, it->second), norm_op(name));
         if (s == "post_attention_layernorm.weight")
             return emit_plain(t, names::layer(layer, hybrid_ ? names::kPostAttnNorm : names::kFfnNorm), norm_op(name));
+        if (dense_) {
+            static const std::map<std::string, const char*> kDense = {
+                {"mlp.gate_proj.weight", names::kFfnGate},
+                {"mlp.up_proj.weight", names::kFfnUp},
+                {"mlp.down_proj.weight", names::kFfnDown},
+            };
+            if (const auto it = kDense.find(s); it != kDense.end()) return emit_plain(t, names::layer(layer, it->second));
+            fail("cannot map tensor '" + t.name + "' to a GGUF tensor (a dense qwen3 layer has attention and mlp.*_proj)");
+        }
         if (s.starts_with("mlp.experts.")) return map_experts(t, layer, s.substr(12));
         if (hybrid_) {
             if (const auto it = kHybrid.find(s); it != kHybrid.end()) return emit_plain(t, names::layer(layer, it->second));
@@ -501,6 +511,12 @@ private:
                 need(names::kSsmNorm, "linear_attn.norm.weight");
                 need(names::kSsmOut, "linear_attn.out_proj.weight");
             }
+            if (dense_) {
+                need(names::kFfnGate, "mlp.gate_proj.weight");
+                need(names::kFfnUp, "mlp.up_proj.weight");
+                need(names::kFfnDown, "mlp.down_proj.weight");
+                continue;
+            }
             need(names::kFfnGateInp, "mlp.gate.weight");
             need(names::kFfnGateExps, "mlp.experts.0.gate_proj.weight");
             need(names::kFfnUpExps, "mlp.experts.0.up_proj.weight");
@@ -527,6 +543,7 @@ private:
     const PlanOptions& opts_;
     std::string where_;
     bool hybrid_ = false;        // qwen3next / qwen35moe
+    bool dense_ = false;         // qwen3: one mlp a layer, no experts
     bool zero_centred_ = false;  // RMSNorm weights stored as w, used as 1 + w
     bool reorder_v_ = false;     // qwen35moe with more value heads than key heads
     int64_t v_per_k_ = 1;

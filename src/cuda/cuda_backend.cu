@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <numeric>
@@ -94,6 +95,8 @@ public:
         if (tuning_.times) graphs_.report_times();
         graphs_.abandon_capture();
         cudaStreamSynchronize(stream_);
+        for (cudaEvent_t& e : placed_ev_)
+            if (e != nullptr) cudaEventDestroy(e);
     }
 
     const char* name() const override { return "cuda"; }
@@ -650,6 +653,8 @@ private:
     std::vector<int32_t> placed_ids_, placed_token_of_, placed_slot_row_;
     std::vector<float> placed_w_, placed_x_, placed_out_;
     std::vector<backend::HostExpertPair> placed_host_pairs_;
+    // The GPU side's start and end in a placed grouped MoE (its time for the store's balance).
+    cudaEvent_t placed_ev_[2] = {nullptr, nullptr};
 };
 
 void CudaBackend::moe(const MoeArgs& a) {
@@ -932,6 +937,14 @@ void CudaBackend::moe_placed_grouped(const MoeArgs& a) {
         1, std::min<int64_t>(ExpertSlots::kUploadExperts, static_cast<int64_t>(MoeGrouping::kScratchBytes / per_expert)));
     void* deq = pool_.scratch(kDenseW, static_cast<size_t>(chunk) * per_expert);
     void* act = pool_.scratch(kDenseX, static_cast<size_t>(n_pairs * std::max(n_embd, n_ff)) * 2);
+    // The GPU's side and the host's are timed from here (the stream is idle: synchronised above).
+    const bool split = !missing.empty();
+    if (split) {
+        for (cudaEvent_t& e : placed_ev_)
+            if (e == nullptr) STRATA_CUDA_CHECK(cudaEventCreate(&e));
+        STRATA_CUDA_CHECK(cudaEventRecord(placed_ev_[0], stream_));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
     if (gpu_rows > 0) {
         gather_rows(a.x, n_embd, staging_.upload(token_of.data(), static_cast<size_t>(gpu_rows)), gpu_rows, xg, stream_);
         to_bf16(xg, gpu_rows, n_embd, n_embd, act, stream_);
@@ -1007,12 +1020,15 @@ void CudaBackend::moe_placed_grouped(const MoeArgs& a) {
         }
     }
     if (!ok) throw Error("the expert store on CUDA needs cuBLAS's grouped bf16 GEMM, which this cuBLAS lacks");
+    if (split) STRATA_CUDA_CHECK(cudaEventRecord(placed_ev_[1], stream_));
     // The host's share on this thread while the GPU works, then its rows up and added.
     float* partial = nullptr;
+    double host_s = 0.0;
     if (!host_pairs.empty()) {
         std::vector<float>& out = placed_out_;
         out.resize(x.size());
         P.host->run(a.layer, x.data(), a.n_tokens, host_pairs, out.data(), nullptr);
+        host_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         partial = static_cast<float*>(pool_.scratch(kMoeHostRows, out.size() * sizeof(float)));
         STRATA_CUDA_CHECK(cudaMemcpyAsync(partial, out.data(), out.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
     }
@@ -1021,6 +1037,11 @@ void CudaBackend::moe_placed_grouped(const MoeArgs& a) {
     if (a.residual != nullptr) add_rms_norm(a.residual, a.out, a.norm, a.n_tokens, n_embd, a.eps, a.normed);
     // The host vectors above are read by queued copies: wait before they change (the next layer).
     sync_stream(stream_);
+    if (split) {
+        float gpu_ms = 0.0f;
+        STRATA_CUDA_CHECK(cudaEventElapsedTime(&gpu_ms, placed_ev_[0], placed_ev_[1]));
+        P.host->prefill_times(a.layer, 1e-3 * gpu_ms, host_s);
+    }
 }
 
 }  // namespace

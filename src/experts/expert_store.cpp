@@ -365,15 +365,38 @@ void ExpertStore::before_forward() {
     fwd_start_ = now;
     const bool plan_now = st_.forwards % static_cast<uint64_t>(std::max(1, o_.replan_every)) == 0 && st_.forwards > 0;
     if (o_.adapt && st_.slots_per_layer > 0 && plan_now) replan();
-    // The cost model the backend reads for prefill's upload-or-host choice.
-    const double rate = be_.expert_copy_rate() > 0 ? be_.expert_copy_rate() : 20e9;
     std::lock_guard<std::mutex> g(mu_);
+    publish_costs();
+    ++st_.forwards;
+}
+
+// The cost model the backend reads for prefill's upload-or-host choice: the bus's measured rate,
+// the host executor's measured times scaled by the balance's correction.
+void ExpertStore::publish_costs() {
+    const double rate = be_.expert_copy_rate() > 0 ? be_.expert_copy_rate() : 20e9;
+    const double scale = o_.prefill_balance ? balance_.scale() : 1.0;
+    st_.prefill_host_scale = scale;
     for (Layer& L : layers_) {
         L.placement.upload_s = static_cast<double>(L.expert_bytes) / rate;
-        L.placement.host_fixed_s = host_fixed_s_;
-        L.placement.host_token_s = host_token_s_;
+        L.placement.host_fixed_s = host_fixed_s_ * scale;
+        L.placement.host_token_s = host_token_s_ * scale;
     }
-    ++st_.forwards;
+}
+
+void ExpertStore::set_prefill_balance(bool on) {
+    std::lock_guard<std::mutex> g(mu_);
+    o_.prefill_balance = on;
+    balance_.reset();
+    publish_costs();
+}
+
+// Called on the backend's thread between layers (never while it reads a placement).
+void ExpertStore::prefill_times(int layer, double gpu_s, double host_s) {
+    (void)layer;
+    if (!o_.prefill_balance) return;
+    std::lock_guard<std::mutex> g(mu_);
+    balance_.report(gpu_s, host_s);
+    publish_costs();
 }
 
 // ---- the host executor ------------------------------------------------------------------

@@ -27,6 +27,7 @@
 
 #include "backend/backend.h"
 #include "cpu/moe_pairs.h"
+#include "experts/prefill_balance.h"
 #include "experts/share_tuner.h"
 #include "util/thread_pool.h"
 
@@ -45,6 +46,8 @@ struct StoreOptions {
     // run on the host executor, at the same time); -1: tuned from the decode steps' times, from a
     // start the measured speeds give (far_share).
     double far_fraction = -1;
+    // Correct prefill's upload-or-host split from the layers' measured times (PrefillBalance).
+    bool prefill_balance = true;
     std::string model_id;                         // identifies the model in the statistics file
     std::function<void(const std::string&)> log;  // the split and re-placements; null: stderr
     // Hands an expert's pages back to the kernel (the file tier; the model's gguf::File does it:
@@ -60,18 +63,19 @@ struct LayerExperts {
 
 struct StoreStats {
     int64_t n_layers = 0, n_expert = 0, slots_per_layer = 0;
-    uint64_t expert_bytes = 0;  // all experts of all layers
-    uint64_t vram_bytes = 0;    // the slots
-    uint64_t ram_budget = 0;    // 0: all experts in RAM
-    bool pinned = false;        // host tier registered for DMA
-    uint64_t pairs_vram = 0;    // (token, expert) pairs run from VRAM
-    uint64_t pairs_host = 0;    // ... by the host executor
-    uint64_t pairs_far = 0;     // ... by the GPU, the expert over the bus (read in place; uploaded in prefill)
-    double far_fraction = 0.0;  // the share of missing experts read in place now
-    uint64_t host_bytes = 0;    // expert bytes the host executor read
-    uint64_t file_reads = 0;    // experts brought back from the file (RAM budget below the experts)
-    double host_busy_s = 0.0;   // wall time of the host executor
-    uint64_t replacements = 0;  // experts copied into slots after the first fill
+    uint64_t expert_bytes = 0;        // all experts of all layers
+    uint64_t vram_bytes = 0;          // the slots
+    uint64_t ram_budget = 0;          // 0: all experts in RAM
+    bool pinned = false;              // host tier registered for DMA
+    uint64_t pairs_vram = 0;          // (token, expert) pairs run from VRAM
+    uint64_t pairs_host = 0;          // ... by the host executor
+    uint64_t pairs_far = 0;           // ... by the GPU, the expert over the bus (read in place; uploaded in prefill)
+    double far_fraction = 0.0;        // the share of missing experts read in place now
+    double prefill_host_scale = 1.0;  // PrefillBalance's correction of the host's cost in prefill
+    uint64_t host_bytes = 0;          // expert bytes the host executor read
+    uint64_t file_reads = 0;          // experts brought back from the file (RAM budget below the experts)
+    double host_busy_s = 0.0;         // wall time of the host executor
+    uint64_t replacements = 0;        // experts copied into slots after the first fill
     uint64_t forwards = 0;
     double hit_rate() const {
         const uint64_t n = pairs_vram + pairs_host + pairs_far;
@@ -104,10 +108,15 @@ public:
         far_dirty_ = true;
     }
 
+    // On: prefill's split corrected from measured layer times (from the model's balance again);
+    // off: the cost model alone.
+    void set_prefill_balance(bool on);
+
     // backend::HostExperts
     void run(int layer, const float* x, int64_t n_tokens, std::span<const backend::HostExpertPair> pairs, float* out,
              util::ThreadPool* pool) override;
     void saw(int layer, const int32_t* ids, int64_t n, int64_t n_far, int64_t n_host) override;
+    void prefill_times(int layer, double gpu_s, double host_s) override;
 
 private:
     struct Pending {
@@ -136,6 +145,7 @@ private:
     void file_tier_touch(Layer& L, std::span<const backend::HostExpertPair> pairs);
     bool assign_far(Layer& L, double fraction);  // codes of the missing experts; true when changed
     void reassign_far();                         // assign_far on every layer, tables sent (mu_ held)
+    void publish_costs();                        // the cost model into every placement (mu_ held)
     double far_share() const;                    // the share in force: the fixed one, the tuner's, or model_share's
     double model_share() const;
     void calibrate_host();
@@ -158,6 +168,7 @@ private:
     // The tuner of the in-place share and what it measures: each forward's pairs a layer (its
     // key; -1: none seen, -2: layers differed) and the time from one forward's start to the next.
     ShareTuner tuner_;
+    PrefillBalance balance_;
     int64_t fwd_key_ = -1;
     Clock::time_point fwd_start_{};
 };

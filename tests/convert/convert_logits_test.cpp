@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "convert/convert.h"
 #include "convert_test_util.h"
+#include "devices/backend_factory.h"
 #include "util/fp16.h"
 
 namespace strata::convert {
@@ -35,13 +39,65 @@ TEST_P(ConvertLogits, F32MatchesTransformers) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(HfCheckpoints, ConvertLogits, testing::Values("qwen3moe-a", "qwen3moe-b", "qwen3next-a", "qwen35moe-a"),
+INSTANTIATE_TEST_SUITE_P(HfCheckpoints, ConvertLogits,
+                         testing::Values("qwen3-a", "qwen3moe-a", "qwen3moe-b", "qwen3next-a", "qwen35moe-a"),
                          [](const testing::TestParamInfo<std::string>& i) {
                              std::string s = i.param;
                              for (char& c : s)
                                  if (c == '-') c = '_';
                              return s;
                          });
+
+// Last-token pooling of a dense qwen3 (the Qwen3-Embedding family) against transformers: the
+// final-normed hidden row of each prompt's last token (Model::copy_hidden_row, what the engine's
+// pooling requests and /v1/embeddings return), L2-normalised, equals the reference's
+// `model.model(ids).last_hidden_state[0, -1]` normalised, within float32 bounds on
+// the CPU; on CUDA (bf16 products) within bf16 bounds.
+class ConvertEmbedding : public testing::TestWithParam<std::string> {};
+
+TEST_P(ConvertEmbedding, DenseQwen3LastTokenPoolingMatchesTransformers) {
+    const std::string device = GetParam();
+    std::string why;
+    if (device == "cuda" && !devices::cuda_usable(&why)) GTEST_SKIP() << why;
+    const bool cpu = device == "cpu";
+    const fs::path dir = hf_checkpoint("qwen3-a");
+    strata::test::TempDir tmp;
+    ConvertOptions opts;
+    opts.outtype = OutType::F32;
+    convert_checkpoint(dir, tmp / "model.gguf", opts);
+    devices::BackendOptions bo;
+    bo.device = device;
+    const auto be = devices::make_backend(bo);
+    auto m = model::Model::load(tmp / "model.gguf", *be);
+    EXPECT_EQ(m->file().get_string("general.architecture"), "qwen3");
+    const auto ref = read_json(dir / "reference.json");
+    const int64_t n_embd = m->config().n_embd;
+    for (size_t k = 0; k < ref["prompts"].size(); ++k) {
+        const auto& p = ref["prompts"][k];
+        const auto tokens = p["tokens"].get<std::vector<int32_t>>();
+        const auto want = p["embedding"].get<std::vector<double>>();
+        ASSERT_EQ(static_cast<int64_t>(want.size()), n_embd);
+        prompt_logits(*m, tokens, static_cast<int64_t>(tokens.size()));
+        std::vector<float> h(static_cast<size_t>(n_embd));
+        m->copy_hidden_row(static_cast<int64_t>(tokens.size()) - 1, h.data());
+        double norm = 0;
+        for (float v : h) norm += static_cast<double>(v) * v;
+        norm = std::sqrt(norm);
+        double dot = 0, max_err = 0;
+        for (int64_t i = 0; i < n_embd; ++i) {
+            const double ours = h[static_cast<size_t>(i)] / norm;
+            dot += ours * want[static_cast<size_t>(i)];
+            max_err = std::max(max_err, std::abs(ours - want[static_cast<size_t>(i)]));
+        }
+        std::printf("qwen3-a on %s, prompt %zu (%zu tokens): cosine %.9f, max |delta| %.3g\n", device.c_str(), k, tokens.size(),
+                    dot, max_err);
+        EXPECT_GT(dot, cpu ? 1.0 - 1e-8 : 1.0 - 1e-4) << "prompt " << k;
+        EXPECT_LT(max_err, cpu ? 1e-4 : 2e-2) << "prompt " << k;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, ConvertEmbedding, testing::Values("cpu", "cuda"),
+                         [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // The checkpoint is bf16, so the bf16 GGUF holds exactly the values of the f32 one. Its logits
 // differ from the reference only by the engine's bf16 arithmetic, hence the looser bounds.

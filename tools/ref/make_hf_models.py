@@ -10,7 +10,8 @@ fall outside are dropped and the added tokens are renumbered after the kept ids.
   python3 tools/ref/make_hf_models.py --tokenizer-dir DIR --out OUTDIR
 
 writes OUTDIR/<name>/{config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
-reference.json, last_logits_<k>.f32}. Weights are drawn with torch (seed per model), rounded to
+reference.json, last_logits_<k>.f32}; reference.json also holds each prompt's
+last-token embedding (final-normed hidden row, L2-normalised, as Qwen3-Embedding pools). Weights are drawn with torch (seed per model), rounded to
 bf16 so a bf16 or f32 GGUF holds exactly the weights the reference used; the reference forward
 runs in float32 on the CPU.
 """
@@ -87,6 +88,12 @@ MODELS = {
         full_attention_interval=3, tie_word_embeddings=True, max_position_embeddings=4096,
         rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
                              mrope_section=[2, 1, 1], mrope_interleaved=True))),
+    # Dense qwen3 (the family of Qwen3-Embedding and Qwen3-Reranker): tied head, 2:1 GQA.
+    "qwen3-a": dict(arch="Qwen3ForCausalLM", dtype="bfloat16", cfg=dict(
+        model_type="qwen3", hidden_size=64, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, intermediate_size=96, rms_norm_eps=1e-6,
+        rope_parameters=dict(rope_type="default", rope_theta=1000000.0), tie_word_embeddings=True,
+        max_position_embeddings=4096)),
 }
 
 
@@ -146,8 +153,13 @@ def main():
             # An explicit mask: without it generate() would treat every token 0 as padding.
             greedy = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=16, do_sample=False,
                                     pad_token_id=0)[0, len(toks):].tolist()
+            # Last-token pooling as Qwen3-Embedding does it: the final-normed hidden row of the
+            # last token, L2-normalised.
+            hidden = model.model(ids).last_hidden_state[0, -1].double()
+            embedding = (hidden / hidden.norm()).tolist()
             ref["prompts"].append({
                 "tokens": toks,
+                "embedding": [round(v, 9) for v in embedding],
                 "argmax": logits.argmax(-1).tolist(),
                 "top5_ids": top.indices.tolist(),
                 "top5_logits": [[round(v, 6) for v in row] for row in top.values.tolist()],
