@@ -222,6 +222,50 @@ TEST(GatewayDenseRetrieval, ABudgetOfNothingEmbedsNothingAndSaysSo) {
     EXPECT_EQ(embedder->queries.load(), 0);
 }
 
+// A lane at a fixed time per passage that records each call's size.
+class SlowEmbedder : public ConceptEmbedder {
+public:
+    explicit SlowEmbedder(std::chrono::milliseconds per_passage) : per_(per_passage) {}
+    std::vector<std::vector<float>> embed_passages(std::span<const std::string_view> texts) override {
+        calls.push_back(texts.size());
+        std::this_thread::sleep_for(per_ * static_cast<int>(texts.size()));
+        return ConceptEmbedder::embed_passages(texts);
+    }
+    std::vector<size_t> calls;
+
+private:
+    std::chrono::milliseconds per_;
+};
+
+// A slow lane (50 ms a passage) and a dense budget of 1 s: the calls are sized to what the budget
+// has left at the measured rate (a first call of 4, then about 19), so the turn spends about its
+// budget, where calls of 64 would have spent 3.2 s; the rest of the chunks wait for later turns,
+// and the next turn goes on at the measured rate from its first call.
+TEST(GatewayDenseRetrieval, ASlowLanesCallsFitTheBudget) {
+    const Conversation c = beacon_conversation();
+    auto embedder = std::make_shared<SlowEmbedder>(std::chrono::milliseconds(50));
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ro.dense_budget_ms = 1000;
+    ContextAssembler a(nullptr, rough_count, ro);
+    const auto t0 = std::chrono::steady_clock::now();
+    const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(r.abridged);
+    ASSERT_GE(embedder->calls.size(), 2u);
+    EXPECT_EQ(embedder->calls.front(), 4u);
+    EXPECT_LE(r.stats.chunks_embedded, 21);  // 1 s at 20 a second, and no more
+    EXPECT_GE(r.stats.chunks_embedded, 8);
+    EXPECT_GT(r.stats.chunks_unembedded, 50);
+    EXPECT_LT(s, 2.0) << "a call of 64 at 50 ms a passage alone is 3.2 s";
+    const size_t first_turn_calls = embedder->calls.size();
+    const AssembleResult r2 = a.assemble("", c, {.budget_tokens = 1200});
+    ASSERT_GT(embedder->calls.size(), first_turn_calls);
+    EXPECT_GT(embedder->calls[first_turn_calls], 4u);  // the rate is known: no probe
+    EXPECT_LE(embedder->calls[first_turn_calls], 20u);
+    EXPECT_GT(r2.stats.chunks_embedded, 0);
+}
+
 // Holds its first caller until released (or 20 s): a request of the same conversation arriving
 // meanwhile must get through without waiting for that call.
 class HeldEmbedder : public ConceptEmbedder {

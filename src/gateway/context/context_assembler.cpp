@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -260,14 +261,17 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
 }
 
 // Candidates without a vector, newest first, in the embedder's batches until the dense budget
-// is spent or the embedder fails (the rest wait for a later turn). The lane calls run without
+// is spent or the embedder fails (the rest wait for a later turn). Each call is sized to the time
+// the budget has left at the embedder's measured rate (a first call of kProbe when it has none;
+// none when not one passage would fit), so a slow lane (a 0.6B model on two cores embeds ~1.6
+// passages a second) does not overrun the budget by a whole call of 64. The lane calls run without
 // the session's lock (`lock`, held on entry and on return): another request of the conversation
 // need not wait for them. Chunk ids stay valid meanwhile (a session only grows; a fork copies
 // the vectors it has), and the texts are the request's own; a chunk another request embedded
 // meanwhile keeps its vector.
 void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock, std::span<const uint32_t> candidates,
                                  const std::function<std::string_view(uint32_t)>& text, AssembleStats& st) {
-    constexpr size_t kBatch = 64;
+    constexpr size_t kBatch = 64, kProbe = 4;
     std::vector<uint32_t> todo;
     for (uint32_t c : candidates)
         if (!s.dense.has(c)) todo.push_back(c);
@@ -277,15 +281,24 @@ void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock,
     const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(0, retrieval_.dense_budget_ms));
     std::vector<std::vector<float>> vectors;
     lock.unlock();
-    while (vectors.size() < todo.size() && Clock::now() < deadline) {
-        const size_t n = std::min(kBatch, todo.size() - vectors.size());
+    while (vectors.size() < todo.size()) {
+        const double left_s = std::chrono::duration<double>(deadline - Clock::now()).count();
+        if (left_s <= 0) break;
+        const double rate = embed_rate_.load(std::memory_order_relaxed);
+        const double fit = rate > 0 ? std::floor(rate * left_s) : static_cast<double>(kProbe);
+        if (fit < 1) break;  // not one passage would be back in time
+        const size_t n = std::min({kBatch, todo.size() - vectors.size(), static_cast<size_t>(std::min(fit, 1e6))});
         std::vector<std::vector<float>> v;
+        const auto t0 = Clock::now();
         try {
             v = retrieval_.embedder->embed_passages(std::span<const std::string_view>(texts).subspan(vectors.size(), n));
         } catch (const std::exception&) {
             break;  // the lane is down or late: BM25 goes on alone for what has no vector
         }
         if (v.size() != n) break;
+        const double dt = std::max(1e-6, std::chrono::duration<double>(Clock::now() - t0).count());
+        const double sample = static_cast<double>(n) / dt;
+        embed_rate_.store(rate > 0 ? 0.7 * rate + 0.3 * sample : sample, std::memory_order_relaxed);
         for (auto& x : v) vectors.push_back(std::move(x));
     }
     lock.lock();

@@ -19,6 +19,8 @@
 // (assemble counts new chunks on IndexingOptions::count_threads threads).
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -121,6 +123,9 @@ private:
     RetrievalOptions retrieval_;
     IndexingOptions indexing_;
     std::shared_ptr<SessionCache> cache_;
+    // The embedder's measured passages a second (0: not yet), which sizes each call to the time
+    // the dense budget has left.
+    std::atomic<double> embed_rate_{0.0};
 };
 
 }  // namespace strata::gateway

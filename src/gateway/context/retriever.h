@@ -79,7 +79,7 @@ struct RetrievalOptions {
     int min_pool = 48;  // MMR candidates: at least this many, or 2x what fits
     int max_pool = 400;
     std::shared_ptr<Embedder> embedder;  // fuses dense ranks into the pool when set
-    int dense_budget_ms = 15000;         // embedding a request's new chunks stops after this (the rest: later turns)
+    int dense_budget_ms = 15000;         // embedding a request's new chunks fits in this (the rest: later turns)
     std::shared_ptr<Reranker> reranker;  // reranks the pool when set
     CoverageOptions coverage;
 };
