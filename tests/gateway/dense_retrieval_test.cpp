@@ -18,6 +18,8 @@
 #include "context_test_util.h"
 #include "gateway/context/context_assembler.h"
 #include "gateway/context/dense_index.h"
+#include "gateway/context/session_store.h"
+#include "test_util.h"
 
 namespace strata::gateway {
 namespace {
@@ -67,6 +69,14 @@ TEST(GatewayDenseIndex, Int8VectorsKeepDotProductsWithinTheirBound) {
     EXPECT_EQ(p.count(), 20u - 3u);  // 3, 10, 17 were never set
     EXPECT_DOUBLE_EQ(p.dot(5, q), d.dot(5, q));
     EXPECT_FALSE(p.has(25));
+    // A vector read out and put back (the session store's copy) is the same vector.
+    DenseIndex copy;
+    for (uint32_t c = 0; c < 50; ++c)
+        if (d.has(c)) copy.set_codes(c, d.scale(c), d.codes(c));
+    EXPECT_EQ(copy.count(), d.count());
+    for (uint32_t c = 0; c < 50; ++c) EXPECT_EQ(copy.dot(c, q), d.dot(c, q)) << "chunk " << c;
+    EXPECT_EQ(d.scale(3), -1.0f);
+    EXPECT_TRUE(d.codes(3).empty());
     // Vectors of other dimensions (the lane's model changed): the old ones go.
     d.set(60, std::vector<float>(16, 0.25f));
     EXPECT_EQ(d.count(), 1u);
@@ -220,6 +230,45 @@ TEST(GatewayDenseRetrieval, ABudgetOfNothingEmbedsNothingAndSaysSo) {
     EXPECT_GT(r.stats.chunks_unembedded, 100);
     EXPECT_EQ(r.stats.retrieval, "bm25");  // no vectors stored: no dense ranks
     EXPECT_EQ(embedder->queries.load(), 0);
+}
+
+// The vectors live in the session store too: a restarted gateway (a new store on the same file,
+// a new assembler with an empty cache) embeds nothing again and still ranks by them, also for a
+// fork of the stored conversation (an edited last question) made after the restart; a vector
+// changes nothing on the stored copy's ranking.
+TEST(GatewayDenseRetrieval, ARestartedGatewayKeepsTheVectors) {
+    test::TempDir dir;
+    Conversation c = beacon_conversation();
+    AssembleResult before;
+    int embedded = 0;
+    {
+        SessionStore store({.path = dir / "s.db"});
+        auto embedder = std::make_shared<ConceptEmbedder>();
+        RetrievalOptions ro;
+        ro.embedder = embedder;
+        ContextAssembler a(&store, rough_count, ro);
+        before = a.assemble("", c, {.budget_tokens = 1200});
+        ASSERT_TRUE(before.abridged);
+        EXPECT_EQ(before.stats.retrieval, "bm25+dense");
+        embedded = embedder->passages.load();
+        ASSERT_GT(embedded, 100);
+    }
+    SessionStore store({.path = dir / "s.db"});
+    auto embedder = std::make_shared<ConceptEmbedder>();
+    RetrievalOptions ro;
+    ro.embedder = embedder;
+    ContextAssembler a(&store, rough_count, ro);
+    const AssembleResult after = a.assemble("", c, {.budget_tokens = 1200});
+    EXPECT_EQ(after.stats.chunks_embedded, 0);
+    EXPECT_EQ(after.stats.chunks_unembedded, 0);
+    EXPECT_EQ(embedder->passages.load(), 0);
+    EXPECT_EQ(after.stats.retrieval, "bm25+dense");
+    EXPECT_EQ(after.history_block, before.history_block);
+    c.messages.back().text = "Who kept the lighthouse during the storm?";
+    const AssembleResult fork = a.assemble("", c, {.budget_tokens = 1200});
+    EXPECT_EQ(fork.stats.chunks_embedded, 0);
+    EXPECT_EQ(fork.stats.retrieval, "bm25+dense");
+    EXPECT_NE(fork.history_block.find("The beacon warden Ansel noted one tempest."), std::string::npos);
 }
 
 // A lane at a fixed time per passage that records each call's size.

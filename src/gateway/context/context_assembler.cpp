@@ -302,8 +302,13 @@ void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock,
         for (auto& x : v) vectors.push_back(std::move(x));
     }
     lock.lock();
+    std::vector<uint32_t> stored;
     for (size_t i = 0; i < vectors.size(); ++i)
-        if (!s.dense.has(todo[i])) s.dense.set(todo[i], vectors[i]);
+        if (!s.dense.has(todo[i])) {
+            s.dense.set(todo[i], vectors[i]);
+            stored.push_back(todo[i]);
+        }
+    if (store_ != nullptr) store_->put_vectors(s, stored);
     st.chunks_embedded = static_cast<int>(vectors.size());
     st.chunks_unembedded = static_cast<int>(todo.size() - vectors.size());
 }

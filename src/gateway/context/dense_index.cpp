@@ -6,23 +6,35 @@
 
 namespace strata::gateway {
 
-void DenseIndex::set(uint32_t chunk, std::span<const float> v) {
-    if (v.empty()) return;
-    if (dims_ != v.size()) {
+int8_t* DenseIndex::slot(uint32_t chunk, size_t dims) {
+    if (dims_ != dims) {
         *this = DenseIndex();
-        dims_ = v.size();
+        dims_ = dims;
     }
     if (chunk >= scale_.size()) {
         scale_.resize(chunk + 1, -1.0f);
         codes_.resize(scale_.size() * dims_, 0);
     }
+    return codes_.data() + static_cast<size_t>(chunk) * dims_;
+}
+
+void DenseIndex::set(uint32_t chunk, std::span<const float> v) {
+    if (v.empty()) return;
+    int8_t* out = slot(chunk, v.size());
     float m = 0;
     for (float x : v) m = std::max(m, std::abs(x));
     const float s = m > 0 ? m / 127.0f : 0.0f;
-    int8_t* out = codes_.data() + static_cast<size_t>(chunk) * dims_;
     for (size_t i = 0; i < dims_; ++i) out[i] = s > 0 ? static_cast<int8_t>(std::lround(v[i] / s)) : 0;
     if (scale_[chunk] < 0) ++count_;
     scale_[chunk] = s;
+}
+
+void DenseIndex::set_codes(uint32_t chunk, float scale, std::span<const int8_t> codes) {
+    if (codes.empty() || !(scale >= 0)) return;
+    int8_t* out = slot(chunk, codes.size());
+    std::copy(codes.begin(), codes.end(), out);
+    if (scale_[chunk] < 0) ++count_;
+    scale_[chunk] = scale;
 }
 
 double DenseIndex::dot(uint32_t chunk, std::span<const float> q) const {

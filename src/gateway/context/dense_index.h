@@ -8,6 +8,8 @@
 //   s = max |v| / 127, so each component is off by at most s / 2.
 // - dot(chunk, q): Σ q_i v_i of the stored vector; chunks never set: has() is false.
 // - prefix(n): a copy holding chunks [0, n) (a fork's).
+// - scale(chunk) / codes(chunk) read a stored vector as it is kept; set_codes(chunk, s, codes)
+//   puts one back exactly (the session store's copy), with set()'s rule for other dimensions.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +27,16 @@ public:
     size_t dims() const { return dims_; }
     size_t count() const { return count_; }  // chunks with a vector
     DenseIndex prefix(uint32_t n) const;
+    float scale(uint32_t chunk) const { return has(chunk) ? scale_[chunk] : -1.0f; }
+    std::span<const int8_t> codes(uint32_t chunk) const {
+        return has(chunk) ? std::span<const int8_t>(codes_.data() + static_cast<size_t>(chunk) * dims_, dims_)
+                          : std::span<const int8_t>();
+    }
+    void set_codes(uint32_t chunk, float scale, std::span<const int8_t> codes);
     size_t memory_bytes() const { return codes_.capacity() + scale_.capacity() * sizeof(float); }
 
 private:
+    int8_t* slot(uint32_t chunk, size_t dims);  // the chunk's row, the index (re)shaped for dims
     size_t dims_ = 0, count_ = 0;
     std::vector<int8_t> codes_;  // [chunk][dims_]
     std::vector<float> scale_;   // [chunk]; -1: no vector

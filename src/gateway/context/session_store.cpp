@@ -14,6 +14,7 @@ namespace {
 // Row size estimates for the byte bound (SQLite's own overhead per row included roughly).
 constexpr int64_t kMessageRowBytes = 40;
 constexpr int64_t kChunkRowBytes = 40;
+constexpr int64_t kVectorRowBytes = 24;
 
 using serve::sqlite::Stmt;
 using serve::sqlite::Transaction;
@@ -68,6 +69,9 @@ void SessionStore::open_file() {
         "CREATE TABLE IF NOT EXISTS chunks(session INTEGER NOT NULL, message INTEGER NOT NULL, seq INTEGER NOT NULL,"
         " offset INTEGER NOT NULL, length INTEGER NOT NULL, tokens INTEGER NOT NULL, terms BLOB NOT NULL,"
         " PRIMARY KEY(session, message, seq))");
+    serve::sqlite::exec(db(),
+                        "CREATE TABLE IF NOT EXISTS vectors(session INTEGER NOT NULL, chunk INTEGER NOT NULL, v BLOB NOT NULL,"
+                        " PRIMARY KEY(session, chunk)) WITHOUT ROWID");
     {
         Stmt s(db(), "SELECT COALESCE(SUM(bytes), 0), COALESCE(MAX(last_used), 0) FROM sessions");
         if (s.step()) {
@@ -169,6 +173,17 @@ std::unique_ptr<Session> SessionStore::load_locked(int64_t id) {
         const auto& [hash, tokens, exact] = rows[m];
         session->add_message(hash, tokens, exact, std::move(mine));
     }
+    Stmt vecs(db(), "SELECT chunk, v FROM vectors WHERE session = ? ORDER BY chunk");
+    vecs.bind(1, id);
+    while (vecs.step()) {
+        const int64_t chunk = vecs.i64(0);
+        const auto [p, n] = vecs.blob(1);
+        if (chunk < 0 || static_cast<size_t>(chunk) >= session->n_chunks() || n <= sizeof(float)) continue;
+        float scale;
+        std::memcpy(&scale, p, sizeof scale);
+        session->dense.set_codes(static_cast<uint32_t>(chunk), scale,
+                                 std::span<const int8_t>(static_cast<const int8_t*>(p) + sizeof scale, n - sizeof scale));
+    }
     Stmt t(db(), "UPDATE sessions SET last_used = ? WHERE id = ?");
     t.bind(1, now()).bind(2, id).run();
     return session;
@@ -231,6 +246,13 @@ void SessionStore::create_locked(Session& session, int64_t parent, size_t shared
             Stmt sz(db(), "SELECT COUNT(*), COALESCE(SUM(LENGTH(terms)), 0) FROM chunks WHERE session = ?");
             sz.bind(1, session.id());
             if (sz.step()) bytes += sz.i64(0) * kChunkRowBytes + sz.i64(1);
+            // The prefix's vectors: its chunks have the same numbers in the fork.
+            const int64_t prefix_chunks = session.chunk_range(copied - 1).second;
+            Stmt cv(db(), "INSERT INTO vectors SELECT ?, chunk, v FROM vectors WHERE session = ? AND chunk < ?");
+            cv.bind(1, session.id()).bind(2, parent).bind(3, prefix_chunks).run();
+            Stmt vz(db(), "SELECT COUNT(*), COALESCE(SUM(LENGTH(v)), 0) FROM vectors WHERE session = ?");
+            vz.bind(1, session.id());
+            if (vz.step()) bytes += vz.i64(0) * kVectorRowBytes + vz.i64(1);
             bytes += static_cast<int64_t>(copied) * kMessageRowBytes;
         }
     }
@@ -261,6 +283,38 @@ void SessionStore::append(Session& session, size_t from_message) {
     if (!appended) create(session);  // evicted meanwhile: store it again under a new id
 }
 
+void SessionStore::put_vectors(const Session& session, std::span<const uint32_t> chunks) {
+    if (session.id() == 0 || chunks.empty() || session.dense.dims() == 0) return;
+    guarded("a write", 0, [&] {
+        Stmt have(db(), "SELECT 1 FROM sessions WHERE id = ?");
+        have.bind(1, session.id());
+        if (!have.step()) return 0;  // evicted meanwhile: its next append stores it again
+        have.reset();
+        const size_t row = sizeof(float) + session.dense.dims();
+        Transaction tx(db());
+        Stmt old(db(), "DELETE FROM vectors WHERE session = ? AND LENGTH(v) != ?");
+        old.bind(1, session.id()).bind(2, static_cast<int64_t>(row)).run();
+        Stmt put(db(), "INSERT OR REPLACE INTO vectors(session, chunk, v) VALUES(?, ?, ?)");
+        std::string blob(row, '\0');
+        int64_t bytes = 0;
+        for (uint32_t c : chunks) {
+            const float scale = session.dense.scale(c);
+            const std::span<const int8_t> codes = session.dense.codes(c);
+            if (scale < 0 || codes.size() + sizeof scale != row) continue;
+            std::memcpy(blob.data(), &scale, sizeof scale);
+            std::memcpy(blob.data() + sizeof scale, codes.data(), codes.size());
+            put.bind(1, session.id()).bind(2, c).bind_blob(3, blob.data(), blob.size()).run();
+            bytes += kVectorRowBytes + static_cast<int64_t>(row);
+        }
+        Stmt u(db(), "UPDATE sessions SET bytes = bytes + ? WHERE id = ?");
+        u.bind(1, bytes).bind(2, session.id()).run();
+        tx.commit();
+        total_bytes_ += bytes;
+        evict_over_bound(session.id());
+        return 0;
+    });
+}
+
 void SessionStore::touch(int64_t id) {
     guarded("a write", 0, [&] {
         Stmt t(db(), "UPDATE sessions SET last_used = ? WHERE id = ?");
@@ -283,11 +337,13 @@ void SessionStore::evict_over_bound(int64_t keep) {
     Transaction tx(db());
     Stmt dm(db(), "DELETE FROM messages WHERE session = ?");
     Stmt dc(db(), "DELETE FROM chunks WHERE session = ?");
+    Stmt dv(db(), "DELETE FROM vectors WHERE session = ?");
     Stmt ds(db(), "DELETE FROM sessions WHERE id = ?");
     int64_t freed = 0;
     for (const auto& [id, bytes] : victims) {
         dm.bind(1, id).run();
         dc.bind(1, id).run();
+        dv.bind(1, id).run();
         ds.bind(1, id).run();
         freed += bytes;
     }

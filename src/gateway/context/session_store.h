@@ -4,6 +4,10 @@
 //   messages(session, position, hash, tokens, exact)       its chain; index on hash for lookups
 //   chunks(session, message, seq, offset, length, tokens, terms)
 //       terms: the chunk's bag of words, (u64 term hash, u32 count) pairs, little-endian
+//   vectors(session, chunk, v)                             dense vectors (DenseIndex's int8 form)
+//       v: the f32 scale, then one int8 per dimension; chunk: the session's chunk number
+// A restarted gateway so keeps what an embed lane computed (a 1M-token paste is ~14,000 chunks:
+// hours of a small model on a few cores), and a fork's stored copy keeps its prefix's vectors.
 // A session is found by the longest prefix of a request's chain it shares (within the scope);
 // forks copy the shared prefix's rows into a new session. The file is bounded: past max_bytes
 // whole sessions are deleted, least recently used first. One connection, guarded by a mutex:
@@ -68,6 +72,9 @@ public:
     // Adds the rows of messages [from_message, n) of a stored session; recreates it when it was evicted.
     void append(Session& session, size_t from_message);
     void touch(int64_t session);
+    // Stores the vectors of `chunks` (session.dense holds them) of a stored session; vectors of
+    // other dimensions stored before (the lane's model changed) go.
+    void put_vectors(const Session& session, std::span<const uint32_t> chunks);
 
     int64_t total_bytes();
     int64_t n_sessions();
