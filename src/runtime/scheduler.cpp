@@ -310,21 +310,26 @@ void Scheduler::step() {
     }
     std::vector<Sequence*> in_batch = decodes;
     in_batch.insert(in_batch.end(), prefills.begin(), prefills.end());
-    // Drafts for greedy sequences, verified by the argmax of their rows: the backend's when every
-    // sequence that samples this step is greedy, else the sampler's on rows that come to the host
-    // (not when the others' rows are sampled where the logits are: a GPU's). Budget: the batch's
-    // tokens left over.
+    // Drafts, verified by sampling their rows as the sequence would without them: for greedy
+    // sequences the argmax (the backend's when every sequence that samples this step is greedy),
+    // for sampled ones the sampler's draw on rows that come to the host. A drafted token is kept
+    // when the draw at its position picks it — with a draft that is one token, not a distribution,
+    // that is the standard rejection rule (kept with probability p(token); otherwise the draw is
+    // p without it), so the output's distribution is the plain one, and with one uniform number
+    // per token drawn in the same order a seed gives the same tokens. Not when rows are sampled
+    // where the logits are (a GPU's): then only steps whose sampling sequences are all greedy
+    // draft. Budget: the batch's tokens left over.
     using RowSampling = SchedulerOptions::RowSampling;
     const bool rows_on_device = opts_.row_sampling != RowSampling::Never &&
                                 (opts_.row_sampling == RowSampling::Always || model_.backend().samples_where_logits_are());
     bool all_greedy = true;
     for (Sequence* s : in_batch)
-        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && !may_draft(*s)) all_greedy = false;
+        if (s->step_end == static_cast<int64_t>(s->tokens.size()) && !may_draft(*s, true)) all_greedy = false;
     const bool drafting = opts_.spec_ngram > 0 && !mem_->has_recurrent() && !decodes.empty() && (all_greedy || !rows_on_device);
     for (Sequence* s : in_batch) s->draft.clear();
     for (Sequence* s : drafting ? decodes : std::vector<Sequence*>{}) {
         if (budget <= 0) break;
-        plan_draft(*s, budget);
+        plan_draft(*s, budget, rows_on_device);
         budget -= static_cast<int64_t>(s->draft.size());
     }
     int64_t n_logits = 0;
@@ -387,11 +392,11 @@ void Scheduler::step() {
     reap();
 }
 
-// This step's draft of a greedy decode sequence (s.draft; empty: none): up to its draft length,
-// the batch's budget, what the request may still generate and what the context holds, with KV
+// This step's draft of a decode sequence (s.draft; empty: none): up to its draft length, the
+// batch's budget, what the request may still generate and what the context holds, with KV
 // blocks for the drafted positions.
-void Scheduler::plan_draft(Sequence& s, int64_t budget) {
-    if (!s.req.sampling.speculative || !may_draft(s)) return;
+void Scheduler::plan_draft(Sequence& s, int64_t budget, bool rows_on_device) {
+    if (!s.req.sampling.speculative || !may_draft(s, rows_on_device)) return;
     if (s.spec_k == 0) s.spec_k = opts_.spec_ngram;
     if (s.spec_skip > 0) {
         --s.spec_skip;
@@ -423,13 +428,17 @@ void Scheduler::plan_draft(Sequence& s, int64_t budget) {
         s.draft.clear();
 }
 
-bool Scheduler::may_draft(const Sequence& s) const { return s.sampler.argmax_only() && !s.constraint && !s.req.pooling.any(); }
+// Greedy sequences always; sampled ones when their rows come to the host; never under a
+// constraint (its state would have to roll back) or for prompt-only requests.
+bool Scheduler::may_draft(const Sequence& s, bool rows_on_device) const {
+    return (s.sampler.argmax_only() || !rows_on_device) && !s.constraint && !s.req.pooling.any();
+}
 
-// The token after the step's last one comes from the first row; each drafted token equal to the
-// token just picked is then the sequence's own next token, computed already: its row gives the
-// one after. The first mismatch (or the request's end) leaves the rest of the draft unused; its
-// KV entries sit past n_computed, where the next step's tokens write over them before any token
-// attends that far (attention is causal by position).
+// The token after the step's last one comes from the first row (the argmax, or the sampler's
+// draw); each drafted token equal to the token just picked is then the sequence's own next token,
+// computed already: its row gives the one after. The first mismatch (or the request's end) leaves the rest of the draft unused;
+// its KV entries sit past n_computed, where the next step's tokens write over them before any token attends that far (attention
+// is causal by position).
 void Scheduler::accept_drafts(Sequence& s, int64_t row, bool ids) {
     ++stats_.spec_steps;
     stats_.drafted_tokens += static_cast<int64_t>(s.draft.size());

@@ -130,8 +130,8 @@ private:
     // A greedy sequence's drafted tokens verified: rows [row, row + draft] of argmax_ (ids) or
     // of logits_ (through its sampler).
     void accept_drafts(Sequence& s, int64_t row, bool ids);
-    bool may_draft(const Sequence& s) const;
-    void plan_draft(Sequence& s, int64_t budget);
+    bool may_draft(const Sequence& s, bool rows_on_device) const;
+    void plan_draft(Sequence& s, int64_t budget, bool rows_on_device);
     void sample_next(Sequence& s, Outcome o);
     // The forward and each sequence's outcome when sampling through Backend::sample_rows.
     void forward_sampling_rows(const std::vector<Sequence*>& in_batch, std::vector<Outcome>& out);
