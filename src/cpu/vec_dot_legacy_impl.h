@@ -438,24 +438,33 @@ struct Block32Dot2Wide {
     }
 };
 
+// The batch kernel in a function of its own, so the one-column loop's code is what it was
+// (GCC's register choices over a function holding both loops slowed it).
+template <class S, class W>
+__attribute__((noinline)) void dot_block32_wide(const DotTile& t) {
+    const int64_t n_blocks = t.n / 32;
+    thread_local std::vector<float> scales;
+    scales.resize(static_cast<size_t>(t.cols * n_blocks));
+    for (int64_t c = 0; c < t.cols; ++c)
+        for (int64_t b = 0; b < n_blocks; ++b)
+            scales[static_cast<size_t>(c * n_blocks + b)] = W::Act::scale(t.a[c] + b * W::Act::kBytes);
+    run_tile_pairs<S::kMaxCols>(t, Block32Dot<S, W>{n_blocks}, Block32Dot2Wide<S, W>{n_blocks, t.a, scales.data()});
+}
+
+template <class S, class W>
+__attribute__((noinline)) void dot_block32_one(const DotTile& t) {
+    run_tile<S::kMaxCols>(t, Block32Dot<S, W>{t.n / 32});
+}
+
 template <class S, class W>
 void dot_block32(const DotTile& t) {
     if constexpr (S::kFloats == 16 && !W::kMin) {
-        if (t.cols >= 2) {
-            const int64_t n_blocks = t.n / 32;
-            thread_local std::vector<float> scales;
-            scales.resize(static_cast<size_t>(t.cols * n_blocks));
-            for (int64_t c = 0; c < t.cols; ++c)
-                for (int64_t b = 0; b < n_blocks; ++b)
-                    scales[static_cast<size_t>(c * n_blocks + b)] = W::Act::scale(t.a[c] + b * W::Act::kBytes);
-            run_tile_pairs<S::kMaxCols>(t, Block32Dot<S, W>{n_blocks}, Block32Dot2Wide<S, W>{n_blocks, t.a, scales.data()});
-            return;
-        }
+        if (t.cols >= 2) return dot_block32_wide<S, W>(t);
     }
     if (t.cols >= 2) {
         run_tile_pairs<S::kMaxCols>(t, Block32Dot<S, W>{t.n / 32}, Block32Dot2<S, W>{t.n / 32});
     } else {
-        run_tile<S::kMaxCols>(t, Block32Dot<S, W>{t.n / 32});
+        dot_block32_one<S, W>(t);
     }
 }
 
