@@ -412,7 +412,8 @@ struct Block32Dot2Wide {
                 const uint8_t* ab = a[c] + b * A::kBytes;
                 const __m512i qa = join256(loadu256(ab + A::kQs), loadu256(ab + A::kBytes + A::kQs));
                 const __m512 da = _mm512_permutexvar_ps(
-                    spread, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sc[c] + b)))));
+                    spread,
+                    _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc[c] + b)))));
                 const __m512i s0 = _mm512_dpbusd_epi32(zero, u0, _mm512_mask_sub_epi8(qa, neg0, zero, qa));
                 const __m512i s1 = _mm512_dpbusd_epi32(zero, u1, _mm512_mask_sub_epi8(qa, neg1, zero, qa));
                 acc0[c] = _mm512_fmadd_ps(_mm512_mul_ps(d0, da), _mm512_cvtepi32_ps(s0), acc0[c]);

@@ -393,8 +393,8 @@ void ExpertStore::set_prefill_balance(bool on) {
 // Called on the backend's thread between layers (never while it reads a placement).
 void ExpertStore::prefill_times(int layer, double gpu_s, double host_s) {
     (void)layer;
-    if (!o_.prefill_balance) return;
     std::lock_guard<std::mutex> g(mu_);
+    if (!o_.prefill_balance) return;
     balance_.report(gpu_s, host_s);
     publish_costs();
 }

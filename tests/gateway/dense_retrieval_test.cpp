@@ -5,6 +5,7 @@
 // for a later turn; a fork keeps its prefix's vectors; another request of the conversation does
 // not wait for a lane call.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <atomic>
 #include <cmath>
@@ -269,6 +270,94 @@ TEST(GatewayDenseRetrieval, ARestartedGatewayKeepsTheVectors) {
     EXPECT_EQ(fork.stats.chunks_embedded, 0);
     EXPECT_EQ(fork.stats.retrieval, "bm25+dense");
     EXPECT_NE(fork.history_block.find("The beacon warden Ansel noted one tempest."), std::string::npos);
+}
+
+// The lane's model changed (vectors of 32 dimensions where 64 were stored): the old rows go with
+// the first new vector, and their bytes come off the store's count (before the fix the count
+// only grew). The same turns with the old model are the baseline: the difference is the old
+// rows' bytes (24 a row, a 4-byte scale, 64 codes each) and the new rows' 32 fewer codes.
+TEST(GatewayDenseRetrieval, AModelChangeReplacesTheStoredVectorsAndTheirBytes) {
+    class Half : public ConceptEmbedder {
+    public:
+        std::vector<std::vector<float>> embed_passages(std::span<const std::string_view> texts) override {
+            auto v = ConceptEmbedder::embed_passages(texts);
+            for (auto& x : v) {
+                x.resize(32);
+                float n = 0;
+                for (float y : x) n += y * y;
+                for (float& y : x) y /= n > 0 ? std::sqrt(n) : 1.0f;
+            }
+            return v;
+        }
+    };
+    int64_t bytes[2] = {0, 0};
+    int first_embedded = 0, second_embedded[2] = {0, 0};
+    for (int changed = 0; changed < 2; ++changed) {
+        test::TempDir dir;
+        Conversation c = beacon_conversation();
+        SessionStore store({.path = dir / "s.db"});
+        {
+            RetrievalOptions ro;
+            ro.embedder = std::make_shared<ConceptEmbedder>();
+            ContextAssembler a(&store, rough_count, ro);
+            const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+            ASSERT_TRUE(r.abridged);
+            first_embedded = r.stats.chunks_embedded;
+        }
+        RetrievalOptions ro;
+        ro.embedder = changed ? std::shared_ptr<Embedder>(std::make_shared<Half>()) : std::make_shared<ConceptEmbedder>();
+        ContextAssembler a(&store, rough_count, ro);  // an empty cache: the session comes from the store
+        // New turns, enough that earlier ones leave the verbatim window and become excerptable.
+        const std::string question = c.messages.back().text;
+        c.messages.pop_back();
+        for (int t = 0; t < 12; ++t) {
+            c.messages.push_back({"user",
+                                  "Turn " + std::to_string(t) +
+                                      ": the harbour cranes worked the night shift again, and "
+                                      "the manifests for the grain ships were checked twice by the clerks.",
+                                  true});
+            c.messages.push_back({"assistant",
+                                  "Noted for turn " + std::to_string(t) +
+                                      ": cranes, night shift, grain manifests "
+                                      "checked twice; nothing else changed at the quay.",
+                                  false});
+        }
+        c.messages.push_back({"user", question, true});
+        const AssembleResult r = a.assemble("", c, {.budget_tokens = 1200});
+        ASSERT_TRUE(r.abridged);
+        second_embedded[changed] = r.stats.chunks_embedded;
+        bytes[changed] = store.total_bytes();
+    }
+    ASSERT_GT(first_embedded, 100);
+    ASSERT_GT(second_embedded[1], 0);
+    EXPECT_EQ(second_embedded[0], second_embedded[1]);
+    // Kept in the baseline, gone after the change: the old rows; and each new row is 32 codes
+    // shorter.
+    EXPECT_EQ(bytes[0] - bytes[1], static_cast<int64_t>(first_embedded) * (24 + 4 + 64) + second_embedded[1] * 32);
+}
+
+// A file of the store's first schema (session ids could be reused): a cache, so it starts over.
+TEST(GatewayDenseRetrieval, AStoreOfTheOldSchemaStartsOver) {
+    test::TempDir dir;
+    {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open((dir / "s.db").c_str(), &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db,
+                               "CREATE TABLE sessions(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, n_messages INTEGER NOT NULL,"
+                               " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL);"
+                               "INSERT INTO sessions VALUES(1, '', 0, 0, 1);",
+                               nullptr, nullptr, nullptr),
+                  SQLITE_OK);
+        sqlite3_close(db);
+    }
+    SessionStore store({.path = dir / "s.db"});
+    EXPECT_TRUE(store.available());
+    EXPECT_EQ(store.n_sessions(), 0);
+    RetrievalOptions ro;
+    ro.embedder = std::make_shared<ConceptEmbedder>();
+    ContextAssembler a(&store, rough_count, ro);
+    EXPECT_TRUE(a.assemble("", beacon_conversation(), {.budget_tokens = 1200}).abridged);
+    EXPECT_EQ(store.n_sessions(), 1);
 }
 
 // A lane at a fixed time per passage that records each call's size.

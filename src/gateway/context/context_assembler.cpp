@@ -263,7 +263,8 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
 // Candidates without a vector, newest first, in the embedder's batches until the dense budget
 // is spent or the embedder fails (the rest wait for a later turn). Each call is sized to the time
 // the budget has left at the embedder's measured rate (a first call of kProbe when it has none;
-// none when not one passage would fit), so a slow lane (a 0.6B model on two cores embeds ~1.6
+// none when not one passage would fit, but for one passage every 30 s that measures the lane
+// again), so a slow lane (a 0.6B model on two cores embeds ~1.6
 // passages a second) does not overrun the budget by a whole call of 64. The lane calls run without
 // the session's lock (`lock`, held on entry and on return): another request of the conversation
 // need not wait for them. Chunk ids stay valid meanwhile (a session only grows; a fork copies
@@ -272,6 +273,7 @@ int ContextAssembler::extend(Session& s, const Conversation& conv, const std::ve
 void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock, std::span<const uint32_t> candidates,
                                  const std::function<std::string_view(uint32_t)>& text, AssembleStats& st) {
     constexpr size_t kBatch = 64, kProbe = 4;
+    constexpr auto kReprobe = std::chrono::seconds(30);
     std::vector<uint32_t> todo;
     for (uint32_t c : candidates)
         if (!s.dense.has(c)) todo.push_back(c);
@@ -285,8 +287,17 @@ void ContextAssembler::embed_new(Session& s, std::unique_lock<std::mutex>& lock,
         const double left_s = std::chrono::duration<double>(deadline - Clock::now()).count();
         if (left_s <= 0) break;
         const double rate = embed_rate_.load(std::memory_order_relaxed);
-        const double fit = rate > 0 ? std::floor(rate * left_s) : static_cast<double>(kProbe);
-        if (fit < 1) break;  // not one passage would be back in time
+        double fit = rate > 0 ? std::floor(rate * left_s) : static_cast<double>(kProbe);
+        if (fit < 1) {
+            // Not one passage would be back in time at the measured rate. The rate may be stale
+            // (a cold lane, a queue): one passage every kReprobe measures it again, so a slow
+            // stretch does not turn dense retrieval off for good.
+            const int64_t now = Clock::now().time_since_epoch().count();
+            int64_t last = embed_reprobe_.load(std::memory_order_relaxed);
+            const auto gap = std::chrono::duration_cast<Clock::duration>(kReprobe).count();
+            if (now - last < gap || !embed_reprobe_.compare_exchange_strong(last, now)) break;
+            fit = 1;
+        }
         const size_t n = std::min({kBatch, todo.size() - vectors.size(), static_cast<size_t>(std::min(fit, 1e6))});
         std::vector<std::vector<float>> v;
         const auto t0 = Clock::now();

@@ -126,6 +126,7 @@ private:
     // The embedder's measured passages a second (0: not yet), which sizes each call to the time
     // the dense budget has left.
     std::atomic<double> embed_rate_{0.0};
+    std::atomic<int64_t> embed_reprobe_{0};  // steady-clock ticks of the last re-measuring call
 };
 
 }  // namespace strata::gateway

@@ -83,7 +83,7 @@ public:
     // Held while the session is extended or read by one request.
     std::mutex mutex;
     // Its chunks' dense vectors, those embedded so far (the assembler adds them; a fork copies its
-    // prefix's). Not kept in the session store: after a restart they are embedded again.
+    // prefix's). Kept in the session store too (its `vectors` table), so a restart keeps them.
     DenseIndex dense;
     // The last system prompt counted for this conversation (system prompts rarely change).
     uint64_t system_hash = 0;

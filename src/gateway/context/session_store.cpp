@@ -55,10 +55,21 @@ SessionStore::SessionStore(SessionStoreOptions options)
 void SessionStore::open_file() {
     file_.open_exclusive(options_.path, options_.busy_timeout_ms);
     serve::sqlite::exec(db(), "BEGIN EXCLUSIVE");
+    // Ids are never reused (AUTOINCREMENT): a session evicted while a request still holds it in
+    // memory must not have its later writes land in a newer session that took its id. A file
+    // made before that (ids reused) is a cache of derived data: it starts over.
+    {
+        Stmt old(db(), "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sessions'");
+        if (old.step() && old.text(0).find("AUTOINCREMENT") == std::string::npos) {
+            old.reset();
+            for (const char* t : {"sessions", "messages", "chunks", "vectors"})
+                serve::sqlite::exec(db(), (std::string("DROP TABLE IF EXISTS ") + t).c_str());
+        }
+    }
     serve::sqlite::exec(
         db(),
-        "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY, scope TEXT NOT NULL, n_messages INTEGER NOT NULL,"
-        " bytes INTEGER NOT NULL, last_used INTEGER NOT NULL)");
+        "CREATE TABLE IF NOT EXISTS sessions(id INTEGER PRIMARY KEY AUTOINCREMENT, scope TEXT NOT NULL, n_messages INTEGER "
+        "NOT NULL, bytes INTEGER NOT NULL, last_used INTEGER NOT NULL)");
     serve::sqlite::exec(
         db(),
         "CREATE TABLE IF NOT EXISTS messages(session INTEGER NOT NULL, position INTEGER NOT NULL, hash INTEGER NOT NULL,"
@@ -247,7 +258,7 @@ void SessionStore::create_locked(Session& session, int64_t parent, size_t shared
             sz.bind(1, session.id());
             if (sz.step()) bytes += sz.i64(0) * kChunkRowBytes + sz.i64(1);
             // The prefix's vectors: its chunks have the same numbers in the fork.
-            const int64_t prefix_chunks = session.chunk_range(copied - 1).second;
+            const int64_t prefix_chunks = session.chunk_range(shared - 1).second;
             Stmt cv(db(), "INSERT INTO vectors SELECT ?, chunk, v FROM vectors WHERE session = ? AND chunk < ?");
             cv.bind(1, session.id()).bind(2, parent).bind(3, prefix_chunks).run();
             Stmt vz(db(), "SELECT COUNT(*), COALESCE(SUM(LENGTH(v)), 0) FROM vectors WHERE session = ?");
@@ -257,6 +268,13 @@ void SessionStore::create_locked(Session& session, int64_t parent, size_t shared
         }
     }
     insert_rows(session, copied, bytes);
+    // Vectors the session holds past the copied prefix (a session stored again after its
+    // eviction, a fork whose parent's rows were gone).
+    const uint32_t from = copied > 0 ? session.chunk_range(copied - 1).second : 0;
+    std::vector<uint32_t> held;
+    for (uint32_t c = from; c < session.n_chunks(); ++c)
+        if (session.dense.has(c)) held.push_back(c);
+    bytes += insert_vectors(session, held);
     Stmt u(db(), "UPDATE sessions SET n_messages = ?, bytes = ? WHERE id = ?");
     u.bind(1, static_cast<int64_t>(session.n_messages())).bind(2, bytes).bind(3, session.id()).run();
     tx.commit();
@@ -283,29 +301,48 @@ void SessionStore::append(Session& session, size_t from_message) {
     if (!appended) create(session);  // evicted meanwhile: store it again under a new id
 }
 
+// Writes the vectors of `chunks` (those session.dense holds, of its dimensions; mutex_ held, in a
+// transaction) and returns their bytes. Rows of other dimensions (the lane's model changed) go
+// first, their bytes taken off the session's and the store's counts.
+int64_t SessionStore::insert_vectors(const Session& session, std::span<const uint32_t> chunks) {
+    if (chunks.empty() || session.dense.dims() == 0) return 0;
+    const size_t row = sizeof(float) + session.dense.dims();
+    Stmt gone(db(), "SELECT COUNT(*), COALESCE(SUM(LENGTH(v)), 0) FROM vectors WHERE session = ? AND LENGTH(v) != ?");
+    gone.bind(1, session.id()).bind(2, static_cast<int64_t>(row));
+    int64_t freed = 0;
+    if (gone.step()) freed = gone.i64(0) * kVectorRowBytes + gone.i64(1);
+    gone.reset();
+    if (freed > 0) {
+        Stmt old(db(), "DELETE FROM vectors WHERE session = ? AND LENGTH(v) != ?");
+        old.bind(1, session.id()).bind(2, static_cast<int64_t>(row)).run();
+        Stmt u(db(), "UPDATE sessions SET bytes = bytes - ? WHERE id = ?");
+        u.bind(1, freed).bind(2, session.id()).run();
+        total_bytes_ -= freed;
+    }
+    Stmt put(db(), "INSERT OR REPLACE INTO vectors(session, chunk, v) VALUES(?, ?, ?)");
+    std::string blob(row, '\0');
+    int64_t bytes = 0;
+    for (uint32_t c : chunks) {
+        const float scale = session.dense.scale(c);
+        const std::span<const int8_t> codes = session.dense.codes(c);
+        if (scale < 0 || codes.size() + sizeof scale != row) continue;
+        std::memcpy(blob.data(), &scale, sizeof scale);
+        std::memcpy(blob.data() + sizeof scale, codes.data(), codes.size());
+        put.bind(1, session.id()).bind(2, c).bind_blob(3, blob.data(), blob.size()).run();
+        bytes += kVectorRowBytes + static_cast<int64_t>(row);
+    }
+    return bytes;
+}
+
 void SessionStore::put_vectors(const Session& session, std::span<const uint32_t> chunks) {
     if (session.id() == 0 || chunks.empty() || session.dense.dims() == 0) return;
     guarded("a write", 0, [&] {
         Stmt have(db(), "SELECT 1 FROM sessions WHERE id = ?");
         have.bind(1, session.id());
-        if (!have.step()) return 0;  // evicted meanwhile: its next append stores it again
+        if (!have.step()) return 0;  // evicted meanwhile: its next append stores it again, vectors too
         have.reset();
-        const size_t row = sizeof(float) + session.dense.dims();
         Transaction tx(db());
-        Stmt old(db(), "DELETE FROM vectors WHERE session = ? AND LENGTH(v) != ?");
-        old.bind(1, session.id()).bind(2, static_cast<int64_t>(row)).run();
-        Stmt put(db(), "INSERT OR REPLACE INTO vectors(session, chunk, v) VALUES(?, ?, ?)");
-        std::string blob(row, '\0');
-        int64_t bytes = 0;
-        for (uint32_t c : chunks) {
-            const float scale = session.dense.scale(c);
-            const std::span<const int8_t> codes = session.dense.codes(c);
-            if (scale < 0 || codes.size() + sizeof scale != row) continue;
-            std::memcpy(blob.data(), &scale, sizeof scale);
-            std::memcpy(blob.data() + sizeof scale, codes.data(), codes.size());
-            put.bind(1, session.id()).bind(2, c).bind_blob(3, blob.data(), blob.size()).run();
-            bytes += kVectorRowBytes + static_cast<int64_t>(row);
-        }
+        const int64_t bytes = insert_vectors(session, chunks);
         Stmt u(db(), "UPDATE sessions SET bytes = bytes + ? WHERE id = ?");
         u.bind(1, bytes).bind(2, session.id()).run();
         tx.commit();

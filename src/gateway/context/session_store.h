@@ -6,7 +6,9 @@
 //       terms: the chunk's bag of words, (u64 term hash, u32 count) pairs, little-endian
 //   vectors(session, chunk, v)                             dense vectors (DenseIndex's int8 form)
 //       v: the f32 scale, then one int8 per dimension; chunk: the session's chunk number
-// A restarted gateway so keeps what an embed lane computed (a 1M-token paste is ~14,000 chunks:
+// Session ids are AUTOINCREMENT (never reused: a request still holding an evicted session must
+// not write into a newer one); a file of the first schema, whose ids could be reused, is emptied
+// at open (it is a cache). A restarted gateway so keeps what an embed lane computed (a 1M-token paste is ~14,000 chunks:
 // hours of a small model on a few cores), and a fork's stored copy keeps its prefix's vectors.
 // A session is found by the longest prefix of a request's chain it shares (within the scope);
 // forks copy the shared prefix's rows into a new session. The file is bounded: past max_bytes
@@ -92,6 +94,7 @@ private:
     std::unique_ptr<Session> load_locked(int64_t session);
     void create_locked(Session& session, int64_t parent, size_t shared);
     void insert_rows(const Session& session, size_t from_message, int64_t& bytes);
+    int64_t insert_vectors(const Session& session, std::span<const uint32_t> chunks);
     void evict_over_bound(int64_t keep);
     int64_t now();
 
