@@ -265,7 +265,7 @@ void add_engine_command(CLI::App& app, Runner& run) {
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_option("--spec-ngram", a->sched.spec_ngram,
-                    "speculative decoding by prompt lookup: up to N drafted tokens a step for greedy requests (0: off)")
+                    "speculative decoding by prompt lookup: up to N drafted tokens a step, verified exactly (0: off)")
         ->check(CLI::Range(0, 16))
         ->capture_default_str();
     cmd->add_option("--ctx", a->sched.max_context, "positions per sequence (default: the model's, capped by KV memory)")

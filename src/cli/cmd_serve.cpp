@@ -253,7 +253,7 @@ void add_serve_command(CLI::App& app, Runner& run) {
         ->capture_default_str();
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "do not reuse KV of earlier requests");
     cmd->add_option("--spec-ngram", a->spec_ngram,
-                    "speculative decoding by prompt lookup: up to N drafted tokens a step for greedy requests (0: off)")
+                    "speculative decoding by prompt lookup: up to N drafted tokens a step, verified exactly (0: off)")
         ->check(CLI::Range(0, 16))
         ->capture_default_str();
     cmd->callback([&run, a] { run = [a] { return run_serve(*a); }; });
