@@ -322,8 +322,7 @@ int main(int argc, char** argv) {
                         median(tg_runs), reps);
             store_line();
         }
-        for (const bool on : {false, true}) {
-            if (!balance_ab) break;
+        for (const bool on : balance_ab ? std::vector<bool>{false, true} : std::vector<bool>{}) {
             store->set_prefill_balance(on);
             measure();
             std::printf("prefill-balance %s: pp%d %.1f t/s, tg%d %.2f t/s (medians of %d; host cost scale %.3f)\n",

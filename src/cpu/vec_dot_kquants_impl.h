@@ -73,14 +73,47 @@ constexpr bool kApart = S::kFloats > 8;
 
 // ---- Q4_K / Q5_K ------------------------------------------------------------------------------
 
+// One Q4_K / Q5_K block's integer sums for NC columns (Q45KDot's and Q45KDotWide's shared
+// part): sumi[c] = the codes times column c's activations, pairs times their group scales.
+template <class S, bool kQ5, int NC, class Scales>
+static inline __attribute__((always_inline)) void q45k_block_sums(const uint8_t* x, const uint8_t* const* a, int64_t b,
+                                                                  const Scales& sc, typename S::I32 (&sumi)[NC]) {
+    using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
+    using V = typename S::V;
+    const V m4 = S::set1_8(0x0f);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kQ5) hbits = loadu256(x + offsetof(BlockQ5_K, qh));
+    for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
+    // 64 values: sub-blocks 2j (low nibbles), 2j + 1 (high nibbles).
+    const auto chunk = [&](int j) {
+        const __m256i bits = loadu256(x + offsetof(Blk, qs) + 32 * j);
+        V q = S::and_(S::join(bits, _mm256_srli_epi16(bits, 4)), m4);
+        if constexpr (kQ5) {
+            const __m256i one = _mm256_set1_epi8(1);
+            q = S::or_(q,
+                       S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
+            hbits = _mm256_srli_epi16(hbits, 2);
+        }
+        const V scale = sc.pair(j);
+        for (int c = 0; c < NC; ++c) sumi[c] = S::dot_scaled(sumi[c], q, S::load(a[c] + b * kA + kAqs + 64 * j), scale);
+    };
+    // Unrolled for 1-2 columns, and for any count with AVX-512's 32 registers; kept rolled for
+    // more on AVX2, where unrolling runs out of registers.
+    if constexpr (NC <= 2 || S::kMaxCols > 4) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) chunk(j);
+    } else {
+#pragma GCC unroll 1
+        for (int j = 0; j < 4; ++j) chunk(j);
+    }
+}
+
 template <class S, bool kQ5>
 struct Q45KDot {
     int64_t n_blocks;
     template <int NC>
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
         using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
-        using V = typename S::V;
-        const V m4 = S::set1_8(0x0f);
         const typename S::template PairScales<NC> pair_scales;
         typename S::F acc[NC];
         __m256 apart[kApart<S> ? NC : 1];
@@ -90,34 +123,8 @@ struct Q45KDot {
             const uint8_t* x = w + b * sizeof(Blk);
             uint8_t scales[8], mins[8];
             k4_unpack(x + offsetof(Blk, scales), scales, mins);
-            const auto sc = pair_scales.block(scales);
-            __m256i hbits = _mm256_setzero_si256();
-            if constexpr (kQ5) hbits = loadu256(x + offsetof(BlockQ5_K, qh));
             typename S::I32 sumi[NC];
-            for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
-            // 64 values: sub-blocks 2j (low nibbles), 2j + 1 (high nibbles).
-            const auto chunk = [&](int j) {
-                const __m256i bits = loadu256(x + offsetof(Blk, qs) + 32 * j);
-                V q = S::and_(S::join(bits, _mm256_srli_epi16(bits, 4)), m4);
-                if constexpr (kQ5) {
-                    const __m256i one = _mm256_set1_epi8(1);
-                    q = S::or_(
-                        q,
-                        S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
-                    hbits = _mm256_srli_epi16(hbits, 2);
-                }
-                const V scale = sc.pair(j);
-                for (int c = 0; c < NC; ++c) sumi[c] = S::dot_scaled(sumi[c], q, S::load(a[c] + b * kA + kAqs + 64 * j), scale);
-            };
-            // Unrolled for 1-2 columns, and for any count with AVX-512's 32 registers; kept rolled
-            // for more on AVX2, where unrolling runs out of registers.
-            if constexpr (NC <= 2 || S::kMaxCols > 4) {
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) chunk(j);
-            } else {
-#pragma GCC unroll 1
-                for (int j = 0; j < 4; ++j) chunk(j);
-            }
+            q45k_block_sums<S, kQ5, NC>(x, a, b, pair_scales.block(scales), sumi);
             const float dw = load_f16(x + offsetof(Blk, d));
             const float dmin = load_f16(x + offsetof(Blk, dmin));
             const __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins)));
@@ -187,10 +194,8 @@ struct Q45KDotWide {
     template <int NC>
     void operator()(const uint8_t* w, const uint8_t* const* a, float* out) const {
         using Blk = std::conditional_t<kQ5, BlockQ5_K, BlockQ4_K>;
-        using V = typename S::V;
         constexpr int kGroups = (NC + 3) / 4;
         const int64_t n_blocks = acts->n_blocks, c0 = a - acts->a_base, g0 = c0 / 4;
-        const V m4 = S::set1_8(0x0f);
         const typename S::template PairScales<NC> pair_scales;
         typename S::F acc[NC];
         __m512 apart[kGroups];
@@ -202,26 +207,8 @@ struct Q45KDotWide {
             const uint8_t* x = w + b * sizeof(Blk);
             uint8_t scales[8], mins[8];
             k4_unpack(x + offsetof(Blk, scales), scales, mins);
-            const auto sc = pair_scales.block(scales);
-            __m256i hbits = _mm256_setzero_si256();
-            if constexpr (kQ5) hbits = loadu256(x + offsetof(BlockQ5_K, qh));
             typename S::I32 sumi[NC];
-            for (int c = 0; c < NC; ++c) sumi[c] = S::zero_i32();
-            const auto chunk = [&](int j) {
-                const __m256i bits = loadu256(x + offsetof(Blk, qs) + 32 * j);
-                V q = S::and_(S::join(bits, _mm256_srli_epi16(bits, 4)), m4);
-                if constexpr (kQ5) {
-                    const __m256i one = _mm256_set1_epi8(1);
-                    q = S::or_(
-                        q,
-                        S::slli16(S::join(_mm256_and_si256(hbits, one), _mm256_and_si256(_mm256_srli_epi16(hbits, 1), one)), 4));
-                    hbits = _mm256_srli_epi16(hbits, 2);
-                }
-                const V scale = sc.pair(j);
-                for (int c = 0; c < NC; ++c) sumi[c] = S::dot_scaled(sumi[c], q, S::load(a[c] + b * kA + kAqs + 64 * j), scale);
-            };
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) chunk(j);
+            q45k_block_sums<S, kQ5, NC>(x, a, b, pair_scales.block(scales), sumi);
             const float dw = load_f16(x + offsetof(Blk, d));
             const float dmin = load_f16(x + offsetof(Blk, dmin));
             const __m512 dwv = _mm512_set1_ps(dw);
