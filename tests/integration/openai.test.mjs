@@ -1,7 +1,8 @@
 // strata serve through the official `openai` npm client: chat completions whole and streamed,
 // the SDK's stream helper, tools (forced, required, streamed deltas), response_format, logprobs,
 // n, seed, stop, legacy completions, reasoning, errors; a server with speculative decoding
-// (--spec-ngram) answers greedy requests exactly as one without, and counts its drafts.
+// (--spec-ngram) answers greedy and seeded sampled requests exactly as one without (both
+// template families), and counts its drafts.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -309,7 +310,7 @@ test('a tool call cut by max_tokens stays a call with finish_reason length, whol
   }
 });
 
-test('--spec-ngram: greedy answers equal a plain server\'s, drafts are counted, "speculative": false opts out', async () => {
+test('--spec-ngram: greedy and seeded sampled answers equal a plain server\'s, drafts are counted, "speculative": false opts out', async () => {
   const spec = await startServer({ kind: 'qwen35', args: ['--spec-ngram', '4'], logName: 'openai-spec' });
   const specClient = new OpenAI({ baseURL: `${spec.base}/v1`, apiKey: 'unused', maxRetries: 0 });
   const messages = [{ role: 'user', content: 'Repeat after me: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog.' }];
@@ -326,5 +327,24 @@ test('--spec-ngram: greedy answers equal a plain server\'s, drafts are counted, 
   const out = await specClient.chat.completions.create({ ...body, speculative: false });
   assert.equal(out.choices[0].message.content, plain.choices[0].message.content);
   assert.equal(await metric(spec.base, 'strata_spec_drafted_tokens_total'), n);
+  // Sampled with a seed (the CPU backend's rows come to the host, so these draft too; a low
+  // temperature, so the random test model repeats the prompt as its greedy answer does): the same
+  // tokens as the plain server's, with either template family.
+  const sampled = { ...body, temperature: 0.1, top_p: 0.95, seed: 4242 };
+  const plainSampled = await thinkingClient.chat.completions.create(sampled);
+  const specSampled = await specClient.chat.completions.create(sampled);
+  assert.equal(specSampled.choices[0].message.content, plainSampled.choices[0].message.content);
+  assert.equal(specSampled.choices[0].message.reasoning_content, plainSampled.choices[0].message.reasoning_content);
+  assert.ok(await metric(spec.base, 'strata_spec_drafted_tokens_total') > n, 'the sampled request drafted');
   await spec.stop();
+  const spec3 = await startServer({ args: ['--spec-ngram', '4'], logName: 'openai-spec-qwen3' });
+  const spec3Client = new OpenAI({ baseURL: `${spec3.base}/v1`, apiKey: 'unused', maxRetries: 0 });
+  // This server's model is biased to end its turns: kept going, as a long answer would.
+  for (const b of [body, sampled].map((x) => ({ ...x, logit_bias: { [EOS]: -100 } }))) {
+    const p3 = await client.chat.completions.create(b);
+    const s3 = await spec3Client.chat.completions.create(b);
+    assert.equal(s3.choices[0].message.content, p3.choices[0].message.content, `temperature ${b.temperature}`);
+  }
+  assert.ok(await metric(spec3.base, 'strata_spec_drafted_tokens_total') > 0);
+  await spec3.stop();
 });
