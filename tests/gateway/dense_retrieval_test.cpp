@@ -350,9 +350,12 @@ TEST(GatewayDenseRetrieval, AStoreOfTheOldSchemaStartsOver) {
                   SQLITE_OK);
         sqlite3_close(db);
     }
-    SessionStore store({.path = dir / "s.db"});
+    std::vector<std::string> warnings;
+    SessionStore store({.path = dir / "s.db", .log = [&](const std::string& w) { warnings.push_back(w); }});
     EXPECT_TRUE(store.available());
     EXPECT_EQ(store.n_sessions(), 0);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("starts empty"), std::string::npos) << warnings[0];
     RetrievalOptions ro;
     ro.embedder = std::make_shared<ConceptEmbedder>();
     ContextAssembler a(&store, rough_count, ro);

@@ -64,6 +64,8 @@ void SessionStore::open_file() {
             old.reset();
             for (const char* t : {"sessions", "messages", "chunks", "vectors"})
                 serve::sqlite::exec(db(), (std::string("DROP TABLE IF EXISTS ") + t).c_str());
+            warn("session store: " + options_.path.string() +
+                 " was written by an older gateway (session ids could be reused); it starts empty");
         }
     }
     serve::sqlite::exec(
